@@ -1,0 +1,41 @@
+"""autotune: find the fastest configuration of CUDA kernels by search, and use it at run time.
+
+    autotune search gemm --trials 200          # the command line
+    autotune.tune("gemm", "4096x4096x4096")    # the same from Python
+
+GPU work needs pycuda (``pip install 'autotune[cuda]'``); it is imported only where a GPU is used.
+"""
+
+from autotune.errors import (
+    AutotuneError,
+    DeviceError,
+    InvalidArgument,
+    InvalidConfig,
+    InvalidType,
+    NotTuned,
+    StorageError,
+    ToolchainError,
+    UnknownKernel,
+)
+from autotune.search import SearchReport, SearchSettings, tune
+from autotune.spaces import KernelSpace, get_space, kernel_names
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AutotuneError",
+    "DeviceError",
+    "InvalidArgument",
+    "InvalidConfig",
+    "InvalidType",
+    "KernelSpace",
+    "NotTuned",
+    "SearchReport",
+    "SearchSettings",
+    "StorageError",
+    "ToolchainError",
+    "UnknownKernel",
+    "get_space",
+    "kernel_names",
+    "tune",
+]

@@ -1,0 +1,232 @@
+"""The ``autotune`` command line (typer + rich).
+
+Every failure a user can cause or meet — a typo, a bad shape, no GPU, an unusable database — ends as one line
+``error: …`` on stderr and a non-zero exit status, never a traceback (see `_Group.main`).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, List, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from typer.core import TyperGroup
+
+from autotune.errors import AutotuneError
+from autotune.search import Progress as SearchProgress
+from autotune.search import SearchReport, check_trials, tune
+from autotune.samplers import DEFAULT_SAMPLER, SAMPLERS, make_sampler
+from autotune.spaces import get_space, kernel_names
+from autotune.storage import Database, resolve_url
+
+console = Console(highlight=False)
+err_console = Console(stderr=True, highlight=False)
+
+
+def _fail(message: str, code: int) -> None:
+    err_console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
+    sys.exit(code)
+
+
+def _exception_classes(*names: str) -> tuple[type[BaseException], ...]:
+    """typer ≥ 0.2x vendors click (typer.exceptions); older typer uses click itself: catch whichever exists."""
+    found: list[type[BaseException]] = []
+    for module_name in ("typer.exceptions", "click", "click.exceptions"):
+        try:
+            module = __import__(module_name, fromlist=["_"])
+        except ImportError:
+            continue
+        found += [getattr(module, n) for n in names if isinstance(getattr(module, n, None), type)]
+    return tuple(dict.fromkeys(found))
+
+
+_USAGE_ERRORS = _exception_classes("TyperException", "ClickException")
+_ABORTS = _exception_classes("Abort")
+
+
+class _Group(TyperGroup):
+    """Runs commands non-standalone so that every error is reported here, the same way."""
+
+    def main(self, args: Any = None, prog_name: Any = None, complete_var: Any = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:  # fmt: skip
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except AutotuneError as exc:
+            _fail(str(exc), exc.exit_code)
+        except _USAGE_ERRORS as exc:
+            _fail(exc.format_message(), getattr(exc, "exit_code", 2) or 2)  # type: ignore[attr-defined]
+        except (KeyboardInterrupt, *_ABORTS):
+            _fail("interrupted; finished trials are stored: run the same command again to resume", 130)
+        if not standalone_mode:
+            return rv
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
+app = typer.Typer(
+    cls=_Group,
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Find the fastest configuration of CUDA kernels by search, and keep it for run time.",
+)
+
+DB_HELP = "database: a path or a SQLAlchemy URL (default: $AUTOTUNE_DB, else studies/autotune.db)"
+
+
+@app.command()
+def search(
+    kernel: str = typer.Argument(..., help="kernel to tune: " + ", ".join(kernel_names())),
+    trials: int = typer.Option(200, "--trials", "-n", help="measured trials the study holds at the end"),
+    shape: Optional[List[str]] = typer.Option(
+        None, "--shape", "-s", help="problem shape, e.g. 4096x4096x4096; repeat for several (default: the kernel's)"
+    ),
+    sampler: str = typer.Option(DEFAULT_SAMPLER, help="search strategy: " + " | ".join(SAMPLERS)),
+    seed: Optional[int] = typer.Option(None, help="seed of the sampler and of the random inputs"),
+    db: Optional[str] = typer.Option(None, help=DB_HELP),
+    timeout: Optional[float] = typer.Option(
+        None, help="seconds a candidate may take before it counts as hung (default: 20x the slowest good one, ≥ 10)"
+    ),
+    hot_cache: bool = typer.Option(False, "--hot-cache", help="do not flush the L2 cache between timed runs"),
+    top: int = typer.Option(10, help="rows of the final table"),
+) -> None:
+    """Search the configurations of KERNEL and store the fastest valid one for this GPU."""
+    space = get_space(kernel)
+    shapes = [space.parse_shape(s) for s in shape] if shape else [space.default_shape]
+    check_trials(trials)
+    make_sampler(sampler, seed)  # an unknown sampler is refused before any work
+    for shape_t in shapes:
+        # The bar starts with the first progress event: checks that fail before it print only their error.
+        bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[best]}"),
+            console=console,
+        )
+        task = bar.add_task(f"{kernel} {space.format_shape(shape_t)}", total=trials, best="")
+
+        def show(p: SearchProgress, task: Any = task, bar: Progress = bar) -> None:
+            if not bar.live.is_started:
+                bar.start()
+            best = ""
+            if p.best is not None:
+                best = f"best {p.best.time_ms:.3f} ms = {p.best.metric:.1f} {space.metric_unit}"
+            extra = f"  rejected {p.rejected}" if p.rejected else ""
+            extra += f"  failed {p.failures}" if p.failures else ""
+            bar.update(task, completed=min(p.measured, trials), best=best + extra)
+
+        try:
+            report = tune(
+                kernel, shape_t, trials=trials, db=db, sampler=sampler, seed=seed, timeout_s=timeout,
+                hot_cache=hot_cache, on_progress=show,
+            )  # fmt: skip
+        finally:
+            bar.stop()
+        print_report(report, top)
+        console.print(f"stored in {resolve_url(db).removeprefix('sqlite:///')}")
+
+
+def print_report(report: SearchReport, top: int = 10) -> None:
+    space = get_space(report.kernel)
+    d = report.device
+    console.print(
+        f"study [bold]{report.study_name}[/] on {d.name} (cc {d.cc}, driver {d.driver_version})",
+        soft_wrap=True,
+    )
+    table = Table(show_edge=False, pad_edge=False)
+    for col in ("#", "trial", "time ms", report.metric_unit, "regs", "vs default", "spread", "configuration"):
+        table.add_column(col, justify="left" if col == "configuration" else "right")
+    default_ms = report.default.time_ms if report.default else None
+    for i, r in enumerate(report.ranking[:top], 1):
+        table.add_row(
+            str(i),
+            str(r.trial_number) + ("" if r.retimed else "*"),
+            f"{r.time_ms:.4f}",
+            f"{r.metric:.2f}",
+            str(r.registers or ""),
+            f"{default_ms / r.time_ms:.2f}x" if default_ms else "",
+            f"{100 * r.spread:.1f}%" if r.spread is not None else "",
+            space.describe(r.config),
+        )
+    console.print(table)
+    if any(not r.retimed for r in report.ranking[:top]):
+        console.print("* not re-timed with the leaders: time from the search itself")
+    failures = ", ".join(f"{k} {v}" for k, v in sorted(report.failures.items())) or "none"
+    console.print(
+        f"measured {report.measured_total} of {report.target} ({report.measured_now} this run); "
+        f"rejected before compiling {report.rejected_now} this run ({report.rejected_total} in all); "
+        f"duplicates answered from the record {report.duplicates_now}; failures {failures}; "
+        f"GPU worker restarts {report.restarts}; {report.wall_s:.1f} s",
+        soft_wrap=True,
+    )
+    for kind, example in sorted(report.failure_examples.items()):
+        console.print(f"  {kind}: {example}", soft_wrap=True, markup=False)
+    if report.stopped_early:
+        console.print(f"stopped early: {report.stopped_early}", markup=False)
+    best = report.best
+    if best is None:
+        console.print("[yellow]no configuration passed validation: nothing stored[/]")
+        return
+    line = f"[bold]best[/] trial {best.trial_number}: {best.time_ms:.4f} ms = {best.metric:.2f} {report.metric_unit}"
+    if report.speedup is not None and report.default is not None:
+        line += f", {report.speedup:.2f}x the default configuration ({report.default.time_ms:.4f} ms)"
+    console.print(line, soft_wrap=True)
+
+
+@app.command()
+def best(
+    kernel: Optional[str] = typer.Argument(None, help="only this kernel"),
+    device: Optional[str] = typer.Option(None, help="only this device name, e.g. 'NVIDIA H200'"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON"),
+    db: Optional[str] = typer.Option(None, help=DB_HELP),
+) -> None:
+    """List the stored best configurations (what the runtime dispatcher uses)."""
+    from autotune.templates import template_hash
+
+    if kernel is not None:
+        get_space(kernel)  # unknown kernel: one clear line
+    database = Database(resolve_url(db), create=False)
+    try:
+        rows = database.best(kernel=kernel, device_name=device)
+    finally:
+        database.close()
+    current = {}
+    for name in {r.kernel for r in rows}:
+        try:
+            current[name] = template_hash(get_space(name).template)
+        except AutotuneError:
+            current[name] = None
+    if as_json:
+        data = [dict(r.to_dict(), stale=current.get(r.kernel) != r.template_hash) for r in rows]
+        console.print_json(json.dumps(data))
+        return
+    if not rows:
+        console.print("no tuned configurations stored" + (f" for {kernel}" if kernel else ""))
+        return
+    table = Table(show_edge=False, pad_edge=False)
+    for col in ("kernel", "shape", "device", "cc", "time ms", "metric", "vs default", "template", "configuration"):
+        table.add_column(col)
+    for r in rows:
+        stale = current.get(r.kernel) != r.template_hash
+        table.add_row(
+            r.kernel,
+            r.shape,
+            r.device_name,
+            r.compute_capability,
+            f"{r.time_ms:.4f}",
+            f"{r.metric:.2f} {r.metric_unit}",
+            f"{r.default_time_ms / r.time_ms:.2f}x" if r.default_time_ms else "",
+            r.template_hash[:8] + (" [yellow](stale)[/]" if stale else ""),
+            get_space(r.kernel).describe(r.config) if r.kernel in kernel_names() else json.dumps(r.config),
+        )
+    console.print(table)
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,225 @@
+"""nvcc: template + defines → cubin for one GPU architecture, with a content-hash disk cache.
+
+The cache key covers the template (and its includes), the defines, the architecture, nvcc's version and the
+flags, so a hit is always the same machine code. Each entry keeps ptxas's resource report (registers, shared
+memory, stack, spills) and the compile time. Failures are cached too: a config that does not compile will not
+compile next time either.
+
+Compiles run as nvcc child processes fed by a thread pool, several at once, ahead of the GPU.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Mapping
+
+from autotune.errors import ToolchainError
+from autotune.templates import template_hash, template_path
+
+COMPILE_TIMEOUT_S = 300
+BASE_FLAGS = ("-cubin", "-O3", "-std=c++17", "-Xptxas", "-v")
+
+
+def cache_root() -> Path:
+    env = os.environ.get("AUTOTUNE_CACHE_DIR")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "autotune"
+
+
+def find_nvcc() -> str:
+    """Path of nvcc: $AUTOTUNE_NVCC, then PATH, then the usual CUDA locations."""
+    env = os.environ.get("AUTOTUNE_NVCC")
+    candidates = [env] if env else []
+    candidates += [shutil.which("nvcc"), "/usr/local/cuda/bin/nvcc"]
+    for c in candidates:
+        if c and os.path.isfile(c) and os.access(c, os.X_OK):
+            return c
+    if env:
+        raise ToolchainError(f"AUTOTUNE_NVCC={env} is not an executable nvcc")
+    raise ToolchainError("nvcc not found: install the CUDA toolkit and put nvcc on PATH (or set AUTOTUNE_NVCC)")
+
+
+@lru_cache(maxsize=None)
+def nvcc_version(nvcc: str) -> str:
+    try:
+        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ToolchainError(f"cannot run {nvcc}: {exc}") from None
+    match = re.search(r"release [0-9.]+, V([0-9.]+)", out)
+    if not match:
+        raise ToolchainError(f"{nvcc} does not look like nvcc (no version in its output)")
+    return match.group(1)
+
+
+@dataclass
+class KernelResources:
+    registers: int = 0
+    shared_static: int = 0
+    stack_bytes: int = 0
+    spill_stores: int = 0
+    spill_loads: int = 0
+
+
+@dataclass
+class CompileResult:
+    ok: bool
+    key: str
+    cubin: str | None = None  # path of the cubin in the cache
+    error: str | None = None  # first error line, when not ok
+    seconds: float = 0.0  # nvcc wall time of the compile that filled the cache entry
+    cached: bool = False  # answered from the disk cache
+    kernels: dict[str, KernelResources] = field(default_factory=dict)
+
+    @property
+    def registers(self) -> int:
+        return max((k.registers for k in self.kernels.values()), default=0)
+
+    @property
+    def spill_bytes(self) -> int:
+        return sum(k.spill_stores + k.spill_loads for k in self.kernels.values())
+
+    @property
+    def shared_static(self) -> int:
+        return max((k.shared_static for k in self.kernels.values()), default=0)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "CompileResult":
+        data = dict(data)
+        data["kernels"] = {k: KernelResources(**v) for k, v in data.get("kernels", {}).items()}
+        return cls(**data)
+
+
+_ENTRY = re.compile(r"(?:Compiling entry function|Function properties for) '?([A-Za-z_][\w$]*)'?")
+_PROPS = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_USED = re.compile(r"Used (\d+) registers")
+_SMEM = re.compile(r"(\d+) bytes smem")
+
+
+def parse_ptxas(log: str) -> dict[str, KernelResources]:
+    """Per-kernel resources from ``nvcc -Xptxas -v`` output."""
+    kernels: dict[str, KernelResources] = {}
+    current: KernelResources | None = None
+    for line in log.splitlines():
+        entry = _ENTRY.search(line)
+        if entry:
+            current = kernels.setdefault(entry.group(1), KernelResources())
+            continue
+        if current is None:
+            continue
+        props = _PROPS.search(line)
+        if props:
+            current.stack_bytes, current.spill_stores, current.spill_loads = map(int, props.groups())
+        used = _USED.search(line)
+        if used:
+            current.registers = int(used.group(1))
+            smem = _SMEM.search(line)
+            current.shared_static = int(smem.group(1)) if smem else 0
+    return kernels
+
+
+def first_error(log: str) -> str:
+    for line in log.splitlines():
+        if "error" in line.lower():
+            return line.strip()
+    lines = [line.strip() for line in log.splitlines() if line.strip()]
+    return lines[-1] if lines else "nvcc failed without a message"
+
+
+class Compiler:
+    """Compiles templates for one architecture; thread-safe; `submit` runs up to ``jobs`` nvcc at once."""
+
+    def __init__(
+        self,
+        arch: str,
+        *,
+        cache_dir: Path | None = None,
+        nvcc: str | None = None,
+        flags: tuple[str, ...] = (),
+        jobs: int | None = None,
+    ) -> None:
+        self.arch = arch
+        self.nvcc = nvcc or find_nvcc()
+        self.version = nvcc_version(self.nvcc)
+        self.flags = tuple(flags)
+        self.cache_dir = (cache_dir or cache_root()) / "cubin"
+        self.jobs = jobs or max(1, os.cpu_count() or 1)
+        self._pool: ThreadPoolExecutor | None = None
+
+    def key(self, template: str | Path, defines: Mapping[str, object]) -> str:
+        text = json.dumps(
+            {
+                "template": template_hash(template),
+                "defines": {k: str(v) for k, v in sorted(defines.items())},
+                "arch": self.arch,
+                "nvcc": self.version,
+                "flags": list(BASE_FLAGS + self.flags),
+            },
+            sort_keys=True,
+        )
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def compile(self, template: str | Path, defines: Mapping[str, object]) -> CompileResult:
+        key = self.key(template, defines)
+        entry = self.cache_dir / key[:2] / key
+        report = entry.with_suffix(".json")
+        if report.is_file():
+            try:
+                result = CompileResult.from_dict(json.loads(report.read_text()))
+                if not result.ok or (result.cubin and Path(result.cubin).is_file()):
+                    result.cached = True
+                    return result
+            except (ValueError, TypeError, KeyError):
+                pass  # a damaged entry is rebuilt below
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        source = template_path(template)
+        with tempfile.TemporaryDirectory(dir=entry.parent) as tmp:
+            out = Path(tmp) / "k.cubin"
+            cmd = [self.nvcc, *BASE_FLAGS, f"-arch={self.arch}", *self.flags]
+            cmd += [f"-D{k}={v}" for k, v in sorted(defines.items())]
+            cmd += ["-o", str(out), str(source)]
+            start = time.perf_counter()
+            try:
+                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S)
+                log, ok = proc.stdout + proc.stderr, proc.returncode == 0 and out.is_file()
+            except subprocess.TimeoutExpired:
+                log, ok = f"error: nvcc timed out after {COMPILE_TIMEOUT_S} s", False
+            except OSError as exc:
+                raise ToolchainError(f"cannot run nvcc ({self.nvcc}): {exc}") from None
+            seconds = time.perf_counter() - start
+            result = CompileResult(ok=ok, key=key, seconds=seconds, kernels=parse_ptxas(log))
+            if ok:
+                cubin = entry.with_suffix(".cubin")
+                os.replace(out, cubin)
+                result.cubin = str(cubin)
+            else:
+                result.error = first_error(log)
+            tmp_report = Path(tmp) / "report.json"
+            tmp_report.write_text(json.dumps(result.to_dict()))
+            os.replace(tmp_report, report)
+        return result
+
+    def submit(self, template: str | Path, defines: Mapping[str, object]) -> "Future[CompileResult]":
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="nvcc")
+        return self._pool.submit(self.compile, template, dict(defines))
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None

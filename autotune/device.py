@@ -1,0 +1,102 @@
+"""What we know about a GPU: its identity (for the store) and its limits (for the space constraints).
+
+`query_device` reads a real device through pycuda (imported lazily: this module imports without it).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from autotune.errors import DeviceError
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    name: str
+    compute_capability: tuple[int, int]
+    multiprocessors: int
+    l2_bytes: int
+    total_memory: int
+    max_threads_per_block: int
+    smem_per_block: int  # without opting in
+    smem_per_block_optin: int  # after cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)
+    smem_per_multiprocessor: int
+    registers_per_block: int
+    registers_per_multiprocessor: int
+    driver_version: str  # kernel-module version, e.g. "580.159.04", else the CUDA driver API version
+    cuda_driver_api: str  # e.g. "13.0"
+
+    @property
+    def arch(self) -> str:
+        """nvcc's name for the device's own machine code, e.g. ``sm_90``."""
+        major, minor = self.compute_capability
+        return f"sm_{major}{minor}"
+
+    @property
+    def cc(self) -> str:
+        return "%d.%d" % self.compute_capability
+
+    @property
+    def slug(self) -> str:
+        """The name in a form fit for study names: ``NVIDIA H200`` → ``nvidia-h200``."""
+        return re.sub(r"[^a-z0-9]+", "-", self.name.lower()).strip("-")
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["compute_capability"] = list(self.compute_capability)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "DeviceInfo":
+        data = dict(data)
+        data["compute_capability"] = tuple(data["compute_capability"])
+        return cls(**data)
+
+
+def _kernel_module_version() -> str | None:
+    try:
+        text = Path("/proc/driver/nvidia/version").read_text()
+    except OSError:
+        return None
+    match = re.search(r"Kernel Module\s+(?:for \S+\s+)?([0-9][0-9.]+)", text)
+    return match.group(1) if match else None
+
+
+def query_device(ordinal: int = 0) -> DeviceInfo:
+    """Describe GPU ``ordinal`` through pycuda. Raises `DeviceError` when there is none to describe."""
+    try:
+        import pycuda.driver as cuda
+    except ImportError as exc:
+        raise DeviceError(
+            f"pycuda is not installed ({exc}); on a GPU machine: pip install 'autotune[cuda]'"
+        ) from None
+    try:
+        cuda.init()
+        count = cuda.Device.count()
+    except Exception as exc:  # pycuda raises its own hierarchy; any failure here means no usable GPU
+        raise DeviceError(f"no usable CUDA GPU: {exc}") from None
+    if ordinal >= count:
+        raise DeviceError(f"no CUDA GPU number {ordinal}: this machine has {count}")
+    dev = cuda.Device(ordinal)
+    attrs = dev.get_attributes()
+    a = cuda.device_attribute
+    api = cuda.get_driver_version()
+    api_text = f"{api // 1000}.{(api % 1000) // 10}"
+    return DeviceInfo(
+        name=dev.name(),
+        compute_capability=tuple(dev.compute_capability()),
+        multiprocessors=attrs[a.MULTIPROCESSOR_COUNT],
+        l2_bytes=attrs.get(a.L2_CACHE_SIZE, 0),
+        total_memory=dev.total_memory(),
+        max_threads_per_block=attrs[a.MAX_THREADS_PER_BLOCK],
+        smem_per_block=attrs[a.MAX_SHARED_MEMORY_PER_BLOCK],
+        smem_per_block_optin=attrs.get(a.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, attrs[a.MAX_SHARED_MEMORY_PER_BLOCK]),
+        smem_per_multiprocessor=attrs.get(a.MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, 0),
+        registers_per_block=attrs[a.MAX_REGISTERS_PER_BLOCK],
+        registers_per_multiprocessor=attrs.get(a.MAX_REGISTERS_PER_MULTIPROCESSOR, 65536),
+        driver_version=_kernel_module_version() or api_text,
+        cuda_driver_api=api_text,
+    )

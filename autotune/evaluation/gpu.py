@@ -1,0 +1,262 @@
+"""GpuEvaluator: nvcc in parallel ahead of the GPU, then one GPU worker process that validates and times.
+
+    submit(config) ─► Compiler (nvcc pool) ─► queue ─► feeder thread ─► worker process (pycuda)
+                                                            │ timeout: kill + restart, trial fails "timeout"
+                                                            │ worker died / sticky CUDA error: restart, "crash"
+
+A candidate never raises: every outcome is a `Measurement`. Only a worker that cannot start at all (no GPU,
+no pycuda) raises `DeviceError`, since no search can go on then.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import queue
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Sequence
+
+from autotune.compiler import Compiler, CompileResult, cache_root
+from autotune.device import DeviceInfo
+from autotune.errors import DeviceError, InvalidArgument
+from autotune.evaluation.base import Evaluator, Measurement, Timing, Toolchain
+from autotune.evaluation.worker import Setup, main as worker_main
+from autotune.shape import Shape, format_shape
+from autotune.spaces.base import Config, KernelSpace, Launch
+
+START_TIMEOUT_S = 600.0  # worker start-up includes the fp64 reference of the target shape
+MIN_TIMEOUT_S = 10.0
+TIMEOUT_FACTOR = 20.0  # default per-candidate timeout: this many times the slowest good evaluation so far
+
+
+class GpuEvaluator(Evaluator):
+    def __init__(
+        self,
+        space: KernelSpace,
+        shape: Shape,
+        *,
+        seed: int = 0,
+        timeout_s: float | None = None,
+        flush_l2: bool = True,
+        min_time_ms: float = 25.0,
+        max_reps: int = 100,
+        jobs: int | None = None,
+        device_ordinal: int = 0,
+        cache_dir: Path | None = None,
+        compiler: Compiler | None = None,
+    ) -> None:
+        self.space = space
+        self.shape = tuple(shape)
+        self.timeout_s = timeout_s
+        self.device_ordinal = device_ordinal
+        self.restarts = 0
+        self._slowest_ok = 0.0
+        self._mp = mp.get_context("spawn")
+        self._proc: Any = None
+        self._conn: Any = None
+        self._cache_dir = cache_dir or cache_root()
+
+        # The worker tells us which GPU this is; only then do we know the architecture to compile for.
+        self.device = self._spawn()
+        needed = space.device_bytes(space.default_config, self.shape)
+        if needed > 0.9 * self.device.total_memory:
+            self._kill()
+            raise InvalidArgument(
+                f"shape {format_shape(self.shape)} needs {needed / 2**30:.1f} GiB of GPU memory; "
+                f"{self.device.name} has {self.device.total_memory / 2**30:.1f} GiB"
+            )
+        self.compiler = compiler or Compiler(self.device.arch, cache_dir=cache_dir, jobs=jobs)
+        self.toolchain = Toolchain(nvcc=self.compiler.version, flags=list(self.compiler.flags))
+        compare = self.compiler.compile(Path(__file__).with_name("compare.cu"), {})
+        if not compare.ok or not compare.cubin:
+            self._kill()
+            raise DeviceError(f"cannot build the validation kernel: {compare.error}")
+        self._setup = Setup(
+            space_ref=type(space).ref(),
+            shape=self.shape,
+            seed=seed,
+            compare_cubin=compare.cubin,
+            cache_dir=str(self._cache_dir),
+            flush_l2=flush_l2,
+            min_time_ms=min_time_ms,
+            max_reps=max_reps,
+        )
+        self._configure()
+
+        self._queue: "queue.Queue[tuple | None]" = queue.Queue()
+        self._feeder = threading.Thread(target=self._feed, name="gpu-feeder", daemon=True)
+        self._feeder.start()
+
+    # --- worker lifecycle -----------------------------------------------------------------------------------
+    def _spawn(self) -> DeviceInfo:
+        parent, child = self._mp.Pipe()
+        self._proc = self._mp.Process(target=worker_main, args=(child, self.device_ordinal), daemon=True)
+        self._proc.start()
+        child.close()
+        self._conn = parent
+        msg = self._receive(START_TIMEOUT_S, "start")
+        if msg[0] != "device":
+            self._kill()
+            raise DeviceError(msg[1] if msg[0] == "fatal" else f"GPU worker did not start: {msg!r}")
+        return DeviceInfo.from_dict(msg[1])
+
+    def _configure(self) -> None:
+        self._conn.send(("setup", asdict(self._setup)))
+        msg = self._receive(START_TIMEOUT_S, "set up")
+        if msg[0] != "ready":
+            self._kill()
+            raise DeviceError(msg[1] if msg[0] == "fatal" else f"GPU worker setup failed: {msg!r}")
+
+    def _receive(self, timeout: float, what: str) -> tuple:
+        if not self._conn.poll(timeout):
+            self._kill()
+            raise DeviceError(f"GPU worker did not {what} within {timeout:.0f} s")
+        try:
+            return self._conn.recv()
+        except (EOFError, OSError):
+            code = self._reap()
+            raise DeviceError(f"GPU worker exited during {what} (exit code {code})") from None
+
+    def _ensure_worker(self) -> None:
+        if self._proc is not None and self._proc.is_alive():
+            return
+        if self._proc is not None:
+            self._reap()
+        self._spawn()
+        self._configure()
+
+    def _reap(self) -> int | None:
+        proc, self._proc = self._proc, None
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        if proc is None:
+            return None
+        proc.join(10)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(10)
+        return proc.exitcode
+
+    def _kill(self) -> None:
+        if self._proc is not None and self._proc.is_alive():
+            self._proc.kill()
+        self._reap()
+
+    def _timeout(self) -> float:
+        if self.timeout_s is not None:
+            return self.timeout_s
+        return max(MIN_TIMEOUT_S, TIMEOUT_FACTOR * self._slowest_ok)
+
+    def _request(self, kind: str, payload: dict, scale: float = 1.0) -> tuple[str, Any, bool] | Measurement:
+        """Send one request; a Measurement comes back instead of a reply when the worker hung or died.
+
+        ``scale``: how many candidate evaluations' worth of GPU work the request holds (for its timeout)."""
+        self._ensure_worker()
+        timeout = self._timeout() * max(1.0, scale)
+        self._conn.send((kind, payload))
+        if not self._conn.poll(timeout):
+            self._kill()
+            self.restarts += 1
+            return Measurement.failed(
+                "timeout", f"no answer within {timeout:.1f} s (hang?); worker restarted", worker_restarted=True
+            )
+        try:
+            reply = self._conn.recv()
+        except (EOFError, OSError):
+            code = self._reap()
+            self.restarts += 1
+            return Measurement.failed("crash", f"GPU worker died (exit code {code}); restarted", worker_restarted=True)
+        if reply[2]:  # sticky: the worker exits after this answer
+            self._reap()
+            self.restarts += 1
+        return reply
+
+    # --- evaluation -----------------------------------------------------------------------------------------
+    def submit(self, config: Config) -> "Future[Measurement]":
+        future: Future[Measurement] = Future()
+        compiling = self.compiler.submit(self.space.template, self.space.defines(config))
+        compiling.add_done_callback(lambda f: self._compiled(config, f, future))
+        return future
+
+    def _compiled(self, config: Config, compiling: "Future[CompileResult]", future: "Future[Measurement]") -> None:
+        try:
+            result = compiling.result()
+        except Exception as exc:  # the compiler itself broke (nvcc vanished): the candidate cannot be judged
+            future.set_result(Measurement.failed("compile", f"compiler error: {exc}"))
+            return
+        if not result.ok:
+            future.set_result(
+                Measurement.failed("compile", result.error or "nvcc failed", compile_s=result.seconds,
+                                   compile_cached=result.cached)  # fmt: skip
+            )
+            return
+        self._queue.put(("evaluate", config, result, future))
+
+    def _feed(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            kind, future = item[0], item[-1]
+            try:
+                if kind == "evaluate":
+                    future.set_result(self._evaluate(item[1], item[2]))
+                else:
+                    future.set_result(self._retime(item[1], item[2]))
+            except BaseException as exc:  # DeviceError when the worker cannot be restarted
+                future.set_exception(exc)
+
+    def _shared_bytes(self, config: Config) -> int:
+        steps = self.space.launches(config, self.shape)
+        return max((s.shared_bytes for s in steps if isinstance(s, Launch)), default=0)
+
+    def _evaluate(self, config: Config, compiled: CompileResult) -> Measurement:
+        reply = self._request("evaluate", {"config": config, "cubin": compiled.cubin})
+        if isinstance(reply, Measurement):
+            measurement = reply
+        else:
+            measurement = Measurement.from_dict(reply[1])
+            measurement.worker_restarted = reply[2]
+        measurement.registers = compiled.registers
+        measurement.spill_bytes = compiled.spill_bytes
+        measurement.shared_bytes = compiled.shared_static + self._shared_bytes(config)
+        measurement.compile_s = compiled.seconds
+        measurement.compile_cached = compiled.cached
+        if measurement.ok and measurement.evaluate_s:
+            self._slowest_ok = max(self._slowest_ok, measurement.evaluate_s)
+        return measurement
+
+    def retime(self, configs: Sequence[Config], rounds: int) -> list[Timing | None]:
+        compiled = [self.compiler.compile(self.space.template, self.space.defines(c)) for c in configs]
+        items = [(c, r.cubin) for c, r in zip(configs, compiled) if r.ok]
+        future: Future[list[Timing | None]] = Future()
+        self._queue.put(("retime", items, rounds, future))
+        timings = iter(future.result())
+        return [next(timings) if r.ok else None for r in compiled]
+
+    def _retime(self, items: list, rounds: int) -> list[Timing | None]:
+        if not items:
+            return []
+        # An evaluation times about max_reps runs; a retime runs rounds × len(items).
+        scale = rounds * len(items) / max(1, self._setup.max_reps)
+        reply = self._request("retime", {"items": items, "rounds": rounds}, scale)
+        if isinstance(reply, Measurement) or reply[0] != "retimed":
+            return [None] * len(items)
+        return [Timing(**t) if t else None for t in reply[1]]
+
+    def close(self) -> None:
+        if getattr(self, "_queue", None) is not None:
+            self._queue.put(None)
+            self._feeder.join(60)
+        if self._proc is not None and self._proc.is_alive() and self._conn is not None:
+            try:
+                self._conn.send(("stop", None))
+            except OSError:
+                pass
+        self._reap()
+        if getattr(self, "compiler", None) is not None:
+            self.compiler.close()

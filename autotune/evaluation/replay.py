@@ -1,0 +1,110 @@
+"""Replay: answer from GPU measurements recorded earlier, so the search runs without a GPU.
+
+A recording is the exhaustive measurement of a (narrowed) space at one shape on one device — every valid
+configuration, its time or its failure — as Kernel Tuner's cache files are. `benchmarks/record_replay.py` makes
+one on a GPU machine; tests drive the search driver, the samplers and the storage through `ReplayEvaluator`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from concurrent.futures import Future
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from autotune.device import DeviceInfo
+from autotune.errors import InvalidArgument
+from autotune.evaluation.base import Evaluator, Measurement, Timing, Toolchain
+from autotune.spaces.base import Config, config_key
+
+FORMAT = "autotune-replay/1"
+
+
+@dataclass
+class Recording:
+    kernel: str
+    shape: tuple[int, ...]
+    device: DeviceInfo
+    toolchain: Toolchain
+    template_hash: str
+    domains: dict[str, list[Any]]
+    measurements: dict[str, Measurement] = field(default_factory=dict)  # config key → outcome
+    configs: dict[str, Config] = field(default_factory=dict)  # config key → config
+
+    def add(self, config: Config, measurement: Measurement) -> None:
+        key = config_key(config)
+        self.configs[key] = dict(config)
+        self.measurements[key] = measurement
+
+    def save(self, path: Path) -> None:
+        data = {
+            "format": FORMAT,
+            "kernel": self.kernel,
+            "shape": list(self.shape),
+            "device": self.device.to_dict(),
+            "toolchain": asdict(self.toolchain),
+            "template_hash": self.template_hash,
+            "domains": self.domains,
+            "records": [
+                {"config": self.configs[k], "measurement": self.measurements[k].to_dict()} for k in self.configs
+            ],
+        }
+        Path(path).write_text(json.dumps(data, indent=1))
+
+    @classmethod
+    def load(cls, path: Path) -> "Recording":
+        try:
+            data = json.loads(Path(path).read_text())
+            if data.get("format") != FORMAT:
+                raise ValueError(f"format {data.get('format')!r}, expected {FORMAT!r}")
+            rec = cls(
+                kernel=data["kernel"],
+                shape=tuple(data["shape"]),
+                device=DeviceInfo.from_dict(data["device"]),
+                toolchain=Toolchain(**data["toolchain"]),
+                template_hash=data["template_hash"],
+                domains=data["domains"],
+            )
+            for r in data["records"]:
+                rec.add(r["config"], Measurement.from_dict(r["measurement"]))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise InvalidArgument(f"cannot read replay recording {path}: {exc}") from None
+        return rec
+
+
+class ReplayEvaluator(Evaluator):
+    """Answers `submit` from a recording; an unrecorded configuration fails with kind "worker"."""
+
+    def __init__(self, recording: Recording, *, delay_s: float = 0.0) -> None:
+        self.recording = recording
+        self.device = recording.device
+        self.toolchain = recording.toolchain
+        self.restarts = 0
+        self.delay_s = delay_s  # simulated GPU time per candidate (interruption tests)
+        self.unrecorded: list[Config] = []
+        self.submitted = 0
+
+    def submit(self, config: Config) -> "Future[Measurement]":
+        self.submitted += 1
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        future: Future[Measurement] = Future()
+        measurement = self.recording.measurements.get(config_key(config))
+        if measurement is None:
+            self.unrecorded.append(dict(config))
+            measurement = Measurement.failed("worker", "configuration not in the replay recording")
+        else:
+            measurement = Measurement.from_dict(measurement.to_dict())  # a copy the caller may change
+        if measurement.worker_restarted:
+            self.restarts += 1
+        future.set_result(measurement)
+        return future
+
+    def retime(self, configs: Sequence[Config], rounds: int) -> list[Timing | None]:
+        out: list[Timing | None] = []
+        for config in configs:
+            m = self.recording.measurements.get(config_key(config))
+            out.append(m.timing if m is not None and m.ok else None)
+        return out

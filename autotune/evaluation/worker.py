@@ -1,0 +1,432 @@
+"""The GPU worker process: owns the CUDA context, validates and times the candidates it is sent.
+
+It runs in its own process so that a candidate that faults (the context is then unusable) or hangs takes down
+only the worker; the parent (`GpuEvaluator`) records the failure and starts a new one.
+
+Protocol over a multiprocessing connection, pickled tuples:
+
+    worker → parent   ("device", DeviceInfo dict)          once started
+    parent → worker   ("setup", Setup dict)
+    worker → parent   ("ready", None) | ("fatal", one-line message)
+    parent → worker   ("evaluate", {"config", "cubin"})     → ("result", Measurement dict, sticky)
+                      ("retime", {"items": [(config, cubin)], "rounds"}) → ("retimed", [Timing dict | None], sticky)
+                      ("stop", None)
+
+``sticky`` means the context is broken (illegal address, …): the worker exits after answering.
+
+What a measurement means: the output buffers are poisoned with NaN; the launch plan runs on fresh random
+inputs at each of the space's ragged validation shapes and at the target shape; every output element is
+compared on the GPU with the float64 reference by relative norm; only then is the plan timed, with CUDA events
+around the launches, after a warm-up, with L2 flushed (a memset larger than twice the L2) before each
+repetition, until ``min_time_ms`` of kernel time (``min_reps``…``max_reps`` repetitions); the median is the
+value and the quartiles are kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import signal
+import sys
+import time
+import traceback
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from autotune.evaluation.base import Measurement, Timing
+from autotune.shape import format_shape
+from autotune.spaces import space_class
+from autotune.spaces.base import BufferSpec, Config, KernelSpace, Launch, Zero
+
+NAN_BITS = 0x7FC00000
+DEFAULT_SMEM_LIMIT = 48 * 1024  # dynamic shared memory above this needs an opt-in attribute
+REFERENCE_CACHE_LIMIT = 2 << 30  # bytes of fp64 reference worth keeping on disk
+
+
+@dataclass
+class Setup:
+    space_ref: str
+    shape: tuple[int, ...]
+    seed: int
+    compare_cubin: str
+    cache_dir: str
+    flush_l2: bool = True
+    min_time_ms: float = 25.0
+    min_reps: int = 5
+    max_reps: int = 100
+
+
+# Substrings of CUDA error messages after which the context cannot be used again.
+_STICKY = (
+    "illegal",
+    "misaligned",
+    "unspecified launch failure",
+    "exception",
+    "hardware stack error",
+    "trap",
+    "assert",
+    "launch timed out",
+    "context is destroyed",
+    "not permitted",
+)
+_LAUNCH = ("too many resources", "out of resources", "invalid argument", "invalid value", "no binary",
+           "invalid image", "invalid ptx", "unsupported", "shared object", "not found")  # fmt: skip
+
+
+def classify_cuda_error(message: str) -> tuple[str, bool]:
+    """(failure kind, sticky) for a CUDA error message."""
+    m = message.lower()
+    if any(s in m for s in _STICKY):
+        return "crash", True
+    if any(s in m for s in _LAUNCH):
+        return "launch", False
+    return "crash", True  # unknown: assume the worst, the parent restarts the worker
+
+
+class DataSet:
+    """Inputs, poisoned outputs and fp64 references of one shape, on the device."""
+
+    def __init__(self, cuda: Any, space: KernelSpace, shape: tuple[int, ...], inputs: dict[str, np.ndarray],
+                 refs: dict[str, np.ndarray]) -> None:  # fmt: skip
+        self.shape = shape
+        self.buffers: dict[str, tuple[Any, int]] = {}
+        for name, array in inputs.items():
+            self.buffers[name] = (cuda.to_device(np.ascontiguousarray(array)), array.nbytes)
+        self.outputs: dict[str, BufferSpec] = space.outputs(shape)
+        self.refs: dict[str, Any] = {}
+        for name, spec in self.outputs.items():
+            if spec.dtype != "float32":
+                raise TypeError(f"output {name}: only float32 outputs can be validated, not {spec.dtype}")
+            self.buffers[name] = (cuda.mem_alloc(max(spec.nbytes, 4)), spec.nbytes)
+            ref = np.ascontiguousarray(refs[name], dtype=np.float64)
+            if ref.size != int(np.prod(spec.shape)):
+                raise ValueError(f"reference {name} has {ref.size} elements, output has {int(np.prod(spec.shape))}")
+            self.refs[name] = cuda.to_device(ref)
+        self.tolerances = {name: space.tolerance(name, shape) for name in self.outputs}
+
+    def free(self) -> None:
+        for alloc, _ in self.buffers.values():
+            alloc.free()
+        for alloc in self.refs.values():
+            alloc.free()
+        self.buffers.clear()
+        self.refs.clear()
+
+
+class CandidateFailed(Exception):
+    def __init__(self, kind: str, reason: str) -> None:
+        super().__init__(reason)
+        self.kind = kind
+        self.reason = reason
+
+
+class GpuSession:
+    def __init__(self, setup: Setup, device_ordinal: int = 0) -> None:
+        import pycuda.driver as cuda
+
+        self.cuda = cuda
+        self.setup = setup
+        self.device = cuda.Device(device_ordinal)
+        self.context = self.device.retain_primary_context()
+        self.context.push()
+        self.stream = cuda.Stream()
+        self.space = space_class(setup.space_ref)()
+        self.shape = tuple(setup.shape)
+        self.rng = np.random.default_rng(setup.seed + 1)  # fresh inputs for the ragged validation shapes
+
+        compare_module = cuda.module_from_file(setup.compare_cubin)
+        self.compare = compare_module.get_function("compare_f32_f64")
+        self.compare.prepare("PPQPP")
+        self._compare_module = compare_module
+        self.sums = cuda.mem_alloc(16)
+        self.bad = cuda.mem_alloc(8)
+        attrs = self.device.get_attributes()
+        self.sm_count = attrs[cuda.device_attribute.MULTIPROCESSOR_COUNT]
+        l2 = attrs.get(cuda.device_attribute.L2_CACHE_SIZE, 64 << 20)
+        self.flush_words = max(2 * l2, 64 << 20) // 4
+        self.flush = cuda.mem_alloc(self.flush_words * 4) if setup.flush_l2 else None
+        self.events = [(cuda.Event(), cuda.Event()) for _ in range(max(setup.max_reps, 64))]
+        self.target = self._target_dataset()
+
+    # --- data -----------------------------------------------------------------------------------------------
+    def _reference_cache(self) -> Path:
+        module_file = Path(sys.modules[type(self.space).__module__].__file__ or "")
+        text = f"{self.setup.space_ref}|{format_shape(self.shape)}|{self.setup.seed}|"
+        digest = hashlib.sha256(text.encode() + module_file.read_bytes()).hexdigest()[:32]
+        return Path(self.setup.cache_dir) / "reference" / f"{digest}.npz"
+
+    def _target_dataset(self) -> DataSet:
+        rng = np.random.default_rng(self.setup.seed)
+        inputs = self.space.inputs(self.shape, rng)
+        path = self._reference_cache()
+        refs = None
+        if path.is_file():
+            try:
+                with np.load(path) as data:
+                    refs = {k: data[k] for k in data.files}
+            except (OSError, ValueError):
+                refs = None
+        if refs is None:
+            refs = self.space.reference(inputs, self.shape)
+            if sum(r.nbytes for r in refs.values()) <= REFERENCE_CACHE_LIMIT:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_suffix(f".{os.getpid()}.tmp.npz")
+                np.savez(tmp, **refs)
+                os.replace(tmp, path)
+        return DataSet(self.cuda, self.space, self.shape, inputs, refs)
+
+    def _fresh_dataset(self, shape: tuple[int, ...]) -> DataSet:
+        inputs = self.space.inputs(shape, self.rng)
+        return DataSet(self.cuda, self.space, shape, inputs, self.space.reference(inputs, shape))
+
+    # --- launch plans ---------------------------------------------------------------------------------------
+    def _plan(self, module: Any, config: Config, data: DataSet) -> tuple[list[Callable[[], None]], list[Any]]:
+        """Callables that enqueue the launch plan on the stream, and the workspace allocations to free."""
+        cuda, stream = self.cuda, self.stream
+        buffers = dict(data.buffers)
+        scratch = []
+        for name, spec in self.space.workspace(config, data.shape).items():
+            alloc = cuda.mem_alloc(max(spec.nbytes, 4))
+            scratch.append(alloc)
+            buffers[name] = (alloc, spec.nbytes)
+        from pycuda._pvt_struct import pack
+
+        steps: list[Callable[[], None]] = []
+        functions: dict[str, Any] = {}
+        for step in self.space.launches(config, data.shape):
+            if isinstance(step, Zero):
+                alloc, nbytes = buffers[step.buffer]
+                steps.append(lambda a=alloc, n=nbytes: cuda.memset_d8_async(a, 0, n, stream))
+                continue
+            assert isinstance(step, Launch)
+            func = functions.get(step.kernel)
+            if func is None:
+                func = functions[step.kernel] = module.get_function(step.kernel)
+            if step.shared_bytes > DEFAULT_SMEM_LIMIT:
+                func.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, step.shared_bytes)
+            fmt, values = "", []
+            for arg in step.args:
+                if isinstance(arg, str):
+                    fmt += "P"
+                    values.append(int(buffers[arg][0]))
+                else:
+                    fmt += np.asarray(arg).dtype.char
+                    values.append(arg)
+            arg_buf = pack(fmt, *values)
+            steps.append(
+                lambda f=func, s=step, b=arg_buf: f._launch_kernel(s.grid, s.block, b, s.shared_bytes, stream)
+            )
+        return steps, scratch
+
+    def _run(self, steps: list[Callable[[], None]]) -> None:
+        for step in steps:
+            step()
+
+    def _check(self, data: DataSet) -> float:
+        """Compare every output with its reference; raise CandidateFailed; return the largest relative error."""
+        cuda = self.cuda
+        worst = 0.0
+        for name, spec in data.outputs.items():
+            n = int(np.prod(spec.shape))
+            cuda.memset_d8_async(self.sums, 0, 16, self.stream)
+            cuda.memset_d8_async(self.bad, 0, 8, self.stream)
+            blocks = max(1, min(math.ceil(n / 256), self.sm_count * 8))
+            out, _ = data.buffers[name]
+            self.compare.prepared_async_call(
+                (blocks, 1), (256, 1, 1), self.stream,
+                int(out), int(data.refs[name]), np.uint64(n), int(self.sums), int(self.bad),
+            )  # fmt: skip
+            sums = np.empty(2, np.float64)
+            bad = np.empty(1, np.uint64)
+            cuda.memcpy_dtoh_async(sums, self.sums, self.stream)
+            cuda.memcpy_dtoh_async(bad, self.bad, self.stream)
+            self.stream.synchronize()
+            where = f"{name} at {format_shape(data.shape)}"
+            if bad[0]:
+                raise CandidateFailed(
+                    "nan", f"{where}: {int(bad[0])} of {n} elements NaN/inf (not written, or overflow)"
+                )
+            rel = math.sqrt(sums[0] / sums[1]) if sums[1] > 0 else math.sqrt(sums[0] / max(n, 1))
+            if not rel <= data.tolerances[name]:
+                raise CandidateFailed("wrong", f"{where}: relative error {rel:.2e} > {data.tolerances[name]:.0e}")
+            worst = max(worst, rel)
+        return worst
+
+    def _poison(self, data: DataSet) -> None:
+        for name, spec in data.outputs.items():
+            alloc, _ = data.buffers[name]
+            self.cuda.memset_d32_async(alloc, NAN_BITS, int(np.prod(spec.shape)), self.stream)
+
+    def _validate(self, module: Any, config: Config, data: DataSet) -> tuple[float, list, list]:
+        """Run once on poisoned outputs and check; returns (max rel error, steps, scratch) for reuse."""
+        steps, scratch = self._plan(module, config, data)
+        try:
+            self._poison(data)
+            self._run(steps)
+            self.stream.synchronize()
+            return self._check(data), steps, scratch
+        except BaseException:
+            self._free(scratch)
+            raise
+
+    def _free(self, allocations: list[Any]) -> None:
+        for alloc in allocations:
+            try:
+                alloc.free()
+            except self.cuda.Error:
+                pass  # the context is broken; the worker is about to exit anyway
+
+    def _time(self, plans: list[list[Callable[[], None]]], reps: int) -> list[list[float]]:
+        """Event-timed repetitions of each plan, interleaved; L2 flushed before each."""
+        cuda, stream = self.cuda, self.stream
+        samples: list[list[float]] = [[] for _ in plans]
+        while len(self.events) < len(plans):
+            self.events.append((cuda.Event(), cuda.Event()))
+        pairs_per_round = len(plans)
+        rounds_per_sync = max(1, len(self.events) // pairs_per_round)
+        done = 0
+        while done < reps:
+            batch = min(rounds_per_sync, reps - done)
+            used = []
+            for r in range(batch):
+                order = list(range(len(plans)))
+                shift = (done + r) % len(plans)
+                order = order[shift:] + order[:shift]  # rotate: no plan always runs first
+                for i in order:
+                    start, end = self.events[len(used)]
+                    if self.flush is not None:
+                        cuda.memset_d32_async(self.flush, 0, self.flush_words, stream)
+                    start.record(stream)
+                    self._run(plans[i])
+                    end.record(stream)
+                    used.append((i, start, end))
+            used[-1][2].synchronize()
+            for i, start, end in used:
+                samples[i].append(end.time_since(start))
+            done += batch
+        return samples
+
+    # --- requests -------------------------------------------------------------------------------------------
+    def evaluate(self, config: Config, cubin: str) -> Measurement:
+        t0 = time.perf_counter()
+        module = None
+        scratch: list[Any] = []
+        try:
+            module = self.cuda.module_from_file(cubin)
+            worst = 0.0
+            for vshape in self.space.validation_shapes(self.shape):
+                data = self._fresh_dataset(tuple(vshape))
+                try:
+                    err, _, vscratch = self._validate(module, config, data)
+                    self._free(vscratch)
+                    worst = max(worst, err)
+                finally:
+                    data.free()
+            err, steps, scratch = self._validate(module, config, self.target)
+            worst = max(worst, err)
+            # Estimate one run (warm, L2 flushed) to choose the repetitions.
+            estimate = self._time([steps], 1)[0][0]
+            s = self.setup
+            reps = min(s.max_reps, max(s.min_reps, math.ceil(s.min_time_ms / max(estimate, 1e-3))))
+            samples = self._time([steps], reps)[0]
+            return Measurement(
+                ok=True, timing=Timing.of(samples), max_rel_error=worst, evaluate_s=time.perf_counter() - t0
+            )
+        finally:
+            self._free(scratch)
+            del module  # unloads the cubin
+
+    def retime(self, items: list[tuple[Config, str]], rounds: int) -> list[Timing | None]:
+        plans, keep, results = [], [], []
+        index = []
+        for config, cubin in items:
+            try:
+                module = self.cuda.module_from_file(cubin)
+                steps, scratch = self._plan(module, config, self.target)
+                keep.append((module, scratch))
+                index.append(len(plans))
+                plans.append(steps)
+            except self.cuda.Error:
+                index.append(None)
+        samples = self._time(plans, rounds) if plans else []
+        for i in index:
+            results.append(None if i is None else Timing.of(samples[i]))
+        for _, scratch in keep:
+            self._free(scratch)
+        return results
+
+    def healthy(self) -> bool:
+        try:
+            self.context.synchronize()
+            self.cuda.memset_d8(self.bad, 0, 8)
+            self.context.synchronize()
+            return True
+        except self.cuda.Error:
+            return False
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def main(conn: Any, device_ordinal: int = 0) -> None:
+    """Entry point of the worker process."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    try:
+        from autotune.device import query_device
+
+        info = query_device(device_ordinal)
+    except Exception as exc:
+        conn.send(("fatal", str(exc)))
+        return
+    conn.send(("device", info.to_dict()))
+    try:
+        kind, payload = conn.recv()
+    except EOFError:
+        return
+    if kind != "setup":
+        return
+    try:
+        session = GpuSession(Setup(**payload), device_ordinal)
+    except Exception as exc:
+        conn.send(("fatal", f"GPU worker setup failed: {_one_line(exc)}"))
+        return
+    conn.send(("ready", None))
+    cuda = session.cuda
+    while True:
+        try:
+            kind, payload = conn.recv()
+        except EOFError:
+            return
+        if kind == "stop":
+            return
+        sticky = False
+        try:
+            if kind == "evaluate":
+                answer: Any = asdict(session.evaluate(payload["config"], payload["cubin"]))
+            elif kind == "retime":
+                timings = session.retime(payload["items"], payload["rounds"])
+                answer = [asdict(t) if t else None for t in timings]
+            else:
+                raise ValueError(f"unknown request {kind!r}")
+        except CandidateFailed as failure:
+            answer = asdict(Measurement.failed(failure.kind, failure.reason))
+        except cuda.Error as exc:
+            failure_kind, sticky = classify_cuda_error(str(exc))
+            if not sticky and not session.healthy():
+                failure_kind, sticky = "crash", True
+            answer = asdict(Measurement.failed(failure_kind, _one_line(exc)))
+        except Exception as exc:  # a bug in autotune or in a space: report it, and start afresh
+            tb = traceback.extract_tb(exc.__traceback__)[-1]
+            where = f"{Path(tb.filename).name}:{tb.lineno}"
+            answer = asdict(Measurement.failed("worker", f"{_one_line(exc)} at {where}"))
+            sticky = not session.healthy()
+        reply = "retimed" if kind == "retime" and isinstance(answer, list) else "result"
+        conn.send((reply, answer, sticky))
+        if sticky:
+            return

@@ -1,0 +1,40 @@
+"""Search strategies: Optuna's samplers by name.
+
+``grid`` is exhaustive: the driver enqueues every valid configuration in turn (Optuna's GridSampler would walk
+the whole product of the domains, mostly invalid for kernel spaces), and a random sampler stands by.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import optuna
+
+from autotune.errors import InvalidArgument
+
+SAMPLERS = ("tpe", "random", "cmaes", "gp", "grid")
+DEFAULT_SAMPLER = "tpe"
+
+_NEEDS = {"cmaes": ("cmaes",), "gp": ("torch", "scipy")}
+
+
+def make_sampler(name: str, seed: int | None = None) -> optuna.samplers.BaseSampler:
+    if name not in SAMPLERS:
+        raise InvalidArgument(f"unknown sampler {name!r}; choose one of {', '.join(SAMPLERS)}")
+    missing = [m for m in _NEEDS.get(name, ()) if importlib.util.find_spec(m) is None]
+    if missing:
+        raise InvalidArgument(f"sampler {name} needs {' and '.join(missing)}: pip install {' '.join(missing)}")
+    if name == "tpe":
+        # Multivariate TPE models the interactions of tile sizes; constant liar keeps the proposals made while
+        # earlier candidates are still compiling or on the GPU apart from each other.
+        return optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True)
+    if name == "cmaes":
+        # Our parameters are categorical: CMA-ES handles none of them itself and leaves them to TPE.
+        return optuna.samplers.CmaEsSampler(
+            seed=seed,
+            independent_sampler=optuna.samplers.TPESampler(seed=seed),
+            warn_independent_sampling=False,
+        )
+    if name == "gp":
+        return optuna.samplers.GPSampler(seed=seed, warn_independent_sampling=False)
+    return optuna.samplers.RandomSampler(seed=seed)

@@ -1,0 +1,479 @@
+"""The search driver: Optuna proposes, the space rejects, the evaluator measures, the best is kept.
+
+    ask ─► constraints ─(invalid)─► PRUNED, "rejected" (does not count toward --trials)
+           │
+           ├─(already measured)─► answered from the recorded result, "duplicate" (does not count)
+           ▼
+        evaluator.submit ─► (several in flight: nvcc runs ahead of the GPU) ─► tell COMPLETE (median ms) / FAIL
+           ▼
+        at the end: the best few (and the default) re-timed interleaved; the winner goes to the store
+
+`tune` wires a kernel name, a shape and a database to a `Search`; the CLI and the Python API both call it.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import datetime as dt
+import random
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import optuna
+from optuna.distributions import CategoricalDistribution
+from optuna.trial import TrialState
+
+from autotune import studies
+from autotune.device import DeviceInfo
+from autotune.errors import InvalidArgument
+from autotune.evaluation.base import Evaluator, Measurement
+from autotune.samplers import DEFAULT_SAMPLER, make_sampler
+from autotune.shape import Shape, format_shape
+from autotune.spaces import get_space
+from autotune.spaces.base import Config, KernelSpace, config_key
+from autotune.storage import BestEntry, Database, check_database, resolve_url
+
+
+@dataclass
+class SearchSettings:
+    trials: int  # measured trials the study should hold when the search ends
+    sampler: str = DEFAULT_SAMPLER
+    seed: int | None = None
+    in_flight: int = 16  # candidates compiling or waiting for the GPU at once
+    retime_top: int = 5
+    retime_rounds: int = 20
+    patience: int = 200  # consecutive proposals that count for nothing (rejected, duplicate) before stopping
+
+
+@dataclass
+class Ranked:
+    trial_number: int
+    config: Config
+    time_ms: float  # re-timed median where re-timed, else the search's median
+    metric: float
+    registers: int | None
+    retimed: bool
+    spread: float | None = None  # interquartile range / median of the timing used
+
+
+@dataclass
+class Progress:
+    measured: int  # measured trials in the study
+    target: int
+    rejected: int  # this run
+    duplicates: int
+    failures: int
+    best: Ranked | None
+
+
+@dataclass
+class SearchReport:
+    study_name: str
+    kernel: str
+    shape: str
+    device: DeviceInfo
+    metric_unit: str
+    target: int
+    measured_total: int = 0
+    measured_now: int = 0
+    rejected_now: int = 0
+    rejected_total: int = 0
+    duplicates_now: int = 0
+    failures: collections.Counter = field(default_factory=collections.Counter)  # study-wide, by kind
+    failure_examples: dict[str, str] = field(default_factory=dict)
+    restarts: int = 0  # GPU worker restarts in this run
+    ranking: list[Ranked] = field(default_factory=list)
+    default: Ranked | None = None
+    stopped_early: str | None = None  # why fewer trials than asked were measured
+    wall_s: float = 0.0
+
+    @property
+    def best(self) -> Ranked | None:
+        return self.ranking[0] if self.ranking else None
+
+    @property
+    def speedup(self) -> float | None:
+        if self.best is None or self.default is None:
+            return None
+        return self.default.time_ms / self.best.time_ms
+
+
+@dataclass
+class _Known:
+    number: int
+    state: TrialState
+    value: float | None
+    config: Config
+    attrs: dict[str, Any]
+
+
+@dataclass
+class _Pending:
+    trial: optuna.Trial
+    key: str
+    config: Config
+    duplicates: list[optuna.Trial] = field(default_factory=list)
+
+
+class Search:
+    def __init__(
+        self,
+        space: KernelSpace,
+        shape: Shape,
+        evaluator: Evaluator,
+        study: optuna.Study,
+        settings: SearchSettings,
+        *,
+        on_progress: Callable[[Progress], None] | None = None,
+    ) -> None:
+        self.space = space
+        self.shape = tuple(shape)
+        self.evaluator = evaluator
+        self.device = evaluator.device
+        self.study = study
+        self.settings = settings
+        self.on_progress = on_progress
+        self.distributions = {p.name: CategoricalDistribution(list(p.values)) for p in space.params}
+        self.known: dict[str, _Known] = {}
+        self.pending: dict[Future, _Pending] = {}
+        self.pending_keys: dict[str, _Pending] = {}
+        self.report = SearchReport(
+            study_name=study.study_name,
+            kernel=space.name,
+            shape=format_shape(self.shape),
+            device=self.device,
+            metric_unit=space.metric_unit,
+            target=settings.trials,
+        )
+        self._idle = 0
+        self._grid = iter(space.configs()) if settings.sampler == "grid" else None
+        self._best: Ranked | None = None
+        self._load()
+
+    # --- resume ---------------------------------------------------------------------------------------------
+    def _load(self) -> None:
+        for t in self.study.get_trials(deepcopy=False):
+            if studies.is_measured(t):
+                self._remember(t.number, t.state, t.value, dict(t.params), t.user_attrs)
+            elif t.user_attrs.get(studies.OUTCOME) == studies.REJECTED:
+                self.report.rejected_total += 1
+        if not self.study.trials:
+            default = dict(self.space.default_config)
+            if not self.space.violations(default, self.shape, self.device):
+                self.study.enqueue_trial(default, user_attrs={studies.ROLE: "default"})
+
+    def _remember(self, number: int, state: TrialState, value: float | None, config: Config, attrs: dict) -> None:
+        self.known[config_key(config)] = _Known(number, state, value, config, dict(attrs))
+        self.report.measured_total += 1
+        if state == TrialState.COMPLETE and value is not None and (self._best is None or value < self._best.time_ms):
+            self._best = Ranked(
+                number, config, value, self.space.metric(self.shape, value), attrs.get(studies.REGISTERS), False
+            )
+
+    # --- proposing ------------------------------------------------------------------------------------------
+    def _next_grid_config(self) -> Config | None:
+        assert self._grid is not None
+        for config in self._grid:
+            key = config_key(config)
+            if key in self.known or key in self.pending_keys:
+                continue
+            if not self.space.violations(config, self.shape, self.device):
+                return config
+        return None
+
+    def _propose(self) -> None:
+        if self._grid is not None:
+            config = self._next_grid_config()
+            if config is None:
+                self.report.stopped_early = "every valid configuration has been measured"
+                return
+            self.study.enqueue_trial(config)
+        trial = self.study.ask(self.distributions)
+        config = dict(trial.params)
+        problems = self.space.violations(config, self.shape, self.device)
+        if problems:
+            trial.set_user_attr(studies.OUTCOME, studies.REJECTED)
+            trial.set_user_attr(studies.REASON, problems[0])
+            self.study.tell(trial, state=TrialState.PRUNED)
+            self.report.rejected_now += 1
+            self.report.rejected_total += 1
+            self._idle += 1
+            return
+        key = config_key(config)
+        if key in self.known:
+            self._tell_duplicate(trial, self.known[key])
+            self._idle += 1
+            return
+        if key in self.pending_keys:
+            self.pending_keys[key].duplicates.append(trial)
+            self.report.duplicates_now += 1
+            self._idle += 1
+            return
+        self._idle = 0
+        pending = _Pending(trial, key, config)
+        self.pending[self.evaluator.submit(config)] = pending
+        self.pending_keys[key] = pending
+
+    def _tell_duplicate(self, trial: optuna.Trial, known: _Known) -> None:
+        trial.set_user_attr(studies.OUTCOME, studies.DUPLICATE)
+        trial.set_user_attr(studies.DUPLICATE_OF, known.number)
+        if known.state == TrialState.COMPLETE:
+            self.study.tell(trial, known.value)
+        else:
+            trial.set_user_attr(studies.REASON, known.attrs.get(studies.REASON, "failed"))
+            self.study.tell(trial, state=TrialState.FAIL)
+        self.report.duplicates_now += 1
+
+    # --- results --------------------------------------------------------------------------------------------
+    def _finish(self, future: Future) -> None:
+        pending = self.pending.pop(future)
+        del self.pending_keys[pending.key]
+        m: Measurement = future.result()  # raises only when the GPU is gone (DeviceError)
+        trial = pending.trial
+        attrs: dict[str, Any] = {studies.OUTCOME: studies.MEASURED, studies.MEASUREMENT: m.to_dict()}
+        if m.ok and m.time_ms is not None:
+            attrs[studies.METRIC] = self.space.metric(self.shape, m.time_ms)
+            attrs[studies.REGISTERS] = m.registers
+        else:
+            attrs[studies.FAILURE] = m.failure
+            attrs[studies.REASON] = m.reason
+            self.report.failures[m.failure or "?"] += 1
+            self.report.failure_examples.setdefault(m.failure or "?", m.reason or "")
+        for k, v in attrs.items():
+            trial.set_user_attr(k, v)
+        if m.ok:
+            frozen = self.study.tell(trial, m.time_ms)
+        else:
+            frozen = self.study.tell(trial, state=TrialState.FAIL)
+        self.report.measured_now += 1
+        self._remember(frozen.number, frozen.state, frozen.value, pending.config, {**trial.user_attrs, **attrs})
+        for duplicate in pending.duplicates:
+            self._tell_duplicate(duplicate, self.known[pending.key])
+
+    def _progress(self) -> None:
+        if self.on_progress:
+            self.on_progress(
+                Progress(
+                    measured=self.report.measured_total,
+                    target=self.settings.trials,
+                    rejected=self.report.rejected_now,
+                    duplicates=self.report.duplicates_now,
+                    failures=sum(self.report.failures.values()),
+                    best=self._best,
+                )
+            )
+
+    def _abandon_pending(self) -> None:
+        """Mark every trial still in flight as interrupted (failed), so none stays RUNNING."""
+        for pending in list(self.pending.values()):
+            for trial in [pending.trial, *pending.duplicates]:
+                try:
+                    trial.set_user_attr(studies.OUTCOME, studies.INTERRUPTED)
+                    self.study.tell(trial, state=TrialState.FAIL)
+                except Exception:  # storage gone too: the next run's stale-trial sweep handles it
+                    pass
+        self.pending.clear()
+        self.pending_keys.clear()
+
+    # --- the loop -------------------------------------------------------------------------------------------
+    def run(self) -> SearchReport:
+        start = time.perf_counter()
+        restarts0 = self.evaluator.restarts
+        try:
+            self._progress()
+            while True:
+                while (
+                    self.report.stopped_early is None
+                    and len(self.pending) < self.settings.in_flight
+                    and self.report.measured_total + len(self.pending) < self.settings.trials
+                ):
+                    if self._idle >= self.settings.patience:
+                        self.report.stopped_early = (
+                            f"{self._idle} proposals in a row were invalid or already measured"
+                        )
+                        break
+                    self._propose()
+                if not self.pending:
+                    break
+                done, _ = wait(list(self.pending), timeout=1.0, return_when=FIRST_COMPLETED)
+                for future in done:
+                    self._finish(future)
+                    self._progress()
+        except BaseException:
+            self._abandon_pending()
+            raise
+        self.report.restarts = self.evaluator.restarts - restarts0
+        self._rank()
+        self._count_failures()
+        self.report.wall_s = time.perf_counter() - start
+        return self.report
+
+    def _count_failures(self) -> None:
+        """Failures over the whole study (earlier runs included), by kind, with one example each."""
+        failures: collections.Counter = collections.Counter()
+        for known in self.known.values():
+            if known.state == TrialState.FAIL:
+                kind = known.attrs.get(studies.FAILURE, "?")
+                failures[kind] += 1
+                self.report.failure_examples.setdefault(kind, known.attrs.get(studies.REASON, ""))
+        self.report.failures = failures
+
+    def _rank(self) -> None:
+        """Re-time the best few and the default together, interleaved; the winner is the fastest re-timed."""
+        complete = sorted(
+            (k for k in self.known.values() if k.state == TrialState.COMPLETE and k.value is not None),
+            key=lambda k: k.value,  # type: ignore[arg-type, return-value]
+        )
+        if not complete:
+            return
+        top = complete[: self.settings.retime_top]
+        default_key = config_key(self.space.default_config)
+        default = self.known.get(default_key)
+        if default is not None and default.state == TrialState.COMPLETE and default not in top:
+            candidates = [*top, default]
+        else:
+            candidates = list(top)
+        timings = self.evaluator.retime([k.config for k in candidates], self.settings.retime_rounds)
+        ranked = []
+        for known, timing in zip(candidates, timings):
+            if timing is None:
+                continue  # cannot be run again: not a trustworthy winner
+            ranked.append(self._ranked(known, timing.median, True, timing.spread))
+        retimed = {r.trial_number for r in ranked}
+        for known in complete:
+            if known.number not in retimed:
+                ranked.append(self._ranked(known, known.value, False, None))  # type: ignore[arg-type]
+        # Re-timed entries first, fastest first: they were measured side by side and compare fairly.
+        ranked.sort(key=lambda r: (not r.retimed, r.time_ms))
+        self.report.ranking = ranked
+        self.report.default = next((r for r in ranked if config_key(r.config) == default_key), None)
+        self.study.set_user_attr(
+            "retime",
+            {
+                "at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                "rounds": self.settings.retime_rounds,
+                "times_ms": {str(r.trial_number): r.time_ms for r in ranked if r.retimed},
+            },
+        )
+
+    def _ranked(self, known: _Known, time_ms: float, retimed: bool, spread: float | None) -> Ranked:
+        return Ranked(
+            trial_number=known.number,
+            config=known.config,
+            time_ms=time_ms,
+            metric=self.space.metric(self.shape, time_ms),
+            registers=known.attrs.get(studies.REGISTERS),
+            retimed=retimed,
+            spread=spread,
+        )
+
+
+def check_trials(trials: int) -> None:
+    if trials < 1:
+        raise InvalidArgument(f"--trials must be at least 1, got {trials}")
+
+
+def tune(
+    kernel: str,
+    shape: str | Shape | None = None,
+    *,
+    trials: int = 200,
+    db: str | None = None,
+    sampler: str = DEFAULT_SAMPLER,
+    seed: int | None = None,
+    timeout_s: float | None = None,
+    hot_cache: bool = False,
+    evaluator: Evaluator | None = None,
+    template_hash: str | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
+    settings: SearchSettings | None = None,
+) -> SearchReport:
+    """Search the configurations of ``kernel`` at ``shape`` and store the fastest valid one.
+
+    Everything is checked before anything is written: bad arguments, the database location, nvcc and the GPU.
+    ``evaluator`` replaces the GPU (replay); ``template_hash`` then names the template it measured.
+    """
+    space = get_space(kernel)
+    if shape is None:
+        shape_t: Shape = space.default_shape
+    elif isinstance(shape, str):
+        shape_t = space.parse_shape(shape)
+    else:
+        shape_t = tuple(int(d) for d in shape)
+    check_trials(trials)
+    if timeout_s is not None and not timeout_s > 0:
+        raise InvalidArgument(f"--timeout must be positive, got {timeout_s}")
+    seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
+    sampler_obj = make_sampler(sampler, seed)
+    url = resolve_url(db)
+    check_database(url, create=True)
+
+    owned = evaluator is None
+    if evaluator is None:
+        from autotune.compiler import find_nvcc
+        from autotune.evaluation.gpu import GpuEvaluator
+        from autotune.templates import template_hash as hash_of
+
+        find_nvcc()  # fail before starting the GPU worker
+        template_hash = hash_of(space.template)
+        evaluator = GpuEvaluator(space, shape_t, seed=seed, timeout_s=timeout_s, flush_l2=not hot_cache)
+    elif template_hash is None:
+        from autotune.templates import template_hash as hash_of
+
+        template_hash = hash_of(space.template)
+    try:
+        database = Database(url)
+        try:
+            name = studies.study_name(space.name, format_shape(shape_t), evaluator.device, template_hash,
+                                      hot_cache=hot_cache)  # fmt: skip
+            study = studies.open_study(
+                database.optuna_storage(),
+                name,
+                sampler_obj,
+                {
+                    "kernel": space.name,
+                    "shape": format_shape(shape_t),
+                    "dtype": space.dtype,
+                    "metric_unit": space.metric_unit,
+                    "device": evaluator.device.to_dict(),
+                    "nvcc": evaluator.toolchain.nvcc,
+                    "template_hash": template_hash,
+                    "space": type(space).ref(),
+                    "l2_flush": not hot_cache,
+                },
+            )
+            run_settings = dataclasses.replace(
+                settings or SearchSettings(trials=trials), trials=trials, sampler=sampler, seed=seed
+            )
+            report = Search(space, shape_t, evaluator, study, run_settings, on_progress=on_progress).run()
+            best = report.best
+            if best is not None:
+                database.save_best(
+                    BestEntry(
+                        device_name=evaluator.device.name,
+                        compute_capability=evaluator.device.cc,
+                        kernel=space.name,
+                        shape=format_shape(shape_t),
+                        dtype=space.dtype,
+                        template_hash=template_hash,
+                        params=best.config,
+                        time_ms=best.time_ms,
+                        metric=best.metric,
+                        metric_unit=space.metric_unit,
+                        default_time_ms=report.default.time_ms if report.default else None,
+                        driver_version=evaluator.device.driver_version,
+                        nvcc_version=evaluator.toolchain.nvcc,
+                        study_name=name,
+                        trial_number=best.trial_number,
+                    )
+                )
+            return report
+        finally:
+            database.close()
+    finally:
+        if owned:
+            evaluator.close()
+

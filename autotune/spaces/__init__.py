@@ -1,0 +1,92 @@
+"""Kernel spaces, one module per kernel family.
+
+A space is found by its ``name`` among the modules of this package (so adding a family is adding a module), or
+by an import reference ``package.module:Class`` / ``path/to/file.py:Class`` for spaces that live elsewhere.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import pkgutil
+import sys
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from autotune.errors import UnknownKernel
+from autotune.spaces.base import BufferSpec, Config, KernelSpace, Launch, Param, Zero, config_key
+
+__all__ = [
+    "BufferSpec",
+    "Config",
+    "KernelSpace",
+    "Launch",
+    "Param",
+    "Zero",
+    "config_key",
+    "get_space",
+    "kernel_names",
+    "space_class",
+]
+
+
+def _builtin_classes() -> dict[str, type[KernelSpace]]:
+    found: dict[str, type[KernelSpace]] = {}
+    for info in pkgutil.iter_modules(__path__):
+        if info.name == "base" or info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        for _, obj in inspect.getmembers(module, inspect.isclass):
+            if issubclass(obj, KernelSpace) and not inspect.isabstract(obj) and obj.__module__ == module.__name__:
+                found[obj.name] = obj
+    return found
+
+
+_BUILTIN: dict[str, type[KernelSpace]] | None = None
+
+
+def kernel_names() -> list[str]:
+    global _BUILTIN
+    if _BUILTIN is None:
+        _BUILTIN = _builtin_classes()
+    return sorted(_BUILTIN)
+
+
+def _load_reference(ref: str) -> type[KernelSpace]:
+    module_name, _, attr = ref.rpartition(":")
+    try:
+        if module_name.endswith(".py"):
+            path = Path(module_name).resolve()
+            mod_name = f"_autotune_space_{abs(hash(str(path)))}"
+            module = sys.modules.get(mod_name)
+            if module is None:
+                spec = importlib.util.spec_from_file_location(mod_name, path)
+                if spec is None or spec.loader is None:
+                    raise ImportError(f"cannot load {path}")
+                module = importlib.util.module_from_spec(spec)
+                sys.modules[mod_name] = module
+                spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(module_name)
+        cls = getattr(module, attr)
+    except (ImportError, AttributeError, OSError) as exc:
+        raise UnknownKernel(f"cannot load kernel space {ref!r}: {exc}") from None
+    if not (inspect.isclass(cls) and issubclass(cls, KernelSpace)):
+        raise UnknownKernel(f"{ref!r} is not a KernelSpace subclass")
+    return cls
+
+
+def space_class(name_or_ref: str) -> type[KernelSpace]:
+    if ":" in name_or_ref:
+        return _load_reference(name_or_ref)
+    names = kernel_names()
+    assert _BUILTIN is not None
+    if name_or_ref not in _BUILTIN:
+        raise UnknownKernel(f"unknown kernel {name_or_ref!r}; known kernels: {', '.join(names)}")
+    return _BUILTIN[name_or_ref]
+
+
+def get_space(name_or_ref: str, domains: Mapping[str, Sequence[Any]] | None = None) -> KernelSpace:
+    """The space of a kernel, by name (``gemm``) or import reference (``pkg.mod:Class``)."""
+    return space_class(name_or_ref)(domains)

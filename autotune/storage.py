@@ -1,0 +1,320 @@
+"""The database: Optuna's study tables and our own, side by side in one SQLAlchemy URL.
+
+* Location: ``--db`` (a path or a full SQLAlchemy URL), else ``$AUTOTUNE_DB``, else ``studies/autotune.db``.
+* `check_database` validates a location without writing anything, so bad input leaves no trace.
+* Our tables: ``autotune_meta`` (schema version) and ``autotune_best`` (best configuration per device,
+  compute capability, kernel, shape, dtype and template hash). A newer program upgrades an older file in place
+  (`MIGRATIONS`); an older program refuses a newer file instead of damaging it.
+* SQLite runs in WAL mode with a busy timeout: readers never block the writer and short write transactions
+  wait for each other instead of failing with "database is locked".
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.exc import ArgumentError, IntegrityError, SQLAlchemyError
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+
+from autotune.errors import StorageError
+
+DEFAULT_DB = Path("studies") / "autotune.db"
+ENV_DB = "AUTOTUNE_DB"
+SCHEMA_VERSION = 1
+BUSY_TIMEOUT_S = 120
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Meta(Base):
+    __tablename__ = "autotune_meta"
+    key: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(sa.Text)
+
+
+class BestConfig(Base):
+    __tablename__ = "autotune_best"
+    __table_args__ = (
+        sa.UniqueConstraint("device_name", "compute_capability", "kernel", "shape", "dtype", "template_hash"),
+    )
+    id: Mapped[int] = mapped_column(primary_key=True)
+    device_name: Mapped[str] = mapped_column(sa.String(128))
+    compute_capability: Mapped[str] = mapped_column(sa.String(16))
+    kernel: Mapped[str] = mapped_column(sa.String(64))
+    shape: Mapped[str] = mapped_column(sa.String(128))
+    dtype: Mapped[str] = mapped_column(sa.String(16))
+    template_hash: Mapped[str] = mapped_column(sa.String(64))
+    params: Mapped[str] = mapped_column(sa.Text)  # JSON object
+    time_ms: Mapped[float]
+    metric: Mapped[float]
+    metric_unit: Mapped[str] = mapped_column(sa.String(16))
+    default_time_ms: Mapped[float | None]
+    driver_version: Mapped[str] = mapped_column(sa.String(64))
+    nvcc_version: Mapped[str] = mapped_column(sa.String(64))
+    study_name: Mapped[str] = mapped_column(sa.String(512))
+    trial_number: Mapped[int]
+    updated_at: Mapped[dt.datetime]
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return json.loads(self.params)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "device_name": self.device_name,
+            "compute_capability": self.compute_capability,
+            "kernel": self.kernel,
+            "shape": self.shape,
+            "dtype": self.dtype,
+            "template_hash": self.template_hash,
+            "params": self.config,
+            "time_ms": self.time_ms,
+            "metric": self.metric,
+            "metric_unit": self.metric_unit,
+            "default_time_ms": self.default_time_ms,
+            "driver_version": self.driver_version,
+            "nvcc_version": self.nvcc_version,
+            "study_name": self.study_name,
+            "trial_number": self.trial_number,
+            "updated_at": self.updated_at.isoformat(),
+        }
+
+
+# version → function upgrading a database from version-1 to version, inside one transaction.
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {}
+
+
+def resolve_url(db: str | os.PathLike[str] | None = None) -> str:
+    """The SQLAlchemy URL for ``--db`` / ``$AUTOTUNE_DB`` / the default file."""
+    value = str(db) if db is not None else os.environ.get(ENV_DB) or str(DEFAULT_DB)
+    if "://" in value:
+        try:
+            make_url(value)
+        except ArgumentError:
+            raise StorageError(f"malformed database URL {value!r}") from None
+        return value
+    return f"sqlite:///{Path(value).expanduser().absolute()}"
+
+
+def sqlite_path(url: str) -> Path | None:
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or not parsed.database or parsed.database == ":memory:":
+        return None
+    return Path(parsed.database)
+
+
+def check_database(url: str, *, create: bool) -> None:
+    """Raise StorageError if ``url`` cannot be used; writes nothing.
+
+    ``create``: a missing SQLite file is fine (it will be created) provided its directory is writable.
+    """
+    path = sqlite_path(url)
+    if path is None:
+        return  # a server database: the first connection tells
+    if path.exists():
+        if path.is_dir():
+            raise StorageError(f"database path {path} is a directory")
+        try:
+            with open(path, "rb") as fh:
+                head = fh.read(len(SQLITE_MAGIC))
+        except OSError as exc:
+            raise StorageError(f"cannot read database {path}: {exc.strerror}") from None
+        if path.stat().st_size and head != SQLITE_MAGIC:
+            raise StorageError(f"{path} is not an SQLite database")
+        if create and not os.access(path, os.W_OK):
+            raise StorageError(f"database {path} is read-only")
+        return
+    if not create:
+        raise StorageError(f"database {path} does not exist")
+    parent = path.parent
+    if not parent.is_dir():
+        if path == DEFAULT_DB.absolute() and parent.parent.is_dir():
+            return  # the default home, studies/, is made when the database is created
+        raise StorageError(f"cannot create database {path}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise StorageError(f"cannot create database {path}: directory {parent} is not writable")
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    if isinstance(dbapi_connection, sqlite3.Connection):
+        cursor = dbapi_connection.cursor()
+        cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_S * 1000}")
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")  # in WAL mode the file stays consistent; fewer fsyncs
+        cursor.close()
+
+
+def tune_engine(engine: Engine) -> Engine:
+    """WAL and a busy timeout on every new SQLite connection of ``engine`` (ours and Optuna's)."""
+    if engine.dialect.name == "sqlite" and not event.contains(engine, "connect", _sqlite_pragmas):
+        event.listen(engine, "connect", _sqlite_pragmas)
+        engine.dispose()  # connections opened before the listener get replaced
+    return engine
+
+
+def engine_kwargs(url: str) -> dict[str, Any]:
+    if url.startswith("sqlite"):
+        return {"connect_args": {"timeout": BUSY_TIMEOUT_S}}
+    return {"pool_pre_ping": True}
+
+
+@dataclass
+class BestEntry:
+    """A row for `Database.save_best` (the stored form is `BestConfig`)."""
+
+    device_name: str
+    compute_capability: str
+    kernel: str
+    shape: str
+    dtype: str
+    template_hash: str
+    params: dict[str, Any]
+    time_ms: float
+    metric: float
+    metric_unit: str
+    default_time_ms: float | None
+    driver_version: str
+    nvcc_version: str
+    study_name: str
+    trial_number: int
+
+
+class Database:
+    """Our tables in the database at ``url``; also hands Optuna its storage on the same database."""
+
+    def __init__(self, url: str, *, create: bool = True) -> None:
+        self.url = url
+        check_database(url, create=create)
+        path = sqlite_path(url)
+        if create and path is not None and path == DEFAULT_DB.absolute():
+            path.parent.mkdir(exist_ok=True)
+        try:
+            self.engine = tune_engine(sa.create_engine(url, **engine_kwargs(url)))
+            self._upgrade(create)
+        except SQLAlchemyError as exc:
+            raise StorageError(f"cannot open database {_display(url)}: {_one_line(exc)}") from None
+
+    # --- schema ---------------------------------------------------------------------------------------------
+    def _upgrade(self, create: bool) -> None:
+        with self.engine.begin() as conn:
+            inspector = sa.inspect(conn)
+            if inspector.has_table(Meta.__tablename__):
+                row = conn.execute(sa.select(Meta.value).where(Meta.key == "schema_version")).first()
+                version = int(row[0]) if row else 0
+            else:
+                version = 0 if inspector.has_table(BestConfig.__tablename__) else -1
+            if version > SCHEMA_VERSION:
+                raise StorageError(
+                    f"database {_display(self.url)} was written by a newer autotune (schema {version}); "
+                    f"this one understands schema {SCHEMA_VERSION}: upgrade autotune"
+                )
+            if version == SCHEMA_VERSION:
+                return
+            if not create:
+                return  # read-only use of an older file: read what is there, change nothing
+            if version == -1:  # fresh database
+                Base.metadata.create_all(conn)
+            else:
+                for target in range(max(version, 1) + 1, SCHEMA_VERSION + 1):
+                    MIGRATIONS[target](conn)
+                Base.metadata.create_all(conn)  # tables new in this version
+            conn.execute(sa.delete(Meta).where(Meta.key == "schema_version"))
+            conn.execute(sa.insert(Meta).values(key="schema_version", value=str(SCHEMA_VERSION)))
+
+    def schema_version(self) -> int:
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(Meta.value).where(Meta.key == "schema_version")).first()
+        return int(row[0]) if row else 0
+
+    # --- optuna ---------------------------------------------------------------------------------------------
+    def optuna_storage(self) -> Any:
+        import optuna
+
+        try:
+            storage = optuna.storages.RDBStorage(self.url, engine_kwargs=engine_kwargs(self.url))
+        except Exception as exc:  # optuna raises RuntimeError / SQLAlchemyError for a foreign or newer schema
+            raise StorageError(f"cannot open Optuna's tables in {_display(self.url)}: {_one_line(exc)}") from None
+        tune_engine(storage.engine)
+        return storage
+
+    # --- best configurations --------------------------------------------------------------------------------
+    def save_best(self, entry: BestEntry) -> None:
+        key = dict(
+            device_name=entry.device_name,
+            compute_capability=entry.compute_capability,
+            kernel=entry.kernel,
+            shape=entry.shape,
+            dtype=entry.dtype,
+            template_hash=entry.template_hash,
+        )
+        values = dict(
+            params=json.dumps(entry.params, sort_keys=True),
+            time_ms=entry.time_ms,
+            metric=entry.metric,
+            metric_unit=entry.metric_unit,
+            default_time_ms=entry.default_time_ms,
+            driver_version=entry.driver_version,
+            nvcc_version=entry.nvcc_version,
+            study_name=entry.study_name,
+            trial_number=entry.trial_number,
+            updated_at=dt.datetime.now(dt.timezone.utc).replace(tzinfo=None),
+        )
+        for attempt in range(2):
+            try:
+                with Session(self.engine) as session, session.begin():
+                    row = session.scalars(sa.select(BestConfig).filter_by(**key).with_for_update()).first()
+                    if row is None:
+                        session.add(BestConfig(**key, **values))
+                    else:
+                        for name, value in values.items():
+                            setattr(row, name, value)
+                return
+            except IntegrityError:
+                if attempt:  # another process inserted the same key between our read and write: update it
+                    raise StorageError("cannot write the best configuration: concurrent writers") from None
+            except SQLAlchemyError as exc:
+                raise StorageError(f"cannot write the best configuration: {_one_line(exc)}") from None
+
+    def best(
+        self, kernel: str | None = None, device_name: str | None = None, dtype: str | None = None
+    ) -> list[BestConfig]:
+        query = sa.select(BestConfig).order_by(
+            BestConfig.kernel, BestConfig.device_name, BestConfig.shape, BestConfig.updated_at
+        )
+        if kernel:
+            query = query.where(BestConfig.kernel == kernel)
+        if device_name:
+            query = query.where(BestConfig.device_name == device_name)
+        if dtype:
+            query = query.where(BestConfig.dtype == dtype)
+        try:
+            with Session(self.engine, expire_on_commit=False) as session:
+                return list(session.scalars(query))
+        except SQLAlchemyError as exc:
+            raise StorageError(f"cannot read {_display(self.url)}: {_one_line(exc)}") from None
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+def _display(url: str) -> str:
+    path = sqlite_path(url)
+    return str(path) if path is not None else make_url(url).render_as_string(hide_password=True)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(getattr(exc, "orig", None) or exc)
+    return " ".join(text.split())[:300]
+

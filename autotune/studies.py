@@ -1,0 +1,54 @@
+"""Optuna studies of autotune: their names, their attributes, and what our trials record.
+
+One study per (kernel, shape, device, template): ``gemm-4096x4096x4096-nvidia-h200-1a2b3c4d``. The template's
+short hash is in the name because times measured with another version of the template are not comparable:
+editing a template starts a new study, re-running the same command resumes the old one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import optuna
+
+from autotune.device import DeviceInfo
+from autotune.templates import short_hash
+
+# User attributes of our trials (visible in optuna-dashboard).
+OUTCOME = "outcome"  # "measured" | "rejected" | "duplicate" | "interrupted"
+ROLE = "role"  # "default" on the trial of the template's default configuration
+METRIC = "metric"  # TFLOP/s or GB/s (see the study's metric_unit)
+REGISTERS = "registers"
+FAILURE = "failure"  # one of autotune.evaluation.FAILURE_KINDS
+REASON = "reason"  # one line: why it failed or was rejected
+MEASUREMENT = "measurement"  # the whole Measurement as a dict (timing quartiles, compile time, …)
+DUPLICATE_OF = "duplicate_of"  # trial number whose result answered this proposal
+
+MEASURED, REJECTED, DUPLICATE, INTERRUPTED = "measured", "rejected", "duplicate", "interrupted"
+
+
+def study_name(kernel: str, shape: str, device: DeviceInfo, template_hash: str, *, hot_cache: bool = False) -> str:
+    name = f"{kernel}-{shape}-{device.slug}-{short_hash(template_hash)}"
+    return name + "-hot" if hot_cache else name
+
+
+def open_study(
+    storage: Any, name: str, sampler: optuna.samplers.BaseSampler, attributes: dict[str, Any]
+) -> optuna.Study:
+    """Create the study, or load it to resume; a new study is given ``attributes``."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(
+        storage=storage, study_name=name, sampler=sampler, direction="minimize", load_if_exists=True
+    )
+    if not study.user_attrs:
+        for key, value in attributes.items():
+            study.set_user_attr(key, value)
+    return study
+
+
+def is_measured(trial: optuna.trial.FrozenTrial) -> bool:
+    """A trial that counts toward --trials: a candidate that was compiled and (if it compiled) run."""
+    return trial.user_attrs.get(OUTCOME) == MEASURED and trial.state in (
+        optuna.trial.TrialState.COMPLETE,
+        optuna.trial.TrialState.FAIL,
+    )
