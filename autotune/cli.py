@@ -93,10 +93,13 @@ def search(
     ),
     hot_cache: bool = typer.Option(False, "--hot-cache", help="do not flush the L2 cache between timed runs"),
     top: int = typer.Option(10, help="rows of the final table"),
+    replay: Optional[str] = typer.Option(
+        None, help="simulate: answer from a recorded measurement file instead of the GPU (try samplers anywhere)"
+    ),
 ) -> None:
     """Search the configurations of KERNEL and store the fastest valid one for this GPU."""
     space = get_space(kernel)
-    shapes = [space.parse_shape(s) for s in shape] if shape else [space.default_shape]
+    shapes: list[Any] = [space.parse_shape(s) for s in shape] if shape else [None]
     check_trials(trials)
     make_sampler(sampler, seed)  # an unknown sampler is refused before any work
     for shape_t in shapes:
@@ -109,7 +112,8 @@ def search(
             TextColumn("{task.fields[best]}"),
             console=console,
         )
-        task = bar.add_task(f"{kernel} {space.format_shape(shape_t)}", total=trials, best="")
+        label = space.format_shape(shape_t) if shape_t else "(replay)" if replay else space.format_shape(space.default_shape)
+        task = bar.add_task(f"{kernel} {label}", total=trials, best="")
 
         def show(p: SearchProgress, task: Any = task, bar: Progress = bar) -> None:
             if not bar.live.is_started:
@@ -124,7 +128,7 @@ def search(
         try:
             report = tune(
                 kernel, shape_t, trials=trials, db=db, sampler=sampler, seed=seed, timeout_s=timeout,
-                hot_cache=hot_cache, on_progress=show,
+                hot_cache=hot_cache, on_progress=show, replay=replay,
             )  # fmt: skip
         finally:
             bar.stop()

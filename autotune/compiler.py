@@ -42,13 +42,13 @@ def cache_root() -> Path:
 def find_nvcc() -> str:
     """Path of nvcc: $AUTOTUNE_NVCC, then PATH, then the usual CUDA locations."""
     env = os.environ.get("AUTOTUNE_NVCC")
-    candidates = [env] if env else []
-    candidates += [shutil.which("nvcc"), "/usr/local/cuda/bin/nvcc"]
-    for c in candidates:
+    if env:  # an explicit choice is used or refused, never silently replaced
+        if os.path.isfile(env) and os.access(env, os.X_OK):
+            return env
+        raise ToolchainError(f"AUTOTUNE_NVCC={env} is not an executable nvcc")
+    for c in (shutil.which("nvcc"), "/usr/local/cuda/bin/nvcc"):
         if c and os.path.isfile(c) and os.access(c, os.X_OK):
             return c
-    if env:
-        raise ToolchainError(f"AUTOTUNE_NVCC={env} is not an executable nvcc")
     raise ToolchainError("nvcc not found: install the CUDA toolkit and put nvcc on PATH (or set AUTOTUNE_NVCC)")
 
 

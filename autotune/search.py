@@ -160,10 +160,9 @@ class Search:
                 self._remember(t.number, t.state, t.value, dict(t.params), t.user_attrs)
             elif t.user_attrs.get(studies.OUTCOME) == studies.REJECTED:
                 self.report.rejected_total += 1
-        if not self.study.trials:
-            default = dict(self.space.default_config)
-            if not self.space.violations(default, self.shape, self.device):
-                self.study.enqueue_trial(default, user_attrs={studies.ROLE: "default"})
+        # A new study measures the template's default configuration first: the baseline of the speedup.
+        default = dict(self.space.default_config)
+        self._default_first = not self.study.trials and not self.space.violations(default, self.shape, self.device)
 
     def _remember(self, number: int, state: TrialState, value: float | None, config: Config, attrs: dict) -> None:
         self.known[config_key(config)] = _Known(number, state, value, config, dict(attrs))
@@ -185,13 +184,27 @@ class Search:
         return None
 
     def _propose(self) -> None:
-        if self._grid is not None:
+        if self._default_first:
+            self._default_first = False
+            self.study.enqueue_trial(dict(self.space.default_config), user_attrs={studies.ROLE: "default"})
+        elif self._grid is not None:
             config = self._next_grid_config()
             if config is None:
                 self.report.stopped_early = "every valid configuration has been measured"
                 return
             self.study.enqueue_trial(config)
         trial = self.study.ask(self.distributions)
+        try:
+            self._place(trial)
+        except BaseException:  # interrupted between ask and submit: settle the trial unless it is in flight
+            placed = any(trial in (p.trial, *p.duplicates) for p in self.pending.values())
+            running = {t.number for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))}
+            if not placed and trial.number in running:
+                self._close_interrupted(trial)
+            raise
+
+    def _place(self, trial: optuna.Trial) -> None:
+        """Reject, answer as a duplicate, or submit a freshly asked trial."""
         config = dict(trial.params)
         problems = self.space.violations(config, self.shape, self.device)
         if problems:
@@ -207,9 +220,8 @@ class Search:
             self._tell_duplicate(trial, self.known[key])
             self._idle += 1
             return
-        if key in self.pending_keys:
+        if key in self.pending_keys:  # answered (and counted) when the original's result arrives
             self.pending_keys[key].duplicates.append(trial)
-            self.report.duplicates_now += 1
             self._idle += 1
             return
         self._idle = 0
@@ -266,15 +278,18 @@ class Search:
                 )
             )
 
+    def _close_interrupted(self, trial: optuna.Trial) -> None:
+        try:
+            trial.set_user_attr(studies.OUTCOME, studies.INTERRUPTED)
+            self.study.tell(trial, state=TrialState.FAIL)
+        except Exception:  # storage gone too: the next run's stale-trial sweep handles it
+            pass
+
     def _abandon_pending(self) -> None:
         """Mark every trial still in flight as interrupted (failed), so none stays RUNNING."""
         for pending in list(self.pending.values()):
             for trial in [pending.trial, *pending.duplicates]:
-                try:
-                    trial.set_user_attr(studies.OUTCOME, studies.INTERRUPTED)
-                    self.study.tell(trial, state=TrialState.FAIL)
-                except Exception:  # storage gone too: the next run's stale-trial sweep handles it
-                    pass
+                self._close_interrupted(trial)
         self.pending.clear()
         self.pending_keys.clear()
 
@@ -386,6 +401,8 @@ def tune(
     seed: int | None = None,
     timeout_s: float | None = None,
     hot_cache: bool = False,
+    domains: dict[str, list[Any]] | None = None,
+    replay: str | None = None,
     evaluator: Evaluator | None = None,
     template_hash: str | None = None,
     on_progress: Callable[[Progress], None] | None = None,
@@ -394,9 +411,21 @@ def tune(
     """Search the configurations of ``kernel`` at ``shape`` and store the fastest valid one.
 
     Everything is checked before anything is written: bad arguments, the database location, nvcc and the GPU.
-    ``evaluator`` replaces the GPU (replay); ``template_hash`` then names the template it measured.
+    ``domains`` narrows parameters to subsets of their values. ``replay``: a recording file
+    (`autotune.evaluation.Recording`) answers instead of the GPU — a simulation over the recorded, narrowed
+    space. ``evaluator`` replaces the GPU outright; ``template_hash`` then names the template it measured.
     """
-    space = get_space(kernel)
+    if replay is not None:
+        from autotune.evaluation.replay import Recording, ReplayEvaluator
+
+        recording = Recording.load(replay)
+        if recording.kernel != get_space(kernel).name:
+            raise InvalidArgument(f"replay file {replay} holds {recording.kernel}, not {kernel}")
+        domains = recording.domains
+        evaluator, template_hash = ReplayEvaluator(recording), recording.template_hash
+        if shape is None:
+            shape = recording.shape
+    space = get_space(kernel, domains)
     if shape is None:
         shape_t: Shape = space.default_shape
     elif isinstance(shape, str):
@@ -404,6 +433,10 @@ def tune(
     else:
         shape_t = tuple(int(d) for d in shape)
     check_trials(trials)
+    if replay is not None and tuple(shape_t) != tuple(recording.shape):
+        raise InvalidArgument(
+            f"replay file {replay} was recorded at {format_shape(recording.shape)}, not {format_shape(shape_t)}"
+        )
     if timeout_s is not None and not timeout_s > 0:
         raise InvalidArgument(f"--timeout must be positive, got {timeout_s}")
     seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
@@ -442,6 +475,7 @@ def tune(
                     "nvcc": evaluator.toolchain.nvcc,
                     "template_hash": template_hash,
                     "space": type(space).ref(),
+                    "domains": {p.name: list(p.values) for p in space.params},
                     "l2_flush": not hot_cache,
                 },
             )

@@ -22,7 +22,7 @@ from typing import Any, Callable
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine, make_url
-from sqlalchemy.exc import ArgumentError, IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError, SQLAlchemyError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from autotune.errors import StorageError
@@ -101,7 +101,9 @@ def resolve_url(db: str | os.PathLike[str] | None = None) -> str:
     value = str(db) if db is not None else os.environ.get(ENV_DB) or str(DEFAULT_DB)
     if "://" in value:
         try:
-            make_url(value)
+            make_url(value).get_dialect()
+        except NoSuchModuleError:  # (a subclass of ArgumentError)
+            raise StorageError(f"database URL {value!r}: SQLAlchemy knows no such database kind") from None
         except ArgumentError:
             raise StorageError(f"malformed database URL {value!r}") from None
         return value

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-from functools import lru_cache
 from pathlib import Path
 
 from autotune.errors import UnknownKernel
@@ -58,18 +57,13 @@ def _sources(path: Path, seen: set[Path] | None = None) -> list[tuple[str, bytes
     return out
 
 
-@lru_cache(maxsize=None)
-def _hash_file(path: Path, mtime_ns: int) -> str:
+def template_hash(template: str | Path) -> str:
+    """sha256 of the template and its local includes (hex, 64 characters). Read afresh each time: cheap, and
+    an edited header is never missed."""
     digest = hashlib.sha256()
-    for name, data in _sources(path):
+    for name, data in _sources(template_path(template)):
         digest.update(name.encode() + b"\0" + data + b"\0")
     return digest.hexdigest()
-
-
-def template_hash(template: str | Path) -> str:
-    """sha256 of the template and its local includes (hex, 64 characters)."""
-    path = template_path(template)
-    return _hash_file(path, path.stat().st_mtime_ns)
 
 
 def short_hash(full: str) -> str:

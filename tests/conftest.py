@@ -1,0 +1,85 @@
+"""Shared fixtures. GPU tests (marker ``gpu``) are skipped, with the reason, where there is no usable GPU;
+``nvcc`` tests where nvcc is absent. Everything else runs everywhere."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from autotune.device import DeviceInfo
+
+DATA = Path(__file__).parent / "data"
+
+# Limits of an NVIDIA H200 as pycuda reports them (read on the GPU machine), for CPU-side constraint checks.
+H200 = DeviceInfo(
+    name="NVIDIA H200",
+    compute_capability=(9, 0),
+    multiprocessors=132,
+    l2_bytes=62914560,
+    total_memory=150_754_820_096,
+    max_threads_per_block=1024,
+    smem_per_block=49152,
+    smem_per_block_optin=232448,
+    smem_per_multiprocessor=233472,
+    registers_per_block=65536,
+    registers_per_multiprocessor=65536,
+    driver_version="580.159.04",
+    cuda_driver_api="13.0",
+)
+
+
+@functools.lru_cache(maxsize=None)
+def gpu_problem() -> str | None:
+    """None when a GPU is usable here, else why not."""
+    try:
+        import pycuda.driver as cuda
+    except ImportError:
+        return "pycuda is not installed"
+    try:
+        cuda.init()
+        if cuda.Device.count() < 1:
+            return "no CUDA GPU"
+    except Exception as exc:
+        return f"no usable CUDA GPU: {exc}"
+    return None
+
+
+def nvcc_problem() -> str | None:
+    if os.environ.get("AUTOTUNE_NVCC") or shutil.which("nvcc") or os.path.exists("/usr/local/cuda/bin/nvcc"):
+        return None
+    return "nvcc is not installed"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if "gpu" in item.keywords and gpu_problem():
+            item.add_marker(pytest.mark.skip(reason=f"GPU test: {gpu_problem()}"))
+        elif "nvcc" in item.keywords and nvcc_problem():
+            item.add_marker(pytest.mark.skip(reason=f"nvcc test: {nvcc_problem()}"))
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One compile cache for the whole session (compiles are the slow part of the CPU tests)."""
+    return tmp_path_factory.mktemp("autotune-cache")
+
+
+@pytest.fixture(autouse=True)
+def _isolate(monkeypatch: pytest.MonkeyPatch, cache_dir: Path, tmp_path: Path) -> None:
+    monkeypatch.setenv("AUTOTUNE_CACHE_DIR", str(cache_dir))
+    monkeypatch.delenv("AUTOTUNE_DB", raising=False)
+    monkeypatch.chdir(tmp_path)  # the default database studies/autotune.db lands in the test's own folder
+
+
+@pytest.fixture
+def h200() -> DeviceInfo:
+    return H200
+
+
+def file_digest(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()

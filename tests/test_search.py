@@ -1,0 +1,171 @@
+"""The search driver on replayed measurements: counting, duplicates, resume, ranking, storage, interruption."""
+
+from __future__ import annotations
+
+import collections
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from autotune import studies
+from autotune.errors import InvalidArgument
+from autotune.evaluation import ReplayEvaluator
+from autotune.search import SearchSettings, tune
+from autotune.spaces import config_key, get_space
+from autotune.storage import Database, resolve_url
+
+from synthetic import DOMAINS, SHAPE, make_recording
+
+
+@pytest.fixture
+def recording_file(tmp_path):
+    path = tmp_path / "rec.json"
+    make_recording(path)
+    return path
+
+
+def load_study(db_path, report):
+    return optuna.load_study(study_name=report.study_name, storage=resolve_url(db_path))
+
+
+def outcomes(study):
+    return collections.Counter(t.user_attrs.get(studies.OUTCOME) for t in study.trials)
+
+
+def test_rejected_and_duplicate_proposals_do_not_count(tmp_path, recording_file):
+    db = tmp_path / "s.db"
+    report = tune("gemm", trials=30, db=str(db), replay=str(recording_file), seed=3, sampler="random")
+    study = load_study(db, report)
+    counts = outcomes(study)
+    assert counts[studies.MEASURED] == 30 == report.measured_total == report.measured_now
+    assert counts[studies.REJECTED] == report.rejected_now > 0, "the narrowed space has invalid corners"
+    for t in study.trials:
+        if t.user_attrs.get(studies.OUTCOME) == studies.REJECTED:
+            assert t.state == TrialState.PRUNED and t.user_attrs[studies.REASON]
+    assert not any(t.state == TrialState.RUNNING for t in study.trials)
+    measured_keys = [config_key(t.params) for t in study.trials if studies.is_measured(t)]
+    assert len(set(measured_keys)) == len(measured_keys), "no configuration measured twice"
+
+
+def test_duplicates_are_answered_from_the_record(tmp_path):
+    small = dict(DOMAINS, BM=[128], BN=[128], BK=[8], TM=[4], A_PAD=[4], GROUP_M=[1], PIPELINE=["double"])
+    rec = make_recording(tmp_path / "small.json", small)
+    valid = len(rec.configs)
+    evaluator = ReplayEvaluator(rec)
+    report = tune(
+        "gemm", SHAPE, trials=valid, db=str(tmp_path / "d.db"), sampler="random", seed=1,
+        evaluator=evaluator, template_hash=rec.template_hash, domains=small,
+        settings=SearchSettings(trials=valid, patience=10_000),
+    )  # fmt: skip
+    study = load_study(tmp_path / "d.db", report)
+    assert report.measured_total == valid
+    assert evaluator.submitted == valid, "each configuration measured once"
+    dups = [t for t in study.trials if t.user_attrs.get(studies.OUTCOME) == studies.DUPLICATE]
+    assert len(dups) == report.duplicates_now > 0
+    by_number = {t.number: t for t in study.trials}
+    for t in dups:
+        original = by_number[t.user_attrs[studies.DUPLICATE_OF]]
+        assert original.params == t.params and original.state == t.state and original.value == t.value
+
+
+def test_default_configuration_is_measured_first_and_compared(tmp_path, recording_file):
+    report = tune("gemm", trials=12, db=str(tmp_path / "s.db"), replay=str(recording_file), seed=5)
+    study = load_study(tmp_path / "s.db", report)
+    first = min((t for t in study.trials if studies.is_measured(t)), key=lambda t: t.number)
+    assert first.params == get_space("gemm").default_config
+    assert first.user_attrs[studies.ROLE] == "default"
+    assert report.default is not None and report.speedup == pytest.approx(report.default.time_ms / report.best.time_ms)
+
+
+def test_resume_completes_to_the_requested_total(tmp_path, recording_file):
+    db = str(tmp_path / "r.db")
+    first = tune("gemm", trials=10, db=db, replay=str(recording_file), seed=7)
+    second = tune("gemm", trials=25, db=db, replay=str(recording_file), seed=8)
+    third = tune("gemm", trials=25, db=db, replay=str(recording_file), seed=9)
+    assert first.study_name == second.study_name
+    assert (first.measured_now, second.measured_now, third.measured_now) == (10, 15, 0)
+    assert third.measured_total == 25
+    study = load_study(tmp_path / "r.db", third)
+    keys = [config_key(t.params) for t in study.trials if studies.is_measured(t)]
+    assert len(keys) == 25 == len(set(keys))
+
+
+def test_failures_are_recorded_and_never_best(tmp_path, recording_file):
+    report = tune("gemm", trials=60, db=str(tmp_path / "f.db"), replay=str(recording_file), seed=2, sampler="random")
+    study = load_study(tmp_path / "f.db", report)
+    failed = [t for t in study.trials if studies.is_measured(t) and t.state == TrialState.FAIL]
+    assert failed, "the recording has failing configurations and random search meets some"
+    assert sum(report.failures.values()) == len(failed)
+    for t in failed:
+        assert t.user_attrs[studies.FAILURE] in ("wrong", "compile") and t.user_attrs[studies.REASON]
+    failed_keys = {config_key(t.params) for t in failed}
+    assert all(config_key(r.config) not in failed_keys for r in report.ranking)
+
+
+def test_best_is_the_fastest_retimed_and_is_stored(tmp_path, recording_file):
+    db = tmp_path / "b.db"
+    report = tune("gemm", trials=40, db=str(db), replay=str(recording_file), seed=11)
+    study = load_study(db, report)
+    complete = [t for t in study.trials if studies.is_measured(t) and t.state == TrialState.COMPLETE]
+    assert report.best.time_ms == min(t.value for t in complete)
+    assert [r.time_ms for r in report.ranking if r.retimed] == sorted(r.time_ms for r in report.ranking if r.retimed)
+    assert len([r for r in report.ranking if r.retimed]) >= 5
+    rows = Database(resolve_url(db), create=False).best("gemm")
+    assert len(rows) == 1
+    row = rows[0]
+    assert row.config == report.best.config and row.time_ms == report.best.time_ms
+    assert (row.device_name, row.compute_capability, row.shape) == ("NVIDIA H200", "9.0", "1024x1024x1024")
+    assert row.study_name == report.study_name and row.trial_number == report.best.trial_number
+    assert row.default_time_ms == report.default.time_ms
+
+
+def test_grid_is_exhaustive_and_stops(tmp_path):
+    small = dict(DOMAINS, BM=[128], BN=[128], BK=[8], TM=[4], PIPELINE=["double"], GROUP_M=[1])
+    rec = make_recording(tmp_path / "g.json", small)
+    report = tune(
+        "gemm", SHAPE, trials=1000, db=str(tmp_path / "g.db"), sampler="grid",
+        evaluator=ReplayEvaluator(rec), template_hash=rec.template_hash, domains=small,
+    )  # fmt: skip
+    assert report.measured_total == len(rec.configs)
+    assert report.rejected_now == 0, "grid proposes only valid configurations"
+    assert "every valid configuration" in report.stopped_early
+
+
+class _Interrupting(ReplayEvaluator):
+    def __init__(self, recording, after):
+        super().__init__(recording)
+        self.after = after
+
+    def submit(self, config):
+        if self.submitted == self.after:
+            raise KeyboardInterrupt
+        return super().submit(config)
+
+
+def test_interrupted_search_leaves_no_running_trial_and_resumes(tmp_path, recording_file):
+    from autotune.evaluation import Recording
+
+    rec = Recording.load(recording_file)
+    db = str(tmp_path / "i.db")
+    with pytest.raises(KeyboardInterrupt):
+        tune("gemm", SHAPE, trials=30, db=db, evaluator=_Interrupting(rec, 17), template_hash=rec.template_hash,
+             seed=4, domains=rec.domains)  # fmt: skip
+    storage = resolve_url(db)
+    (summary,) = optuna.get_all_study_summaries(storage)
+    study = optuna.load_study(study_name=summary.study_name, storage=storage)
+    assert not [t for t in study.trials if t.state == TrialState.RUNNING]
+    measured_before = sum(studies.is_measured(t) for t in study.trials)
+    assert 0 < measured_before < 30
+    report = tune("gemm", trials=30, db=db, replay=str(recording_file), seed=5)
+    assert report.measured_total == 30 and report.measured_now == 30 - measured_before
+
+
+def test_bad_arguments(tmp_path, recording_file):
+    with pytest.raises(InvalidArgument, match="--trials"):
+        tune("gemm", trials=0, db=str(tmp_path / "x.db"), replay=str(recording_file))
+    with pytest.raises(InvalidArgument, match="recorded at 1024x1024x1024"):
+        tune("gemm", "4096x4096x4096", trials=5, db=str(tmp_path / "x.db"), replay=str(recording_file))
+    with pytest.raises(InvalidArgument, match="unknown sampler"):
+        tune("gemm", trials=5, db=str(tmp_path / "x.db"), replay=str(recording_file), sampler="annealing")
+    assert not (tmp_path / "x.db").exists(), "nothing was created"

@@ -1,0 +1,130 @@
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from autotune.errors import StorageError
+from autotune.storage import DEFAULT_DB, SCHEMA_VERSION, BestEntry, Database, check_database, resolve_url
+
+from conftest import file_digest
+
+
+def entry(**change) -> BestEntry:
+    base = dict(
+        device_name="NVIDIA H200", compute_capability="9.0", kernel="gemm", shape="4096x4096x4096",
+        dtype="float32", template_hash="ab" * 32, params={"BM": 128, "PIPELINE": "double"}, time_ms=3.0,
+        metric=45.8, metric_unit="TFLOP/s", default_time_ms=5.5, driver_version="580.159.04",
+        nvcc_version="13.0.88", study_name="gemm-4096x4096x4096-nvidia-h200-abababab", trial_number=17,
+    )  # fmt: skip
+    base.update(change)
+    return BestEntry(**base)
+
+
+def test_resolve_url(monkeypatch, tmp_path):
+    assert resolve_url(None) == f"sqlite:///{DEFAULT_DB.absolute()}"
+    monkeypatch.setenv("AUTOTUNE_DB", str(tmp_path / "env.db"))
+    assert resolve_url(None) == f"sqlite:///{tmp_path / 'env.db'}"
+    assert resolve_url(tmp_path / "x.db") == f"sqlite:///{tmp_path / 'x.db'}"
+    assert resolve_url("postgresql://u:p@localhost/autotune") == "postgresql://u:p@localhost/autotune"
+    with pytest.raises(StorageError, match="no such database kind"):
+        resolve_url("notadialect://host/db")
+
+
+def test_round_trip_and_upsert(tmp_path):
+    db = Database(resolve_url(tmp_path / "a.db"))
+    db.save_best(entry())
+    db.save_best(entry(shape="1024x1024x1024", time_ms=0.1, metric=21.0))
+    db.save_best(entry(time_ms=2.9, metric=47.0, params={"BM": 256}, trial_number=40))  # same key: replaced
+    rows = db.best(kernel="gemm")
+    assert [(r.shape, r.time_ms, r.config) for r in rows] == [
+        ("1024x1024x1024", 0.1, {"BM": 128, "PIPELINE": "double"}),
+        ("4096x4096x4096", 2.9, {"BM": 256}),
+    ]
+    assert rows[1].trial_number == 40 and rows[1].nvcc_version == "13.0.88"
+    assert db.best(kernel="softmax") == [] and db.best(device_name="NVIDIA H100") == []
+    assert db.schema_version() == SCHEMA_VERSION
+    db.close()
+    # A second program opening the same file sees the rows.
+    again = Database(resolve_url(tmp_path / "a.db"), create=False)
+    assert len(again.best()) == 2
+    again.close()
+
+
+def test_sqlite_runs_in_wal_mode(tmp_path):
+    db = Database(resolve_url(tmp_path / "w.db"))
+    db.save_best(entry())
+    db.close()
+    assert sqlite3.connect(tmp_path / "w.db").execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_default_home_is_created(tmp_path):
+    assert not (tmp_path / "studies").exists()
+    Database(resolve_url(None)).close()
+    assert (tmp_path / "studies" / "autotune.db").is_file()
+
+
+@pytest.mark.parametrize("create", [True, False])
+def test_missing_directory(tmp_path, create):
+    with pytest.raises(StorageError, match="does not exist"):
+        Database(resolve_url(tmp_path / "nope" / "a.db"), create=create)
+    assert not (tmp_path / "nope").exists()
+
+
+def test_not_a_database_is_refused_untouched(tmp_path):
+    bogus = tmp_path / "notes.db"
+    bogus.write_text("these are my notes, not a database\n")
+    before = file_digest(bogus)
+    with pytest.raises(StorageError, match="not an SQLite database"):
+        Database(resolve_url(bogus))
+    assert file_digest(bogus) == before
+
+
+def test_truncated_database_is_refused_untouched(tmp_path):
+    path = tmp_path / "t.db"
+    db = Database(resolve_url(path))
+    db.save_best(entry())
+    db.close()
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2 + 100])
+    before = file_digest(path)
+    with pytest.raises(StorageError):
+        Database(resolve_url(path)).best()
+    assert file_digest(path) == before
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores file permissions")
+def test_read_only_directory(tmp_path):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    try:
+        with pytest.raises(StorageError, match="not writable"):
+            check_database(resolve_url(ro / "a.db"), create=True)
+    finally:
+        ro.chmod(0o700)
+
+
+def test_newer_schema_is_refused_untouched(tmp_path):
+    path = tmp_path / "new.db"
+    db = Database(resolve_url(path))
+    db.save_best(entry())
+    with db.engine.begin() as conn:
+        conn.execute(sa.text("UPDATE autotune_meta SET value = :v WHERE key = 'schema_version'"), {"v": "99"})
+    db.close()
+    before = file_digest(path)
+    with pytest.raises(StorageError, match="newer autotune"):
+        Database(resolve_url(path))
+    assert file_digest(path) == before
+
+
+def test_optuna_storage_shares_the_file(tmp_path):
+    import optuna
+
+    db = Database(resolve_url(tmp_path / "o.db"))
+    study = optuna.create_study(storage=db.optuna_storage(), study_name="s")
+    study.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=3)
+    tables = sa.inspect(db.engine).get_table_names()
+    assert "autotune_best" in tables and "trials" in tables
+    db.close()
