@@ -43,7 +43,8 @@ def test_default_config_is_valid(space, h200):
         ({"BM": 32, "WARPS_M": 4, "TM": 8}, "does not split"),
         ({"BM": 256, "BN": 256, "WARPS_M": 1, "WARPS_N": 1}, "accumulators"),
         ({"BM": 256, "BN": 256, "BK": 32, "PIPELINE": "cp.async-4", "WARPS_M": 4, "WARPS_N": 4}, "shared memory"),
-        ({"MIN_BLOCKS": 2, "WARPS_M": 4, "WARPS_N": 4, "BM": 256, "BN": 128}, "caps registers"),
+        ({"MIN_BLOCKS": 2, "WARPS_M": 4, "WARPS_N": 4, "BM": 256, "BN": 128}, "cap registers"),
+        ({"WARPS_M": 4, "WARPS_N": 4, "BM": 256, "BN": 256, "TM": 8, "TN": 8, "WNITER": 1}, "cap registers"),
         ({"BN": 32, "WARPS_N": 4, "TN": 8, "WNITER": 1}, "does not split"),
     ],
 )

@@ -106,10 +106,13 @@ class GemmSpace(KernelSpace):
             problems.append(
                 f"about {g['accumulators'] + fragments + staging} live registers per thread (> {MAX_EST_REGISTERS})"
             )
+        # __launch_bounds__(threads, MIN_BLOCKS) makes ptxas fit threads × MIN_BLOCKS blocks in the register file.
+        cap = min(255, device.registers_per_multiprocessor // (g["threads"] * config["MIN_BLOCKS"]))
+        if g["accumulators"] + fragments + 16 > cap:
+            problems.append(
+                f"{g['threads']} threads x {config['MIN_BLOCKS']} blocks cap registers at {cap}: would spill"
+            )
         if config["MIN_BLOCKS"] > 1:
-            cap = min(255, device.registers_per_multiprocessor // (g["threads"] * config["MIN_BLOCKS"]))
-            if g["accumulators"] + fragments + 16 > cap:
-                problems.append(f"MIN_BLOCKS={config['MIN_BLOCKS']} caps registers at {cap}: would spill")
             if config["MIN_BLOCKS"] * g["smem_bytes"] > device.smem_per_multiprocessor:
                 problems.append(f"MIN_BLOCKS={config['MIN_BLOCKS']} blocks do not fit the SM's shared memory")
         if g["threads"] > device.max_threads_per_block:

@@ -1,0 +1,43 @@
+"""A test-only kernel space whose FAULT parameter injects each way a candidate can go wrong."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from autotune.spaces.base import Config, Launch, Param, Step, ceil_div
+from autotune.spaces.gemm import GemmSpace
+
+FAULTS = {"none": 0, "crash": 1, "hang": 2, "wrong_odd_m": 3, "compile": 4, "no_launch": 5, "nan": 6}
+EXPECTED_FAILURE = {"crash": "crash", "hang": "timeout", "wrong_odd_m": "wrong", "compile": "compile",
+                    "no_launch": "launch", "nan": "nan"}  # fmt: skip
+
+
+class FaultyGemmSpace(GemmSpace):
+    name = "faulty_gemm"
+    template = Path(__file__).with_name("faulty_gemm.cu")
+    default_shape = (256, 256, 256)
+    parameters = (
+        Param("FAULT", tuple(FAULTS)),
+        Param("TILE", (8, 16, 32)),
+    )
+    default_config = {"FAULT": "none", "TILE": 16}
+
+    def constraints(self, config, shape, device):
+        return []  # let every fault reach the GPU
+
+    def defines(self, config: Config) -> dict:
+        return {"FAULT": FAULTS[config["FAULT"]], "TILE": config["TILE"]}
+
+    def launches(self, config: Config, shape) -> list[Step]:
+        m, n, k = shape
+        tile = config["TILE"]
+        threads = 2048 if config["FAULT"] == "no_launch" else tile * tile  # over every GPU's 1024 limit
+        return [
+            Launch("sgemm", (ceil_div(n, tile), ceil_div(m, tile), 1), (threads, 1, 1), 0,
+                   ("A", "B", "C", np.int32(m), np.int32(n), np.int32(k)))
+        ]  # fmt: skip
+
+    def describe(self, config: Config) -> str:
+        return f"FAULT={config['FAULT']} TILE={config['TILE']}"

@@ -1,0 +1,67 @@
+"""GPU tier: whole searches, with real candidates and with injected faults."""
+
+from __future__ import annotations
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+from typer.testing import CliRunner
+
+from autotune import studies
+from autotune.cli import app
+from autotune.search import tune
+from autotune.storage import Database, resolve_url
+
+from faults.space import EXPECTED_FAILURE, FAULTS
+
+pytestmark = pytest.mark.gpu
+
+
+def test_fifty_trial_search_end_to_end(tmp_path):
+    from autotune.device import query_device
+
+    db = tmp_path / "s.db"
+    report = tune("gemm", "2048x2048x2048", trials=50, db=str(db), seed=1)
+    assert report.measured_total == 50 == report.measured_now
+    # Our template is correct in every valid configuration: no candidate may fail validation or fault.
+    bad = {k: n for k, n in report.failures.items() if k in ("wrong", "nan", "crash", "timeout", "worker")}
+    assert not bad, report.failure_examples
+    assert report.best is not None and report.best.metric > 1.0
+    assert report.default is not None and report.speedup >= 1.0 - 0.05  # the default is among the re-timed
+    (row,) = Database(resolve_url(db), create=False).best("gemm")
+    assert row.config == report.best.config and row.device_name == query_device().name
+    study = optuna.load_study(study_name=report.study_name, storage=resolve_url(db))
+    assert not [t for t in study.trials if t.state == TrialState.RUNNING]
+
+
+def test_faulty_candidates_do_not_stop_a_search(tmp_path):
+    """Crashing, hanging, wrong, NaN, uncompilable and unlaunchable candidates: each is a failed trial with its
+    reason, the worker is restarted after crashes and hangs, the good candidates are measured, and the winner
+    is a good one."""
+    db = tmp_path / "f.db"
+    n = len(FAULTS) * 3
+    report = tune("faults.space:FaultyGemmSpace", trials=n, db=str(db), sampler="grid", timeout_s=5, seed=1)
+    assert report.measured_total == n
+    study = optuna.load_study(study_name=report.study_name, storage=resolve_url(db))
+    measured = [t for t in study.trials if studies.is_measured(t)]
+    assert len(measured) == n
+    for t in measured:
+        fault = t.params["FAULT"]
+        if fault == "none":
+            assert t.state == TrialState.COMPLETE and t.value > 0
+        else:
+            assert t.state == TrialState.FAIL, t.params
+            assert t.user_attrs[studies.FAILURE] == EXPECTED_FAILURE[fault], (t.params, t.user_attrs)
+            assert t.user_attrs[studies.REASON]
+    assert report.best.config["FAULT"] == "none"
+    assert report.restarts >= 6, "three crashes and three hangs each restart the worker"
+
+
+def test_cli_search_and_best(tmp_path):
+    db = str(tmp_path / "c.db")
+    runner = CliRunner()
+    result = runner.invoke(app, ["search", "gemm", "--trials", "12", "--shape", "512x384x256", "--db", db])
+    assert result.exit_code == 0, result.output
+    assert "best" in result.output and "TFLOP/s" in result.output
+    listed = runner.invoke(app, ["best", "gemm", "--db", db])
+    assert listed.exit_code == 0 and "512x384x256" in listed.output
