@@ -131,7 +131,8 @@ def search(
                 hot_cache=hot_cache, on_progress=show, replay=replay,
             )  # fmt: skip
         finally:
-            bar.stop()
+            if bar.live.is_started:
+                bar.stop()
         print_report(report, top)
         console.print(f"stored in {resolve_url(db).removeprefix('sqlite:///')}")
 
@@ -144,8 +145,9 @@ def print_report(report: SearchReport, top: int = 10) -> None:
         soft_wrap=True,
     )
     table = Table(show_edge=False, pad_edge=False)
-    for col in ("#", "trial", "time ms", report.metric_unit, "regs", "vs default", "spread", "configuration"):
-        table.add_column(col, justify="left" if col == "configuration" else "right")
+    for col in ("#", "trial", "time ms", report.metric_unit, "regs", "vs default", "spread"):
+        table.add_column(col, justify="right", no_wrap=True)
+    table.add_column("configuration", ratio=1)
     default_ms = report.default.time_ms if report.default else None
     for i, r in enumerate(report.ranking[:top], 1):
         table.add_row(
@@ -155,7 +157,7 @@ def print_report(report: SearchReport, top: int = 10) -> None:
             f"{r.metric:.2f}",
             str(r.registers or ""),
             f"{default_ms / r.time_ms:.2f}x" if default_ms else "",
-            f"{100 * r.spread:.1f}%" if r.spread is not None else "",
+            f"{100 * r.spread:.2f}%" if r.spread is not None else "",
             space.describe(r.config),
         )
     console.print(table)
@@ -213,23 +215,22 @@ def best(
     if not rows:
         console.print("no tuned configurations stored" + (f" for {kernel}" if kernel else ""))
         return
-    table = Table(show_edge=False, pad_edge=False)
-    for col in ("kernel", "shape", "device", "cc", "time ms", "metric", "vs default", "template", "configuration"):
-        table.add_column(col)
     for r in rows:
         stale = current.get(r.kernel) != r.template_hash
-        table.add_row(
-            r.kernel,
-            r.shape,
-            r.device_name,
-            r.compute_capability,
-            f"{r.time_ms:.4f}",
-            f"{r.metric:.2f} {r.metric_unit}",
-            f"{r.default_time_ms / r.time_ms:.2f}x" if r.default_time_ms else "",
-            r.template_hash[:8] + (" [yellow](stale)[/]" if stale else ""),
-            get_space(r.kernel).describe(r.config) if r.kernel in kernel_names() else json.dumps(r.config),
+        vs_default = f", {r.default_time_ms / r.time_ms:.2f}x the default" if r.default_time_ms else ""
+        console.print(
+            f"[bold]{r.kernel} {r.shape}[/] {r.dtype} on {escape(r.device_name)} (cc {r.compute_capability}): "
+            f"{r.time_ms:.4f} ms = {r.metric:.2f} {r.metric_unit}{vs_default}",
+            soft_wrap=True,
         )
-    console.print(table)
+        described = get_space(r.kernel).describe(r.config) if r.kernel in kernel_names() else json.dumps(r.config)
+        console.print(f"    {described}", markup=False, soft_wrap=True)
+        console.print(
+            f"    template {r.template_hash[:8]}{' [yellow](stale: the template has changed)[/]' if stale else ''}, "
+            f"driver {r.driver_version}, nvcc {r.nvcc_version}, trial {r.trial_number} of {escape(r.study_name)}, "
+            f"{r.updated_at:%Y-%m-%d %H:%M} UTC",
+            soft_wrap=True,
+        )
 
 
 def main() -> None:

@@ -314,7 +314,8 @@ class Search:
                 if not self.pending:
                     break
                 done, _ = wait(list(self.pending), timeout=1.0, return_when=FIRST_COMPLETED)
-                for future in done:
+                # In trial order, so that a replayed search with a fixed seed is reproducible.
+                for future in sorted(done, key=lambda f: self.pending[f].trial.number):
                     self._finish(future)
                     self._progress()
         except BaseException:

@@ -38,6 +38,9 @@ def main() -> None:
     cuda.init()
     context = cuda.Device(0).retain_primary_context()  # torch's context: both see the same memory
     context.push()
+    import atexit
+
+    atexit.register(context.pop)  # pycuda aborts at exit if a context is left on the stack
     try:
         import cupy
     except ImportError:

@@ -359,6 +359,13 @@ class GpuSession:
             self._free(scratch)
         return results
 
+    def close(self) -> None:
+        """Leave the context stack empty (pycuda aborts the process at exit otherwise)."""
+        try:
+            self.context.pop()
+        except Exception:
+            pass
+
     def healthy(self) -> bool:
         try:
             self.context.synchronize()
@@ -395,8 +402,22 @@ def main(conn: Any, device_ordinal: int = 0) -> None:
         session = GpuSession(Setup(**payload), device_ordinal)
     except Exception as exc:
         conn.send(("fatal", f"GPU worker setup failed: {_one_line(exc)}"))
+        try:
+            import pycuda.driver as cuda
+
+            while cuda.Context.get_current() is not None:
+                cuda.Context.pop()
+        except Exception:
+            pass
         return
     conn.send(("ready", None))
+    try:
+        _serve(conn, session)
+    finally:
+        session.close()
+
+
+def _serve(conn: Any, session: GpuSession) -> None:
     cuda = session.cuda
     while True:
         try:
