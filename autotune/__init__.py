@@ -2,6 +2,7 @@
 
     autotune search gemm --trials 200          # the command line
     autotune.tune("gemm", "4096x4096x4096")    # the same from Python
+    gemm = autotune.load("gemm"); C = gemm(A, B)   # the tuned kernel, at run time
 
 GPU work needs pycuda (``pip install 'autotune[cuda]'``); it is imported only where a GPU is used.
 """
@@ -17,6 +18,7 @@ from autotune.errors import (
     ToolchainError,
     UnknownKernel,
 )
+from autotune.dispatch import TunedKernel, load
 from autotune.search import SearchReport, SearchSettings, tune
 from autotune.spaces import KernelSpace, get_space, kernel_names
 
@@ -35,7 +37,9 @@ __all__ = [
     "StorageError",
     "ToolchainError",
     "UnknownKernel",
+    "TunedKernel",
     "get_space",
     "kernel_names",
+    "load",
     "tune",
 ]

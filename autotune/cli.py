@@ -17,7 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from typer.core import TyperGroup
 
-from autotune.errors import AutotuneError
+from autotune.errors import AutotuneError, InvalidArgument
 from autotune.search import Progress as SearchProgress
 from autotune.search import SearchReport, check_trials, tune
 from autotune.samplers import DEFAULT_SAMPLER, SAMPLERS, make_sampler
@@ -231,6 +231,63 @@ def best(
             f"{r.updated_at:%Y-%m-%d %H:%M} UTC",
             soft_wrap=True,
         )
+
+
+@app.command("export")
+def export_configs(
+    out: str = typer.Option(..., "--out", "-o", help="JSON file to write"),
+    device: Optional[str] = typer.Option(None, help="only this device name"),
+    kernel: Optional[str] = typer.Option(None, help="only this kernel"),
+    db: Optional[str] = typer.Option(None, help=DB_HELP),
+) -> None:
+    """Write the stored best configurations to a JSON file (for machines that did not tune)."""
+    from pathlib import Path
+
+    from autotune import interchange
+
+    if kernel is not None:
+        get_space(kernel)
+    database = Database(resolve_url(db), create=False)
+    try:
+        rows = database.best(kernel=kernel, device_name=device)
+    finally:
+        database.close()
+    target = Path(out)
+    if not target.parent.is_dir():
+        raise InvalidArgument(f"cannot write {target}: directory {target.parent} does not exist")
+    data = interchange.export(rows)
+    try:
+        target.write_text(json.dumps(data, indent=1) + "\n")
+    except OSError as exc:
+        raise InvalidArgument(f"cannot write {target}: {exc.strerror}") from None
+    console.print(
+        f"exported {len(rows)} configurations of {len(data['devices'])} devices to {target}", markup=False, soft_wrap=True
+    )
+
+
+@app.command("import")
+def import_configs(
+    file: str = typer.Argument(..., help="JSON file written by autotune export"),
+    overwrite: bool = typer.Option(False, "--overwrite", help="replace stored rows of the same key"),
+    db: Optional[str] = typer.Option(None, help=DB_HELP),
+) -> None:
+    """Read best configurations from a JSON file; a malformed file is refused whole."""
+    from pathlib import Path
+
+    from autotune import interchange
+
+    entries = interchange.read(Path(file))  # every entry checked before anything is written
+    database = Database(resolve_url(db))
+    try:
+        counts = database.import_entries(entries, overwrite=overwrite)
+    finally:
+        database.close()
+    console.print(
+        f"imported {len(entries)} configurations: {counts['added']} added, {counts['replaced']} replaced, "
+        f"{counts['kept']} already stored and kept" + ("" if overwrite else " (--overwrite replaces them)"),
+        markup=False,
+        soft_wrap=True,
+    )
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 """What we know about a GPU: its identity (for the store) and its limits (for the space constraints).
 
-`query_device` reads a real device through pycuda (imported lazily: this module imports without it).
+`query_device` reads a real device through the CUDA driver (ctypes; nothing to install beyond the driver).
 """
 
 from __future__ import annotations
@@ -66,37 +66,35 @@ def _kernel_module_version() -> str | None:
 
 
 def query_device(ordinal: int = 0) -> DeviceInfo:
-    """Describe GPU ``ordinal`` through pycuda. Raises `DeviceError` when there is none to describe."""
-    try:
-        import pycuda.driver as cuda
-    except ImportError as exc:
-        raise DeviceError(
-            f"pycuda is not installed ({exc}); on a GPU machine: pip install 'autotune[cuda]'"
-        ) from None
-    try:
-        cuda.init()
-        count = cuda.Device.count()
-    except Exception as exc:  # pycuda raises its own hierarchy; any failure here means no usable GPU
-        raise DeviceError(f"no usable CUDA GPU: {exc}") from None
-    if ordinal >= count:
+    """Describe GPU ``ordinal`` through the CUDA driver. Raises `DeviceError` when there is none to describe."""
+    from autotune import cuda_driver as cu
+
+    driver = cu.Driver.get()
+    count = driver.device_count()
+    if count == 0:
+        raise DeviceError("no CUDA GPU on this machine")
+    if not 0 <= ordinal < count:
         raise DeviceError(f"no CUDA GPU number {ordinal}: this machine has {count}")
-    dev = cuda.Device(ordinal)
-    attrs = dev.get_attributes()
-    a = cuda.device_attribute
-    api = cuda.get_driver_version()
+    dev = driver.device(ordinal)
+
+    def attr(a: int) -> int:
+        return driver.attribute(dev, a)
+
+    api = driver.driver_version()
     api_text = f"{api // 1000}.{(api % 1000) // 10}"
     return DeviceInfo(
-        name=dev.name(),
-        compute_capability=tuple(dev.compute_capability()),
-        multiprocessors=attrs[a.MULTIPROCESSOR_COUNT],
-        l2_bytes=attrs.get(a.L2_CACHE_SIZE, 0),
-        total_memory=dev.total_memory(),
-        max_threads_per_block=attrs[a.MAX_THREADS_PER_BLOCK],
-        smem_per_block=attrs[a.MAX_SHARED_MEMORY_PER_BLOCK],
-        smem_per_block_optin=attrs.get(a.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, attrs[a.MAX_SHARED_MEMORY_PER_BLOCK]),
-        smem_per_multiprocessor=attrs.get(a.MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, 0),
-        registers_per_block=attrs[a.MAX_REGISTERS_PER_BLOCK],
-        registers_per_multiprocessor=attrs.get(a.MAX_REGISTERS_PER_MULTIPROCESSOR, 65536),
+        name=driver.device_name(dev),
+        compute_capability=(attr(cu.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR),
+                            attr(cu.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)),  # fmt: skip
+        multiprocessors=attr(cu.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT),
+        l2_bytes=attr(cu.CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE),
+        total_memory=driver.total_memory(dev),
+        max_threads_per_block=attr(cu.CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK),
+        smem_per_block=attr(cu.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK),
+        smem_per_block_optin=attr(cu.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN),
+        smem_per_multiprocessor=attr(cu.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR),
+        registers_per_block=attr(cu.CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK),
+        registers_per_multiprocessor=attr(cu.CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR),
         driver_version=_kernel_module_version() or api_text,
         cuda_driver_api=api_text,
     )

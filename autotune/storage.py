@@ -252,7 +252,9 @@ class Database:
         return storage
 
     # --- best configurations --------------------------------------------------------------------------------
-    def save_best(self, entry: BestEntry) -> None:
+    @staticmethod
+    def _write(session: Session, entry: BestEntry, overwrite: bool) -> str:
+        """Insert or update one row inside ``session``; returns "added", "replaced" or "kept"."""
         key = dict(
             device_name=entry.device_name,
             compute_capability=entry.compute_capability,
@@ -273,21 +275,35 @@ class Database:
             trial_number=entry.trial_number,
             updated_at=dt.datetime.now(dt.timezone.utc).replace(tzinfo=None),
         )
+        row = session.scalars(sa.select(BestConfig).filter_by(**key).with_for_update()).first()
+        if row is None:
+            session.add(BestConfig(**key, **values))
+            return "added"
+        if not overwrite:
+            return "kept"
+        for name, value in values.items():
+            setattr(row, name, value)
+        return "replaced"
+
+    def save_best(self, entry: BestEntry) -> None:
+        """Store the best configuration of a search (replacing the row of the same key)."""
+        self.import_entries([entry], overwrite=True)
+
+    def import_entries(self, entries: list[BestEntry], *, overwrite: bool) -> dict[str, int]:
+        """Write ``entries`` in one transaction: all of them or, on any error, none."""
         for attempt in range(2):
+            counts = {"added": 0, "replaced": 0, "kept": 0}
             try:
                 with Session(self.engine) as session, session.begin():
-                    row = session.scalars(sa.select(BestConfig).filter_by(**key).with_for_update()).first()
-                    if row is None:
-                        session.add(BestConfig(**key, **values))
-                    else:
-                        for name, value in values.items():
-                            setattr(row, name, value)
-                return
+                    for entry in entries:
+                        counts[self._write(session, entry, overwrite)] += 1
+                return counts
             except IntegrityError:
-                if attempt:  # another process inserted the same key between our read and write: update it
-                    raise StorageError("cannot write the best configuration: concurrent writers") from None
+                if attempt:  # another process inserted the same key between our read and write: retry once
+                    raise StorageError("cannot write configurations: concurrent writers") from None
             except SQLAlchemyError as exc:
-                raise StorageError(f"cannot write the best configuration: {_one_line(exc)}") from None
+                raise StorageError(f"cannot write configurations: {_one_line(exc)}") from None
+        raise AssertionError("unreachable")
 
     def best(
         self, kernel: str | None = None, device_name: str | None = None, dtype: str | None = None

@@ -388,6 +388,10 @@ def main(conn: Any, device_ordinal: int = 0) -> None:
         from autotune.device import query_device
 
         info = query_device(device_ordinal)
+        import pycuda.driver  # noqa: F401  (the worker measures through pycuda)
+    except ImportError as exc:
+        conn.send(("fatal", f"pycuda is not installed ({exc}); on a GPU machine: pip install 'autotune[cuda]'"))
+        return
     except Exception as exc:
         conn.send(("fatal", str(exc)))
         return

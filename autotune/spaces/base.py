@@ -142,6 +142,11 @@ class KernelSpace(ABC):
         """Scratch buffers the launch plan needs besides inputs and outputs."""
         return {}
 
+    def infer_shape(self, inputs: Mapping[str, tuple[int, ...]]) -> Shape:
+        """The problem shape from the shapes of the caller's input arrays (runtime dispatch); raises
+        `InvalidArgument` naming the argument that does not fit."""
+        raise NotImplementedError(f"{self.name} does not support runtime dispatch")
+
     # --- correctness ----------------------------------------------------------------------------------------
     @abstractmethod
     def input_specs(self, shape: Shape) -> dict[str, BufferSpec]:

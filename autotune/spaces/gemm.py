@@ -13,6 +13,7 @@ from typing import Mapping
 import numpy as np
 
 from autotune.device import DeviceInfo
+from autotune.errors import InvalidArgument
 from autotune.shape import Shape
 from autotune.spaces.base import BufferSpec, Config, KernelSpace, Launch, Param, Step, ceil_div
 
@@ -148,6 +149,17 @@ class GemmSpace(KernelSpace):
     def input_specs(self, shape: Shape) -> dict[str, BufferSpec]:
         m, n, k = shape
         return {"A": BufferSpec((m, k)), "B": BufferSpec((k, n))}
+
+    def infer_shape(self, inputs: Mapping[str, tuple[int, ...]]) -> Shape:
+        a, b = inputs["A"], inputs["B"]
+        for name, dims in (("A", a), ("B", b)):
+            if len(dims) != 2:
+                raise InvalidArgument(f"{name} must be a 2-D matrix, got shape {tuple(dims)}")
+            if 0 in dims:
+                raise InvalidArgument(f"{name} is empty (shape {tuple(dims)})")
+        if a[1] != b[0]:
+            raise InvalidArgument(f"B has {b[0]} rows but A has {a[1]} columns: C = A·B needs A (M, K) and B (K, N)")
+        return (a[0], b[1], a[1])
 
     def outputs(self, shape: Shape) -> dict[str, BufferSpec]:
         m, n, _ = shape

@@ -1,0 +1,311 @@
+"""Tuned kernels in one line, at run time, with no tuning:
+
+    gemm = autotune.load("gemm")        # stored configurations for this GPU (default database, or db=...)
+    C = gemm(A, B)                      # or gemm(A, B, out=C, stream=s)
+
+Per input shape the dispatcher picks a configuration once (`autotune.selection`), compiles it at most once per
+process (through the same disk cache as search), loads it into the device's primary context — the one torch,
+cupy and pycuda use — and keeps the launch ready: a later call with the same shapes only reads the array
+pointers and launches. Calls are safe from several threads.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from autotune.arrays import CAI, CUPY, HOST, RAW, TORCH, ArrayArg, check_matches, describe, empty_like, stream_handle
+from autotune.cuda_driver import CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_UNIFIED, Driver
+from autotune.device import DeviceInfo, query_device
+from autotune.errors import DeviceError, InvalidArgument, InvalidType, NotTuned
+from autotune.selection import TUNED, Choice, choose, describe_fallback
+from autotune.shape import Shape, format_shape
+from autotune.spaces import get_space
+from autotune.spaces.base import BufferSpec, Config, Launch, Zero, config_key
+from autotune.storage import Database, resolve_url, sqlite_path
+from autotune.templates import template_hash
+
+log = logging.getLogger("autotune.dispatch")
+
+_CTYPE = {np.dtype(np.int32): ctypes.c_int32, np.dtype(np.int64): ctypes.c_int64,
+          np.dtype(np.uint32): ctypes.c_uint32, np.dtype(np.uint64): ctypes.c_uint64,
+          np.dtype(np.float32): ctypes.c_float, np.dtype(np.float64): ctypes.c_double}  # fmt: skip
+
+
+@dataclass
+class _Step:
+    """One launch with its parameter block built once; only the pointer slots change between calls."""
+
+    function: int
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared: int
+    params: Any  # ctypes array of void* pointing at the holders
+    slots: list[tuple[str, ctypes.c_uint64]]  # buffer name → holder of its pointer
+    holders: list[Any]  # keeps the scalar holders alive
+
+
+@dataclass
+class _Plan:
+    shape: Shape
+    choice: Choice
+    steps: list[_Step | Zero]
+    outputs: dict[str, BufferSpec]
+    workspace: dict[str, BufferSpec]
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    scratch: dict[int, dict[str, int]] = field(default_factory=dict)  # stream → workspace buffers
+
+    def run(self, driver: Driver, pointers: dict[str, int], stream: int) -> None:
+        with self.lock:  # the parameter blocks are shared: fill and launch one call at a time
+            if self.workspace:
+                scratch = self.scratch.get(stream)
+                if scratch is None:
+                    scratch = self.scratch[stream] = {n: driver.alloc(s.nbytes) for n, s in self.workspace.items()}
+                pointers = {**pointers, **scratch}
+            for step in self.steps:
+                if isinstance(step, Zero):
+                    nbytes = (self.workspace.get(step.buffer) or self.outputs[step.buffer]).nbytes
+                    driver.zero(pointers[step.buffer], nbytes, stream)
+                    continue
+                for name, holder in step.slots:
+                    holder.value = pointers[name]
+                driver.launch(step.function, step.grid, step.block, step.shared, stream, step.params)
+
+
+class TunedKernel:
+    """A kernel family ready to run with its tuned configurations; made by `load`."""
+
+    def __init__(self, kernel: str, *, db: str | None = None, strict: bool = False, device: int = 0) -> None:
+        self.space = get_space(kernel)
+        self.strict = strict
+        default = self.space.default_shape
+        self.input_names = tuple(self.space.input_specs(default))
+        self.output_names = tuple(self.space.outputs(default))
+        self._driver = Driver.get()
+        self.device: DeviceInfo = query_device(device)
+        self._ordinal = device
+        self._context = self._driver.primary_context(self._driver.device(device))
+        self.template_hash = template_hash(self.space.template)
+        self.rows = self._read_rows(db)
+        self._plans: dict[tuple, _Plan] = {}
+        self._modules: dict[str, tuple[int, dict[str, int]]] = {}
+        self._lock = threading.RLock()
+        self._compiler: Any = None
+
+    def _read_rows(self, db: str | None) -> list:
+        url = resolve_url(db)
+        path = sqlite_path(url)
+        if path is not None and not path.exists():
+            if self.strict:
+                raise NotTuned(f"no tuned configurations: database {path} does not exist")
+            log.warning("autotune: database %s does not exist: %s runs its default configuration", path,
+                        self.space.name)  # fmt: skip
+            return []
+        database = Database(url, create=False)
+        try:
+            return database.best(kernel=self.space.name, dtype=self.space.dtype)
+        finally:
+            database.close()
+
+    # --- choosing -------------------------------------------------------------------------------------------
+    def choice(self, shape: Shape | str) -> Choice:
+        """The configuration this kernel runs at ``shape`` (a problem shape such as (M, N, K)), and why."""
+        shape_t = self.space.parse_shape(shape) if isinstance(shape, str) else tuple(shape)
+        return choose(self.space, shape_t, self.device, self.rows, self.template_hash, strict=self.strict)
+
+    def _plan(self, key: tuple, inputs: Sequence[ArrayArg]) -> _Plan:
+        with self._lock:
+            plan = self._plans.get(key)
+            if plan is not None:
+                return plan
+            shape = self.space.infer_shape({a.name: a.shape for a in inputs})  # type: ignore[misc]
+            specs = self.space.input_specs(shape)
+            for arg in inputs:
+                check_matches(arg, specs[arg.name].shape, specs[arg.name].dtype)
+            choice = self.choice(shape)
+            if choice.source != TUNED:
+                # Once per (kernel, shape): plans are cached by shape.
+                log.warning("autotune: %s %s: %s; %s", self.space.name, format_shape(shape), choice.reason,
+                            describe_fallback(choice))  # fmt: skip
+            plan = self._build(shape, choice)
+            self._plans[key] = plan
+            return plan
+
+    def _build(self, shape: Shape, choice: Choice) -> _Plan:
+        config = choice.config
+        steps: list[_Step | Zero] = []
+        for step in self.space.launches(config, shape):
+            if isinstance(step, Zero):
+                steps.append(step)
+                continue
+            assert isinstance(step, Launch)
+            function = self._function(config, step.kernel, step.shared_bytes)
+            holders, slots = [], []
+            for arg in step.args:
+                if isinstance(arg, str):
+                    holder = ctypes.c_uint64(0)
+                    slots.append((arg, holder))
+                else:
+                    holder = _CTYPE[np.asarray(arg).dtype](arg.item() if hasattr(arg, "item") else arg)
+                holders.append(holder)
+            params = (ctypes.c_void_p * len(holders))(*[ctypes.addressof(h) for h in holders])
+            steps.append(_Step(function, step.grid, step.block, step.shared_bytes, params, slots, holders))
+        return _Plan(shape, choice, steps, self.space.outputs(shape), self.space.workspace(config, shape))
+
+    def _function(self, config: Config, kernel: str, shared_bytes: int) -> int:
+        key = config_key(config)
+        if key not in self._modules:
+            if self._compiler is None:
+                from autotune.compiler import Compiler
+
+                self._compiler = Compiler(self.device.arch)
+            result = self._compiler.compile(self.space.template, self.space.defines(config))
+            if not result.ok or not result.cubin:
+                raise DeviceError(f"{self.space.name}: configuration {key} does not compile: {result.error}")
+            self._driver.make_current(self._context)
+            self._modules[key] = (self._driver.load_module(Path(result.cubin).read_bytes()), {})
+        module, functions = self._modules[key]
+        if kernel not in functions:
+            self._driver.make_current(self._context)
+            functions[kernel] = self._driver.function(module, kernel)
+            if shared_bytes > 48 * 1024:
+                self._driver.set_max_dynamic_shared(functions[kernel], shared_bytes)
+        return functions[kernel]
+
+    # --- calling --------------------------------------------------------------------------------------------
+    def __call__(self, *arrays: Any, out: Any = None, stream: Any = None) -> Any:
+        if len(arrays) != len(self.input_names):
+            raise InvalidType(f"{self.space.name} takes {len(self.input_names)} arrays "
+                              f"({', '.join(self.input_names)}), got {len(arrays)}")  # fmt: skip
+        inputs = [describe(n, a) for n, a in zip(self.input_names, arrays)]
+        host = [a.name for a in inputs if a.on_host]
+        if host and len(host) != len(inputs):
+            gpu = [a.name for a in inputs if not a.on_host]
+            raise InvalidType(f"{', '.join(host)} on the host (numpy) but {', '.join(gpu)} on the GPU: "
+                              "pass all arrays on one side")  # fmt: skip
+        key = tuple((a.shape, a.dtype.str) for a in inputs)  # type: ignore[union-attr]
+        plan = self._plans.get(key) or self._plan(key, inputs)
+        if host:
+            return self._call_host(plan, inputs, out)
+        for arg in inputs:
+            self._check_device(arg)
+        outputs = self._outputs(plan, inputs, out)
+        if stream is not None:
+            handle = stream_handle(stream)
+        else:
+            handle = self._current_stream(inputs)
+        pointers = {a.name: a.ptr for a in inputs}
+        for arg in outputs:
+            pointers[arg.name] = arg.ptr
+        self._driver.make_current(self._context)
+        plan.run(self._driver, pointers, handle)
+        results = tuple(a.obj for a in outputs)
+        return results[0] if len(results) == 1 else results
+
+    def _check_device(self, arg: ArrayArg) -> None:
+        if arg.device is not None:
+            if arg.device != self._ordinal:
+                raise InvalidArgument(f"{arg.name} is on GPU {arg.device}; this kernel runs on GPU {self._ordinal}")
+            return
+        if arg.kind in (CAI, RAW):  # no framework to trust: ask the driver what the pointer is
+            info = self._driver.pointer_info(arg.ptr)
+            if info is None or info[0] not in (CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_UNIFIED):
+                raise InvalidType(f"{arg.name} does not point to GPU memory")
+            if info[1] != self._ordinal:
+                raise InvalidArgument(f"{arg.name} is on GPU {info[1]}; this kernel runs on GPU {self._ordinal}")
+            arg.nbytes_available = info[2] if info[2] >= 0 else None
+
+    def _outputs(self, plan: _Plan, inputs: Sequence[ArrayArg], out: Any) -> list[ArrayArg]:
+        names = list(plan.outputs)
+        if out is None:
+            made = []
+            for name in names:
+                spec = plan.outputs[name]
+                obj = empty_like(inputs[0], spec.shape, spec.dtype)
+                if obj is None:
+                    raise InvalidArgument(f"pass out=: cannot allocate {name} like {type(inputs[0].obj).__name__}")
+                made.append(describe(name, obj))
+            return made
+        given = list(out) if isinstance(out, (tuple, list)) else [out]
+        if len(given) != len(names):
+            raise InvalidArgument(f"out= needs {len(names)} arrays ({', '.join(names)}), got {len(given)}")
+        args = []
+        for name, obj in zip(names, given):
+            arg = describe(f"out ({name})" if len(names) > 1 else "out", obj)
+            if arg.on_host:
+                raise InvalidType(f"{arg.name} is a numpy array but the inputs are on the GPU")
+            if arg.readonly:
+                raise InvalidArgument(f"{arg.name} is read-only")
+            self._check_device(arg)
+            check_matches(arg, plan.outputs[name].shape, plan.outputs[name].dtype)
+            arg.name = name
+            args.append(arg)
+        return args
+
+    def _current_stream(self, inputs: Sequence[ArrayArg]) -> int:
+        """The stream the caller's framework is working on (their 'current stream'); else the default one."""
+        kinds = {a.kind for a in inputs}
+        if TORCH in kinds:
+            import torch
+
+            return torch.cuda.current_stream(self._ordinal).cuda_stream
+        if CUPY in kinds:
+            import cupy
+
+            return cupy.cuda.get_current_stream().ptr
+        for arg in inputs:
+            if arg.stream is not None:
+                return arg.stream
+        return 0
+
+    def _call_host(self, plan: _Plan, inputs: Sequence[ArrayArg], out: Any) -> Any:
+        names = list(plan.outputs)
+        if out is None:
+            results = [np.empty(plan.outputs[n].shape, plan.outputs[n].dtype) for n in names]
+        else:
+            results = list(out) if isinstance(out, (tuple, list)) else [out]
+            if len(results) != len(names):
+                raise InvalidArgument(f"out= needs {len(names)} arrays ({', '.join(names)}), got {len(results)}")
+            for name, obj in zip(names, results):
+                arg = describe("out", obj)
+                if not arg.on_host:
+                    raise InvalidType("out is a GPU array but the inputs are numpy arrays")
+                if not obj.flags.writeable:
+                    raise InvalidArgument("out is read-only")
+                check_matches(arg, plan.outputs[name].shape, plan.outputs[name].dtype)
+        driver = self._driver
+        driver.make_current(self._context)
+        allocated: dict[str, int] = {}
+        try:
+            for arg in inputs:
+                allocated[arg.name] = driver.alloc(arg.obj.nbytes)
+                driver.copy_to_device(allocated[arg.name], arg.ptr, arg.obj.nbytes, 0)
+            for name in names:
+                allocated[name] = driver.alloc(plan.outputs[name].nbytes)
+            plan.run(driver, allocated, 0)
+            for name, array in zip(names, results):
+                driver.copy_to_host(array.ctypes.data, allocated[name], array.nbytes, 0)
+            driver.synchronize(0)
+        finally:
+            for ptr in allocated.values():
+                driver.free(ptr)
+        return results[0] if len(results) == 1 else tuple(results)
+
+    def __repr__(self) -> str:
+        tuned = sorted({r.shape for r in self.rows if r.device_name == self.device.name})
+        return f"<autotune {self.space.name} on {self.device.name}: tuned for {', '.join(tuned) or 'no shape'}>"
+
+
+def load(kernel: str, *, db: str | None = None, strict: bool = False, device: int = 0) -> TunedKernel:
+    """The tuned kernel ``kernel`` for GPU ``device``: call it on arrays.
+
+    ``strict=True`` raises `NotTuned` where no configuration was tuned for the exact shape on this GPU model
+    with the current template, instead of falling back to the nearest tuned shape or the default.
+    """
+    return TunedKernel(kernel, db=db, strict=strict, device=device)

@@ -1,0 +1,155 @@
+"""Tuned configurations as a JSON file, so that results travel to machines that did not tune.
+
+    {"format": "autotune-configs/1", "exported_at": "…",
+     "devices": [{"device_name": "NVIDIA H200", "compute_capability": "9.0",
+                  "configs": [{"kernel": "gemm", "shape": "4096x4096x4096", "dtype": "float32",
+                               "template_hash": "…", "params": {…}, "time_ms": 3.1, "metric": 44.1,
+                               "metric_unit": "TFLOP/s", "default_time_ms": 3.5, "driver_version": "…",
+                               "nvcc_version": "…", "study_name": "…", "trial_number": 17}]}]}
+
+`parse` checks a whole file before anything is written and names the first bad field by its path.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any, Sequence
+
+from autotune.errors import AutotuneError, InvalidArgument
+from autotune.spaces import get_space
+from autotune.storage import BestConfig, BestEntry
+
+FORMAT = "autotune-configs/1"
+METRIC_UNITS = ("TFLOP/s", "GB/s")
+
+
+def export(rows: Sequence[BestConfig]) -> dict[str, Any]:
+    devices: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for row in rows:
+        entry = row.to_dict()
+        key = (entry.pop("device_name"), entry.pop("compute_capability"))
+        devices.setdefault(key, []).append(entry)
+    return {
+        "format": FORMAT,
+        "exported_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "devices": [
+            {"device_name": name, "compute_capability": cc, "configs": configs}
+            for (name, cc), configs in sorted(devices.items())
+        ],
+    }
+
+
+class _Fields:
+    """Typed access to a JSON object that reports the path of whatever is wrong."""
+
+    def __init__(self, data: Any, path: str) -> None:
+        if not isinstance(data, dict):
+            raise InvalidArgument(f"{path}: expected an object, got {type(data).__name__}")
+        self.data, self.path = data, path
+
+    def get(self, key: str, kind: type | tuple[type, ...], *, optional: bool = False) -> Any:
+        if key not in self.data or (optional and self.data[key] is None):
+            if optional:
+                return None
+            raise InvalidArgument(f"{self.path}.{key}: missing")
+        value = self.data[key]
+        if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+            raise InvalidArgument(f"{self.path}.{key}: expected {getattr(kind, '__name__', kind)}, got {value!r}")
+        return value
+
+    def text(self, key: str) -> str:
+        value = self.get(key, str)
+        if not value.strip():
+            raise InvalidArgument(f"{self.path}.{key}: empty")
+        return value
+
+    def positive(self, key: str, *, optional: bool = False) -> float | None:
+        value = self.get(key, (int, float), optional=optional)
+        if value is None:
+            return None
+        if not (math.isfinite(value) and value > 0):
+            raise InvalidArgument(f"{self.path}.{key}: expected a positive number, got {value!r}")
+        return float(value)
+
+
+def parse(data: Any) -> list[BestEntry]:
+    """Entries of an exported file; raises `InvalidArgument` at the first problem, naming where it is."""
+    top = _Fields(data, "file")
+    if top.get("format", str) != FORMAT:
+        raise InvalidArgument(f"file.format: expected {FORMAT!r}, got {data.get('format')!r}")
+    entries = []
+    for i, device in enumerate(top.get("devices", list)):
+        d = _Fields(device, f"devices[{i}]")
+        device_name = d.text("device_name")
+        cc = d.text("compute_capability")
+        if not re.fullmatch(r"\d+\.\d+", cc):
+            raise InvalidArgument(f"{d.path}.compute_capability: expected e.g. '9.0', got {cc!r}")
+        for j, config in enumerate(d.get("configs", list)):
+            c = _Fields(config, f"{d.path}.configs[{j}]")
+            kernel, shape_text = c.text("kernel"), c.text("shape")
+            try:
+                space = get_space(kernel)
+                shape = space.parse_shape(shape_text)
+            except AutotuneError as exc:
+                raise InvalidArgument(f"{c.path}: {exc}") from None
+            dtype = c.text("dtype")
+            if dtype != space.dtype:
+                raise InvalidArgument(f"{c.path}.dtype: {kernel} is {space.dtype}, got {dtype!r}")
+            template_hash = c.text("template_hash")
+            if not re.fullmatch(r"[0-9a-f]{64}", template_hash):
+                raise InvalidArgument(f"{c.path}.template_hash: expected 64 hex digits")
+            params = c.get("params", dict)
+            domain = {p.name: p.values for p in space.params}
+            for name, value in params.items():
+                if name not in domain:
+                    raise InvalidArgument(f"{c.path}.params: {kernel} has no parameter {name!r}")
+                if value not in domain[name]:
+                    raise InvalidArgument(f"{c.path}.params.{name}: {value!r} is not one of {list(domain[name])}")
+            missing = sorted(set(domain) - set(params))
+            if missing:
+                raise InvalidArgument(f"{c.path}.params: missing {', '.join(missing)}")
+            unit = c.text("metric_unit")
+            if unit not in METRIC_UNITS:
+                raise InvalidArgument(f"{c.path}.metric_unit: expected one of {METRIC_UNITS}, got {unit!r}")
+            trial = c.get("trial_number", int)
+            if trial < 0:
+                raise InvalidArgument(f"{c.path}.trial_number: negative")
+            entries.append(
+                BestEntry(
+                    device_name=device_name,
+                    compute_capability=cc,
+                    kernel=kernel,
+                    shape=space.format_shape(shape),
+                    dtype=dtype,
+                    template_hash=template_hash,
+                    params=params,
+                    time_ms=c.positive("time_ms"),  # type: ignore[arg-type]
+                    metric=c.positive("metric"),  # type: ignore[arg-type]
+                    metric_unit=unit,
+                    default_time_ms=c.positive("default_time_ms", optional=True),
+                    driver_version=c.get("driver_version", str),
+                    nvcc_version=c.get("nvcc_version", str),
+                    study_name=c.get("study_name", str),
+                    trial_number=trial,
+                )
+            )
+    return entries
+
+
+def read(path: Path) -> list[BestEntry]:
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise InvalidArgument(f"cannot read {path}: {exc.strerror}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidArgument(f"{path} is not JSON: {exc.msg} at line {exc.lineno}") from None
+    try:
+        return parse(data)
+    except InvalidArgument as exc:
+        raise InvalidArgument(f"{path}: {exc}") from None

@@ -1,0 +1,110 @@
+"""Which configuration the dispatcher runs for a shape: the stored one, the nearest valid one, or the default.
+
+Pure logic over stored rows, so every rule is tested without a GPU:
+
+1. Rows tuned on another GPU model or compute capability are never used.
+2. Rows whose template hash differs from the template as it is now are stale and never used.
+3. The row of the exact shape, if any.
+4. Else the nearest tuned shape (Euclidean distance between the logs of the dimensions) whose configuration
+   is valid for this shape on this device.
+5. Else the template's default configuration.
+
+Anything but (3) is a fallback and carries its reason; `describe_fallback` says what runs instead.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Protocol, Sequence
+
+from autotune.device import DeviceInfo
+from autotune.errors import NotTuned
+from autotune.shape import Shape, format_shape
+from autotune.spaces.base import Config, KernelSpace
+
+TUNED, NEAREST, DEFAULT = "tuned", "nearest", "default"
+
+
+class TunedRow(Protocol):
+    device_name: str
+    compute_capability: str
+    shape: str
+    dtype: str
+    template_hash: str
+
+    @property
+    def config(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class Choice:
+    config: Config
+    source: str  # TUNED | NEAREST | DEFAULT
+    reason: str  # why this is not the exact tuned configuration (empty for TUNED)
+    row: Any = None  # the stored row used, if any
+
+
+def log_distance(a: Shape, b: Shape) -> float:
+    return math.sqrt(sum((math.log(x) - math.log(y)) ** 2 for x, y in zip(a, b)))
+
+
+def choose(
+    space: KernelSpace,
+    shape: Shape,
+    device: DeviceInfo,
+    rows: Sequence[TunedRow],
+    template_hash: str,
+    *,
+    strict: bool = False,
+) -> Choice:
+    """The configuration to run; ``strict`` raises `NotTuned` instead of any fallback."""
+    choice = _choose(space, shape, device, rows, template_hash)
+    if strict and choice.source != TUNED:
+        raise NotTuned(f"{choice.reason} (strict: no fallback)")
+    return choice
+
+
+def _choose(
+    space: KernelSpace, shape: Shape, device: DeviceInfo, rows: Sequence[TunedRow], template_hash: str
+) -> Choice:
+    shape_text = format_shape(shape)
+    rows = [r for r in rows if r.dtype == space.dtype]
+    here = [r for r in rows if r.device_name == device.name and r.compute_capability == device.cc]
+    elsewhere = sorted({f"{r.device_name} (cc {r.compute_capability})" for r in rows} - {f"{device.name} (cc {device.cc})"})
+    current = [r for r in here if r.template_hash == template_hash]
+    stale = len(here) - len(current)
+
+    exact = [r for r in current if r.shape == shape_text]
+    if exact:
+        return Choice(exact[0].config, TUNED, "", exact[0])
+
+    ranked = sorted(current, key=lambda r: log_distance(space.parse_shape(r.shape), shape))
+    rejected = []
+    for row in ranked:
+        problems = space.violations(row.config, shape, device)
+        if not problems:
+            return Choice(row.config, NEAREST, f"{shape_text} was not tuned on {device.name}; the nearest "
+                          f"tuned shape is {row.shape}", row)  # fmt: skip
+        rejected.append(f"{row.shape} ({problems[0]})")
+
+    why = [f"no configuration of {space.name} tuned for {shape_text} or a compatible shape on {device.name}"]
+    if rejected:
+        why.append("tuned shapes whose configuration does not fit: " + ", ".join(rejected[:3]))
+    if stale:
+        why.append(f"{stale} stale (the template changed since they were tuned)")
+    if elsewhere and not here:
+        why.append("tuned only on " + ", ".join(elsewhere))
+    reason = "; ".join(why)
+    default = dict(space.default_config)
+    problems = space.violations(default, shape, device)
+    if problems:
+        raise NotTuned(f"{reason}; and the default configuration does not fit: {problems[0]}")
+    return Choice(default, DEFAULT, reason)
+
+
+def describe_fallback(choice: Choice) -> str:
+    """What runs instead, for the log line of a fallback."""
+    if choice.source == NEAREST:
+        return f"running the configuration tuned for {choice.row.shape}"
+    return "running the template's default configuration"

@@ -1,0 +1,126 @@
+"""autotune export / import: round trip, and malformed files refused whole."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from autotune import interchange
+from autotune.cli import app
+from autotune.errors import InvalidArgument
+from autotune.spaces import get_space
+from autotune.storage import BestEntry, Database, resolve_url
+
+from conftest import file_digest
+
+
+def entry(device="NVIDIA H200", shape="4096x4096x4096", time_ms=3.1, **params) -> BestEntry:
+    config = {**get_space("gemm").default_config, **params}
+    return BestEntry(
+        device_name=device, compute_capability="9.0", kernel="gemm", shape=shape, dtype="float32",
+        template_hash="ab" * 32, params=config, time_ms=time_ms, metric=44.3, metric_unit="TFLOP/s",
+        default_time_ms=3.5, driver_version="580.159.04", nvcc_version="13.0.88", study_name="s", trial_number=3,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def source_db(tmp_path):
+    db = Database(resolve_url(tmp_path / "src.db"))
+    db.import_entries([entry(), entry(shape="1024x1024x1024", time_ms=0.07, BM=64),
+                       entry(device="NVIDIA H100 80GB HBM3", time_ms=3.9)], overwrite=True)  # fmt: skip
+    db.close()
+    return tmp_path / "src.db"
+
+
+def test_round_trip_through_the_cli(tmp_path, source_db):
+    runner = CliRunner()
+    out = tmp_path / "configs.json"
+    result = runner.invoke(app, ["export", "--out", str(out), "--db", str(source_db)])
+    assert result.exit_code == 0, result.output
+    data = json.loads(out.read_text())
+    assert data["format"] == interchange.FORMAT and len(data["devices"]) == 2
+    target = tmp_path / "dst.db"
+    result = runner.invoke(app, ["import", str(out), "--db", str(target)])
+    assert result.exit_code == 0 and "3 added" in result.output
+    src = {(r.device_name, r.shape): r.to_dict() for r in Database(resolve_url(source_db), create=False).best()}
+    dst = {(r.device_name, r.shape): r.to_dict() for r in Database(resolve_url(target), create=False).best()}
+    for key in src:
+        for field in ("params", "time_ms", "metric", "template_hash", "nvcc_version", "driver_version"):
+            assert src[key][field] == dst[key][field]
+    assert src.keys() == dst.keys()
+    # Importing again keeps what is stored unless asked to overwrite.
+    again = runner.invoke(app, ["import", str(out), "--db", str(target)])
+    assert "3 already stored and kept" in again.output
+    assert "3 replaced" in runner.invoke(app, ["import", str(out), "--db", str(target), "--overwrite"]).output
+
+
+def test_export_one_device(tmp_path, source_db):
+    out = tmp_path / "h100.json"
+    CliRunner().invoke(app, ["export", "--out", str(out), "--device", "NVIDIA H100 80GB HBM3", "--db", str(source_db)])
+    data = json.loads(out.read_text())
+    assert [d["device_name"] for d in data["devices"]] == ["NVIDIA H100 80GB HBM3"]
+
+
+def config_of(e: BestEntry) -> dict:
+    data = dict(vars(e))
+    del data["device_name"], data["compute_capability"]
+    return data
+
+
+def valid_file() -> dict:
+    """Two good entries; the mutations below spoil the second, so a good one precedes the bad one."""
+    configs = [config_of(entry(shape="2048x2048x2048")), config_of(entry())]
+    return {"format": interchange.FORMAT,
+            "devices": [{"device_name": "NVIDIA H200", "compute_capability": "9.0", "configs": configs}]}  # fmt: skip
+
+
+def second(d: dict) -> dict:
+    return d["devices"][0]["configs"][1]
+
+
+MUTATIONS = [
+    ("format", lambda d: d.update(format="autotune-configs/9"), "file.format"),
+    ("devices not a list", lambda d: d.update(devices={}), "file.devices: expected list"),
+    ("no device name", lambda d: d["devices"][0].pop("device_name"), "device_name: missing"),
+    ("bad cc", lambda d: d["devices"][0].update(compute_capability="nine"), "compute_capability"),
+    ("unknown kernel", lambda d: second(d).update(kernel="fft"), "unknown kernel 'fft'"),
+    ("bad shape", lambda d: second(d).update(shape="4096x"), "malformed shape"),
+    ("zero dim", lambda d: second(d).update(shape="0x1x1"), "positive integer"),
+    ("dtype", lambda d: second(d).update(dtype="float16"), "dtype"),
+    ("hash", lambda d: second(d).update(template_hash="xyz"), "template_hash"),
+    ("unknown param", lambda d: second(d)["params"].update(XX=1), "no parameter 'XX'"),
+    ("param value", lambda d: second(d)["params"].update(BM=96), "params.BM"),
+    ("missing param", lambda d: second(d)["params"].pop("BK"), "missing BK"),
+    ("negative time", lambda d: second(d).update(time_ms=-1), "time_ms"),
+    ("nan metric", lambda d: second(d).update(metric=float("nan")), "metric"),
+    ("string time", lambda d: second(d).update(time_ms="3"), "time_ms: expected"),
+    ("unit", lambda d: second(d).update(metric_unit="flops"), "metric_unit"),
+    ("trial", lambda d: second(d).update(trial_number=True), "trial_number"),
+]
+
+
+@pytest.mark.parametrize("name, mutate, message", MUTATIONS, ids=[m[0] for m in MUTATIONS])
+def test_malformed_files_are_refused_whole(tmp_path, source_db, name, mutate, message):
+    data = valid_file()
+    assert len(interchange.parse(copy.deepcopy(data))) == 2  # unmutated, the file is fine
+    mutate(data)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    before = file_digest(source_db)
+    result = CliRunner().invoke(app, ["import", str(path), "--db", str(source_db)])
+    assert result.exit_code == 2, result.output
+    assert message in result.output and result.output.startswith("error:"), result.output
+    assert len(result.output.strip().splitlines()) == 1
+    assert file_digest(source_db) == before, "nothing written, not even the good first entry"
+
+
+def test_not_json(tmp_path):
+    path = tmp_path / "x.json"
+    path.write_text("{not json")
+    with pytest.raises(InvalidArgument, match="is not JSON"):
+        interchange.read(path)
+    with pytest.raises(InvalidArgument, match="cannot read"):
+        interchange.read(tmp_path / "missing.json")

@@ -1,0 +1,98 @@
+"""Which stored configuration the dispatcher runs (autotune.selection), without a GPU."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import pytest
+
+from autotune.errors import NotTuned
+from autotune.selection import DEFAULT, NEAREST, TUNED, choose, describe_fallback, log_distance
+from autotune.spaces import get_space
+
+HASH = "ab" * 32
+OLD = "cd" * 32
+
+
+@dataclass
+class Row:
+    shape: str
+    params: dict
+    device_name: str = "NVIDIA H200"
+    compute_capability: str = "9.0"
+    dtype: str = "float32"
+    template_hash: str = HASH
+
+    @property
+    def config(self):
+        return self.params
+
+
+@pytest.fixture
+def space():
+    return get_space("gemm")
+
+
+def cfg(space, **change):
+    return {**space.default_config, **change}
+
+
+def test_exact_shape(space, h200):
+    rows = [Row("1024x1024x1024", cfg(space, BM=64)), Row("4096x4096x4096", cfg(space, BM=256))]
+    choice = choose(space, (4096, 4096, 4096), h200, rows, HASH)
+    assert choice.source == TUNED and choice.config["BM"] == 256 and choice.reason == ""
+
+
+def test_nearest_tuned_shape_in_log_space(space, h200):
+    rows = [Row("1024x1024x1024", cfg(space, BM=64)), Row("4096x4096x4096", cfg(space, BM=256))]
+    choice = choose(space, (3000, 3000, 3000), h200, rows, HASH)
+    assert choice.source == NEAREST and choice.config["BM"] == 256
+    assert "nearest tuned shape is 4096x4096x4096" in choice.reason
+    assert "4096x4096x4096" in describe_fallback(choice)
+    assert log_distance((1000, 10, 10), (10, 10, 10)) == pytest.approx(log_distance((10, 10, 10), (1000, 10, 10)))
+
+
+def test_nearest_skips_configurations_invalid_here(space, h200):
+    # The nearest row holds a configuration this device cannot run (too much shared memory): take the next.
+    small_smem = dataclasses.replace(h200, smem_per_block_optin=48 * 1024)
+    big = cfg(space, BM=256, BN=128, BK=32, PIPELINE="cp.async-4", WARPS_M=4, WARPS_N=2)
+    assert space.violations(big, (2000,) * 3, small_smem)
+    rows = [Row("2048x2048x2048", big, device_name="Small GPU"), Row("512x512x512", cfg(space, BM=64),
+                                                                     device_name="Small GPU")]  # fmt: skip
+    choice = choose(space, (2000, 2000, 2000), dataclasses.replace(small_smem, name="Small GPU"), rows, HASH)
+    assert choice.source == NEAREST and choice.config["BM"] == 64
+
+
+def test_default_when_nothing_fits(space, h200):
+    choice = choose(space, (100, 100, 100), h200, [], HASH)
+    assert choice.source == DEFAULT and choice.config == space.default_config
+    assert "no configuration of gemm tuned" in choice.reason
+
+
+def test_other_device_is_never_used(space, h200):
+    rows = [Row("4096x4096x4096", cfg(space, BM=256), device_name="NVIDIA H100 80GB HBM3")]
+    choice = choose(space, (4096, 4096, 4096), h200, rows, HASH)
+    assert choice.source == DEFAULT and "tuned only on NVIDIA H100 80GB HBM3 (cc 9.0)" in choice.reason
+    other_cc = [Row("4096x4096x4096", cfg(space, BM=256), compute_capability="8.0")]
+    assert choose(space, (4096, 4096, 4096), h200, other_cc, HASH).source == DEFAULT
+
+
+def test_stale_template_is_never_used(space, h200):
+    rows = [Row("4096x4096x4096", cfg(space, BM=256), template_hash=OLD)]
+    choice = choose(space, (4096, 4096, 4096), h200, rows, HASH)
+    assert choice.source == DEFAULT and "1 stale" in choice.reason
+
+
+def test_other_dtype_is_ignored(space, h200):
+    rows = [Row("4096x4096x4096", cfg(space, BM=256), dtype="float16")]
+    assert choose(space, (4096, 4096, 4096), h200, rows, HASH).source == DEFAULT
+
+
+def test_strict_raises_instead_of_falling_back(space, h200):
+    rows = [Row("4096x4096x4096", cfg(space, BM=256))]
+    assert choose(space, (4096,) * 3, h200, rows, HASH, strict=True).source == TUNED
+    with pytest.raises(NotTuned, match="strict"):
+        choose(space, (4000, 4096, 4096), h200, rows, HASH, strict=True)
+    with pytest.raises(NotTuned, match="stale"):
+        choose(space, (4096,) * 3, h200, [Row("4096x4096x4096", cfg(space), template_hash=OLD)], HASH, strict=True)
