@@ -20,7 +20,7 @@ from autotune.errors import InvalidArgument, InvalidType
 HOST, TORCH, CUPY, PYCUDA, CAI, RAW = "numpy", "torch", "cupy", "pycuda", "cuda_array_interface", "raw"
 
 
-@dataclass
+@dataclass(slots=True)
 class ArrayArg:
     name: str
     kind: str
@@ -38,8 +38,23 @@ class ArrayArg:
         return self.kind == HOST
 
 
+_MODULE_OF_TYPE: dict[type, str] = {}  # the call path runs per kernel call: keep it to dict lookups
+_NUMPY_DTYPE: dict[Any, np.dtype] = {}  # framework dtype object → numpy dtype
+
+
 def _module(obj: Any) -> str:
-    return type(obj).__module__.split(".", 1)[0]
+    kind = type(obj)
+    module = _MODULE_OF_TYPE.get(kind)
+    if module is None:
+        module = _MODULE_OF_TYPE[kind] = kind.__module__.split(".", 1)[0]
+    return module
+
+
+def _numpy_dtype(framework_dtype: Any) -> np.dtype:
+    dtype = _NUMPY_DTYPE.get(framework_dtype)
+    if dtype is None:
+        dtype = _NUMPY_DTYPE[framework_dtype] = np.dtype(str(framework_dtype).removeprefix("torch."))
+    return dtype
 
 
 def _check_contiguous(name: str, ok: bool, obj_shape: Any, strides: Any = None) -> None:
@@ -51,15 +66,15 @@ def _check_contiguous(name: str, ok: bool, obj_shape: Any, strides: Any = None) 
 def describe(name: str, obj: Any) -> ArrayArg:
     """Normalise one array argument."""
     module = _module(obj)
+    if module == "torch" and hasattr(obj, "data_ptr"):  # first: the hottest path
+        if not obj.is_cuda:
+            raise InvalidType(f"{name} is a torch tensor on {obj.device}: pass CUDA tensors, or numpy arrays")
+        if not obj.is_contiguous():
+            _check_contiguous(name, False, obj.shape, obj.stride())
+        return ArrayArg(name, TORCH, obj.data_ptr(), tuple(obj.shape), _numpy_dtype(obj.dtype), obj.get_device(), obj)
     if isinstance(obj, np.ndarray):
         _check_contiguous(name, obj.flags.c_contiguous, obj.shape, obj.strides)
         return ArrayArg(name, HOST, obj.ctypes.data, tuple(obj.shape), obj.dtype, None, obj)
-    if module == "torch" and hasattr(obj, "data_ptr"):
-        if not obj.is_cuda:
-            raise InvalidType(f"{name} is a torch tensor on {obj.device}: pass CUDA tensors, or numpy arrays")
-        _check_contiguous(name, obj.is_contiguous(), obj.shape, obj.stride())
-        dtype = np.dtype(str(obj.dtype).removeprefix("torch."))
-        return ArrayArg(name, TORCH, obj.data_ptr(), tuple(obj.shape), dtype, obj.device.index, obj)
     if module == "cupy" and hasattr(obj, "data") and hasattr(obj, "flags"):
         _check_contiguous(name, obj.flags.c_contiguous, obj.shape, obj.strides)
         return ArrayArg(name, CUPY, obj.data.ptr, tuple(obj.shape), obj.dtype, obj.device.id, obj)
@@ -91,7 +106,7 @@ def describe(name: str, obj: Any) -> ArrayArg:
 
 def check_matches(arg: ArrayArg, shape: tuple[int, ...], dtype: str) -> None:
     """The array has exactly the expected shape and dtype (raw allocations: enough bytes)."""
-    want = np.dtype(dtype)
+    want = _numpy_dtype(dtype)
     if arg.shape is None:
         needed = int(np.prod(shape, dtype=np.int64)) * want.itemsize
         if arg.nbytes_available is not None and arg.nbytes_available < needed:

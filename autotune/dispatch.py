@@ -189,7 +189,7 @@ class TunedKernel:
             gpu = [a.name for a in inputs if not a.on_host]
             raise InvalidType(f"{', '.join(host)} on the host (numpy) but {', '.join(gpu)} on the GPU: "
                               "pass all arrays on one side")  # fmt: skip
-        key = tuple((a.shape, a.dtype.str) for a in inputs)  # type: ignore[union-attr]
+        key = tuple((a.shape, a.dtype) for a in inputs)
         plan = self._plans.get(key) or self._plan(key, inputs)
         if host:
             return self._call_host(plan, inputs, out)
@@ -252,9 +252,7 @@ class TunedKernel:
         """The stream the caller's framework is working on (their 'current stream'); else the default one."""
         kinds = {a.kind for a in inputs}
         if TORCH in kinds:
-            import torch
-
-            return torch.cuda.current_stream(self._ordinal).cuda_stream
+            return _torch_current_stream(self._ordinal)
         if CUPY in kinds:
             import cupy
 
@@ -300,6 +298,15 @@ class TunedKernel:
     def __repr__(self) -> str:
         tuned = sorted({r.shape for r in self.rows if r.device_name == self.device.name})
         return f"<autotune {self.space.name} on {self.device.name}: tuned for {', '.join(tuned) or 'no shape'}>"
+
+
+def _torch_current_stream(device: int) -> int:
+    import torch
+
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # what Triton uses: an int, no Stream object
+    if raw is not None:
+        return raw(device)
+    return torch.cuda.current_stream(device).cuda_stream
 
 
 def load(kernel: str, *, db: str | None = None, strict: bool = False, device: int = 0) -> TunedKernel:

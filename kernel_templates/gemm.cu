@@ -161,6 +161,8 @@ __device__ __forceinline__ void issue_tile_async(float* As, float* Bs, const flo
                                                  const float* __restrict__ B, int M, int N, int K, int bm0,
                                                  int bn0, int k0, bool a_aligned, bool b_aligned) {
   const int tid = threadIdx.x;
+  const bool a_inside = a_aligned && bm0 + BM <= M && k0 + BK <= K;  // block-uniform: no per-element checks
+  const bool b_inside = b_aligned && k0 + BK <= K && bn0 + BN <= N;
 #if A_TRANS
   // Transposing copy: one 4-byte cp.async per element, consecutive threads walk a row of A (coalesced).
 #pragma unroll
@@ -168,7 +170,7 @@ __device__ __forceinline__ void issue_tile_async(float* As, float* Bs, const flo
     const int e = tid + i * NT;
     if ((BM * BK) % NT == 0 || e < BM * BK) {
       const int r = e / BK, c = e % BK;
-      const bool ok = (bm0 + r < M) && (k0 + c < K);
+      const bool ok = a_inside || ((bm0 + r < M) && (k0 + c < K));
       const float* src = ok ? A + (size_t)(bm0 + r) * K + (k0 + c) : A;
       cp_async<4>(&As[c * A_LD + r], src, ok ? 4 : 0);
     }
@@ -180,7 +182,9 @@ __device__ __forceinline__ void issue_tile_async(float* As, float* Bs, const flo
     if (A_CHUNKS % NT == 0 || e < A_CHUNKS) {
       const int r = e / (BK / VEC), c = (e % (BK / VEC)) * VEC;
       const int gr = bm0 + r, gc = k0 + c;
-      if (a_aligned) {
+      if (a_inside) {
+        cp_async<4 * VEC>(&As[r * A_LD + c], A + (size_t)gr * K + gc, 4 * VEC);
+      } else if (a_aligned) {
         const int n = gr < M ? max(0, min(VEC, K - gc)) : 0;
         cp_async<4 * VEC>(&As[r * A_LD + c], n ? A + (size_t)gr * K + gc : A, 4 * n);
       } else {
@@ -199,7 +203,9 @@ __device__ __forceinline__ void issue_tile_async(float* As, float* Bs, const flo
     if (B_CHUNKS % NT == 0 || e < B_CHUNKS) {
       const int r = e / (BN / VEC), c = (e % (BN / VEC)) * VEC;
       const int gr = k0 + r, gc = bn0 + c;
-      if (b_aligned) {
+      if (b_inside) {
+        cp_async<4 * VEC>(&Bs[r * B_LD + c], B + (size_t)gr * N + gc, 4 * VEC);
+      } else if (b_aligned) {
         const int n = gr < K ? max(0, min(VEC, N - gc)) : 0;
         cp_async<4 * VEC>(&Bs[r * B_LD + c], n ? B + (size_t)gr * N + gc : B, 4 * n);
       } else {
@@ -220,16 +226,24 @@ struct Staging {
   float b[B_LOADS][VEC];
 };
 
+// Interior tiles (wholly in range, rows aligned: a block-uniform test) take unchecked vector loads; edge tiles
+// check every element.
 __device__ __forceinline__ void load_tile(Staging& st, const float* __restrict__ A, const float* __restrict__ B,
                                           int M, int N, int K, int bm0, int bn0, int k0, bool a_aligned,
                                           bool b_aligned) {
   const int tid = threadIdx.x;
+  const bool a_inside = a_aligned && bm0 + BM <= M && k0 + BK <= K;
+  const bool b_inside = b_aligned && k0 + BK <= K && bn0 + BN <= N;
 #pragma unroll
   for (int i = 0; i < A_LOADS; ++i) {
     const int e = tid + i * NT;
     if (A_CHUNKS % NT == 0 || e < A_CHUNKS) {
       const int r = e / (BK / VEC), c = (e % (BK / VEC)) * VEC;
-      load_global(st.a[i], A, bm0 + r, k0 + c, M, K, a_aligned);
+      if (a_inside) {
+        load_vector<VEC>(st.a[i], A + (size_t)(bm0 + r) * K + (k0 + c));
+      } else {
+        load_global(st.a[i], A, bm0 + r, k0 + c, M, K, a_aligned);
+      }
     }
   }
 #pragma unroll
@@ -237,7 +251,11 @@ __device__ __forceinline__ void load_tile(Staging& st, const float* __restrict__
     const int e = tid + i * NT;
     if (B_CHUNKS % NT == 0 || e < B_CHUNKS) {
       const int r = e / (BN / VEC), c = (e % (BN / VEC)) * VEC;
-      load_global(st.b[i], B, k0 + r, bn0 + c, K, N, b_aligned);
+      if (b_inside) {
+        load_vector<VEC>(st.b[i], B + (size_t)(k0 + r) * N + (bn0 + c));
+      } else {
+        load_global(st.b[i], B, k0 + r, bn0 + c, K, N, b_aligned);
+      }
     }
   }
 }
