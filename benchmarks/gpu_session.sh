@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU-machine session that produces the numbers quoted in issues. On the GPU machine:
-#   source .whl/setup.sh && bash benchmarks/gpu_session.sh info search replay tests bench
+#   source .whl/setup.sh && bash benchmarks/gpu_session.sh info tests search bench overhead replay
 # Each step writes its log under $OUT; a failing step does not stop the next.
 set -u
 out=${OUT:-/tmp/autotune-out}
@@ -33,9 +33,11 @@ for step in "$@"; do
     replay)
       run_step replay 240 python3 benchmarks/record_replay.py --out "$out/replay_gemm.json" ;;
     tests)
-      run_step tests 420 python3 -m pytest -m gpu -q -x -p no:cacheprovider ;;
+      run_step tests 420 python3 -m pytest -m gpu -q -p no:cacheprovider ;;
     bench)
       run_step bench 540 python3 benchmarks/gemm_vs_cublas.py --db "$db" --out "$out/gemm_vs_cublas.json" ;;
+    overhead)
+      run_step overhead 120 python3 benchmarks/dispatch_overhead.py --out "$out/dispatch_overhead.json" ;;
     *) echo "unknown step $step" ;;
   esac
 done
