@@ -179,6 +179,17 @@ class Driver:
         if code:
             self.check(code, "cuLaunchKernel")
 
+    def launcher(self, function: int, grid: tuple[int, int, int], block: tuple[int, int, int],
+                 shared: int) -> Any:  # fmt: skip
+        """cuLaunchKernel with everything but (stream, params, extra) converted once: the per-call path."""
+        fixed = (ctypes.c_void_p(function), *(ctypes.c_uint(v) for v in (*grid, *block, shared)))
+        launch = self._launch
+
+        def call(stream: int, params: Any) -> int:
+            return launch(*fixed, stream, params, None)
+
+        return call
+
     # --- memory ---------------------------------------------------------------------------------------------
     def alloc(self, nbytes: int) -> int:
         ptr = CUdeviceptr()

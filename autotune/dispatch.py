@@ -32,6 +32,7 @@ from autotune.storage import Database, resolve_url, sqlite_path
 from autotune.templates import template_hash
 
 log = logging.getLogger("autotune.dispatch")
+_SLOW = object()  # returned by a fast path that cannot take the call
 
 _CTYPE = {np.dtype(np.int32): ctypes.c_int32, np.dtype(np.int64): ctypes.c_int64,
           np.dtype(np.uint32): ctypes.c_uint32, np.dtype(np.uint64): ctypes.c_uint64,
@@ -49,6 +50,7 @@ class _Step:
     params: Any  # ctypes array of void* pointing at the holders
     slots: list[tuple[str, ctypes.c_uint64]]  # buffer name → holder of its pointer
     holders: list[Any]  # keeps the scalar holders alive
+    launch: Any = None  # Driver.launcher(...): (stream, params) → CUresult
 
 
 @dataclass
@@ -60,6 +62,23 @@ class _Plan:
     workspace: dict[str, BufferSpec]
     lock: threading.Lock = field(default_factory=threading.Lock)
     scratch: dict[int, dict[str, int]] = field(default_factory=dict)  # stream → workspace buffers
+
+    def fast_slots(self, names: Sequence[str]) -> list[tuple[ctypes.c_uint64, int]] | None:
+        """For single-launch plans: (holder, position in ``names``) of each pointer slot; else None."""
+        if self.workspace or len(self.steps) != 1 or isinstance(self.steps[0], Zero):
+            return None
+        step = self.steps[0]
+        return [(holder, list(names).index(name)) for name, holder in step.slots]
+
+    def launch_pointers(self, driver: Driver, slots: list, pointers: list[int], stream: int) -> None:
+        """The per-call path of a single-launch plan: pointers in the order `fast_slots` was given."""
+        step = self.steps[0]
+        with self.lock:
+            for holder, position in slots:
+                holder.value = pointers[position]
+            code = step.launch(stream, step.params)  # type: ignore[union-attr]
+        if code:
+            driver.check(code, "cuLaunchKernel")
 
     def run(self, driver: Driver, pointers: dict[str, int], stream: int) -> None:
         with self.lock:  # the parameter blocks are shared: fill and launch one call at a time
@@ -97,6 +116,9 @@ class TunedKernel:
         self._modules: dict[str, tuple[int, dict[str, int]]] = {}
         self._lock = threading.RLock()
         self._compiler: Any = None
+        self._torch: Any = None
+        self._torch_type: Any = None  # set once torch tensors have been seen
+        self._torch_plans: dict[tuple, tuple] = {}
 
     def _read_rows(self, db: str | None) -> list:
         url = resolve_url(db)
@@ -155,7 +177,8 @@ class TunedKernel:
                     holder = _CTYPE[np.asarray(arg).dtype](arg.item() if hasattr(arg, "item") else arg)
                 holders.append(holder)
             params = (ctypes.c_void_p * len(holders))(*[ctypes.addressof(h) for h in holders])
-            steps.append(_Step(function, step.grid, step.block, step.shared_bytes, params, slots, holders))
+            launch = self._driver.launcher(function, step.grid, step.block, step.shared_bytes)
+            steps.append(_Step(function, step.grid, step.block, step.shared_bytes, params, slots, holders, launch))
         return _Plan(shape, choice, steps, self.space.outputs(shape), self.space.workspace(config, shape))
 
     def _function(self, config: Config, kernel: str, shared_bytes: int) -> int:
@@ -180,6 +203,59 @@ class TunedKernel:
 
     # --- calling --------------------------------------------------------------------------------------------
     def __call__(self, *arrays: Any, out: Any = None, stream: Any = None) -> Any:
+        if self._torch_type is not None:
+            result = self._call_torch(arrays, out, stream)
+            if result is not _SLOW:
+                return result
+        return self._call(arrays, out, stream)
+
+    def _call_torch(self, arrays: tuple, out: Any, stream: Any) -> Any:
+        """The per-call path for torch tensors whose shapes were seen before: only what can change between
+        calls is looked at (device, contiguity, shape, dtype, pointer). Anything unusual returns _SLOW and the
+        general path, which explains every error, takes the call."""
+        tensor, ordinal = self._torch_type, self._ordinal
+        if len(arrays) != len(self.input_names):
+            return _SLOW
+        key = []
+        pointers = []
+        for t in arrays:
+            if type(t) is not tensor or not t.is_cuda or t.get_device() != ordinal or not t.is_contiguous():
+                return _SLOW
+            key.append(t.shape)
+            key.append(t.dtype)
+            pointers.append(t.data_ptr())
+        entry = self._torch_plans.get(tuple(key))
+        if entry is None:
+            return _SLOW
+        plan, slots, out_shape, out_dtype = entry
+        if out is None:
+            out = self._torch.empty(out_shape, dtype=out_dtype, device=arrays[0].device)
+        elif (type(out) is not tensor or out.shape != out_shape or out.dtype != out_dtype or not out.is_cuda
+              or out.get_device() != ordinal or not out.is_contiguous()):  # fmt: skip
+            return _SLOW
+        pointers.append(out.data_ptr())
+        handle = _torch_current_stream(ordinal) if stream is None else stream_handle(stream)
+        self._driver.make_current(self._context)
+        plan.launch_pointers(self._driver, slots, pointers, handle)
+        return out
+
+    def _remember_torch(self, inputs: Sequence[ArrayArg], plan: _Plan) -> None:
+        """Let later calls with tensors of these shapes take `_call_torch`."""
+        if len(plan.outputs) != 1 or any(a.kind != TORCH for a in inputs):
+            return
+        slots = plan.fast_slots([*self.input_names, *plan.outputs])
+        if slots is None:
+            return
+        import torch
+
+        self._torch, self._torch_type = torch, type(inputs[0].obj)
+        (spec,) = plan.outputs.values()
+        key = []
+        for arg in inputs:
+            key += [arg.obj.shape, arg.obj.dtype]
+        self._torch_plans[tuple(key)] = (plan, slots, torch.Size(spec.shape), getattr(torch, spec.dtype))
+
+    def _call(self, arrays: tuple, out: Any, stream: Any) -> Any:
         if len(arrays) != len(self.input_names):
             raise InvalidType(f"{self.space.name} takes {len(self.input_names)} arrays "
                               f"({', '.join(self.input_names)}), got {len(arrays)}")  # fmt: skip
@@ -193,6 +269,8 @@ class TunedKernel:
         plan = self._plans.get(key) or self._plan(key, inputs)
         if host:
             return self._call_host(plan, inputs, out)
+        if inputs[0].kind == TORCH:
+            self._remember_torch(inputs, plan)
         for arg in inputs:
             self._check_device(arg)
         outputs = self._outputs(plan, inputs, out)

@@ -138,7 +138,7 @@ def test_bad_arguments_name_themselves(gemm):
         ((a, b.double()), {}, InvalidType, "B has dtype float64"),
         ((a.t().contiguous().t(), b), {}, InvalidArgument, "A is not C-contiguous"),
         ((a, torch.rand(31, 48, device="cuda")), {}, InvalidArgument, "B has 31 rows but A has 32 columns"),
-        ((a.cpu().numpy(), b), {}, InvalidType, "A on the host (numpy) but B on the GPU"),
+        ((a.cpu().numpy(), b), {}, InvalidType, r"A on the host \(numpy\) but B on the GPU"),
         ((a.cpu(), b), {}, InvalidType, "A is a torch tensor on cpu"),
         ((a,), {}, InvalidType, "takes 2 arrays"),
         ((a, b), {"out": torch.empty(64, 47, device="cuda")}, InvalidArgument, r"out has shape \(64, 47\)"),
