@@ -162,7 +162,7 @@ class TunedKernel:
     def _build(self, shape: Shape, choice: Choice) -> _Plan:
         config = choice.config
         steps: list[_Step | Zero] = []
-        for step in self.space.launches(config, shape):
+        for step in self.space.launches(config, shape, self.device):
             if isinstance(step, Zero):
                 steps.append(step)
                 continue

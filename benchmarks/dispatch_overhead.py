@@ -68,7 +68,7 @@ def main() -> None:
     compiled = Compiler(device.arch).compile(space.template, space.defines(config))
     module = cuda.module_from_file(compiled.cubin)
     func = module.get_function("sgemm")
-    (launch,) = space.launches(config, shape)
+    (launch,) = space.launches(config, shape, device)
     func.prepare("PPPiii")
     pa, pb, pc = a.data_ptr(), b.data_ptr(), c.data_ptr()
 

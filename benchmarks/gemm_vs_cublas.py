@@ -83,7 +83,7 @@ def main() -> None:
             assert compiled.ok, compiled.error
             module = cuda.module_from_file(compiled.cubin)
             func = module.get_function("sgemm")
-            (launch,) = space.launches(config, shape)
+            (launch,) = space.launches(config, shape, device)
             if launch.shared_bytes > 48 * 1024:
                 func.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, launch.shared_bytes)
             func.prepare("PPPiii")

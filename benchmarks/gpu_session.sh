@@ -36,6 +36,11 @@ for step in "$@"; do
       run_step tests 420 python3 -m pytest -m gpu -q -p no:cacheprovider ;;
     bench)
       run_step bench 540 python3 benchmarks/gemm_vs_cublas.py --db "$db" --out "$out/gemm_vs_cublas.json" ;;
+    libtests)
+      run_step libtests 420 python3 -m pytest -q -p no:cacheprovider tests/test_gpu_dispatch.py tests/test_gpu_library.py ;;
+    libbench)
+      run_step libbench "${LIBBENCH_LIMIT:-480}" python3 benchmarks/library_vs_torch.py --out "$out/library_vs_torch.json" \
+        ${LIBBENCH_KERNELS:+--kernels $LIBBENCH_KERNELS} --trials "${LIBBENCH_TRIALS:-30}" ;;
     overhead)
       run_step overhead 120 python3 benchmarks/dispatch_overhead.py --out "$out/dispatch_overhead.json" ;;
     *) echo "unknown step $step" ;;

@@ -77,9 +77,9 @@ def test_most_of_the_space_is_valid(space, h200):
     assert valid / len(draws) > 0.35
 
 
-def test_launch_geometry(space):
+def test_launch_geometry(space, h200):
     config = {**space.default_config, "BM": 64, "BN": 128, "WARPS_M": 1, "WARPS_N": 4, "BK": 16}
-    (launch,) = space.launches(config, (1000, 300, 77))
+    (launch,) = space.launches(config, (1000, 300, 77), h200)
     assert isinstance(launch, Launch)
     assert launch.grid == (16 * 3, 1, 1)  # ceil(1000/64) * ceil(300/128)
     assert launch.block == (128, 1, 1)

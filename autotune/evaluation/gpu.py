@@ -211,7 +211,7 @@ class GpuEvaluator(Evaluator):
                 future.set_exception(exc)
 
     def _shared_bytes(self, config: Config) -> int:
-        steps = self.space.launches(config, self.shape)
+        steps = self.space.launches(config, self.shape, self.device)
         return max((s.shared_bytes for s in steps if isinstance(s, Launch)), default=0)
 
     def _evaluate(self, config: Config, compiled: CompileResult) -> Measurement:

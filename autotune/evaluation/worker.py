@@ -37,6 +37,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from autotune.device import DeviceInfo
 from autotune.evaluation.base import Measurement, Timing
 from autotune.shape import format_shape
 from autotune.spaces import space_class
@@ -125,11 +126,12 @@ class CandidateFailed(Exception):
 
 
 class GpuSession:
-    def __init__(self, setup: Setup, device_ordinal: int = 0) -> None:
+    def __init__(self, setup: Setup, info: DeviceInfo, device_ordinal: int = 0) -> None:
         import pycuda.driver as cuda
 
         self.cuda = cuda
         self.setup = setup
+        self.info = info
         self.device = cuda.Device(device_ordinal)
         self.context = self.device.retain_primary_context()
         self.context.push()
@@ -197,7 +199,7 @@ class GpuSession:
 
         steps: list[Callable[[], None]] = []
         functions: dict[str, Any] = {}
-        for step in self.space.launches(config, data.shape):
+        for step in self.space.launches(config, data.shape, self.info):
             if isinstance(step, Zero):
                 alloc, nbytes = buffers[step.buffer]
                 steps.append(lambda a=alloc, n=nbytes: cuda.memset_d8_async(a, 0, n, stream))
@@ -319,6 +321,8 @@ class GpuSession:
             module = self.cuda.module_from_file(cubin)
             worst = 0.0
             for vshape in self.space.validation_shapes(self.shape):
+                if self.space.violations(config, tuple(vshape), self.info):
+                    continue  # e.g. a row cached in registers only fits rows up to some length
                 data = self._fresh_dataset(tuple(vshape))
                 try:
                     err, _, vscratch = self._validate(module, config, data)
@@ -403,7 +407,7 @@ def main(conn: Any, device_ordinal: int = 0) -> None:
     if kind != "setup":
         return
     try:
-        session = GpuSession(Setup(**payload), device_ordinal)
+        session = GpuSession(Setup(**payload), info, device_ordinal)
     except Exception as exc:
         conn.send(("fatal", f"GPU worker setup failed: {_one_line(exc)}"))
         try:

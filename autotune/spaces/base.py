@@ -135,8 +135,8 @@ class KernelSpace(ABC):
         return dict(config)
 
     @abstractmethod
-    def launches(self, config: Config, shape: Shape) -> list[Step]:
-        """The launch plan: kernels (and buffer zeroings) in order."""
+    def launches(self, config: Config, shape: Shape, device: DeviceInfo) -> list[Step]:
+        """The launch plan: kernels (and buffer zeroings) in order. ``device``: grids sized by SM count."""
 
     def workspace(self, config: Config, shape: Shape) -> dict[str, BufferSpec]:
         """Scratch buffers the launch plan needs besides inputs and outputs."""

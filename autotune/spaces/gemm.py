@@ -131,7 +131,7 @@ class GemmSpace(KernelSpace):
         out["ASYNC"] = use_async
         return out
 
-    def launches(self, config: Config, shape: Shape) -> list[Step]:
+    def launches(self, config: Config, shape: Shape, device: DeviceInfo) -> list[Step]:
         m, n, k = shape
         g = self.geometry(config)
         blocks = ceil_div(m, config["BM"]) * ceil_div(n, config["BN"])

@@ -30,7 +30,7 @@ class FaultyGemmSpace(GemmSpace):
     def defines(self, config: Config) -> dict:
         return {"FAULT": FAULTS[config["FAULT"]], "TILE": config["TILE"]}
 
-    def launches(self, config: Config, shape) -> list[Step]:
+    def launches(self, config: Config, shape, device) -> list[Step]:
         m, n, k = shape
         tile = config["TILE"]
         threads = 2048 if config["FAULT"] == "no_launch" else tile * tile  # over every GPU's 1024 limit

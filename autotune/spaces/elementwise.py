@@ -1,0 +1,135 @@
+"""Elementwise kernels over 1-D float32 arrays: add (x + y), relu, sigmoid, gelu (template: elementwise.cu).
+
+Four kernel names share one template; each fixes its OP define. Tunables: block size, vector width, vectors per
+thread, grid-stride loop (with its grid size in blocks per SM) or one step per thread, streaming loads/stores.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import ClassVar, Mapping
+
+import numpy as np
+
+from autotune.device import DeviceInfo
+from autotune.errors import InvalidArgument
+from autotune.shape import Shape
+from autotune.spaces.base import BufferSpec, Config, KernelSpace, Launch, Param, Step, ceil_div
+
+BLOCKS_PER_SM = (1, 2, 4, 8, 16, 32)
+
+
+class _Elementwise(KernelSpace):
+    template = "elementwise.cu"
+    dims = ("n",)
+    default_shape = (1 << 24,)
+    metric_unit = "GB/s"
+    op: ClassVar[int]
+    arity: ClassVar[int] = 1
+
+    parameters = (
+        Param("BLOCK", (64, 128, 256, 512, 1024), "threads per block"),
+        Param("VEC", (1, 2, 4), "floats per load (scalar fall-back where a pointer is not aligned)"),
+        Param("ITEMS", (1, 2, 4, 8), "vectors per thread per step"),
+        Param("GRID_STRIDE", (0, 1), "1: a fixed grid strides over the data; 0: one step per thread"),
+        Param("BLOCKS_PER_SM", BLOCKS_PER_SM, "grid of the grid-stride loop, in blocks per SM"),
+        Param("STREAM", (0, 1), "streaming loads/stores (__ldcs/__stcs)"),
+    )
+    default_config = {"BLOCK": 256, "VEC": 4, "ITEMS": 1, "GRID_STRIDE": 0, "BLOCKS_PER_SM": 1, "STREAM": 0}
+
+    def constraints(self, config: Config, shape: Shape, device: DeviceInfo) -> list[str]:
+        problems = []
+        if not config["GRID_STRIDE"] and config["BLOCKS_PER_SM"] != BLOCKS_PER_SM[0]:
+            problems.append("BLOCKS_PER_SM only matters with GRID_STRIDE=1")
+        if config["BLOCK"] > device.max_threads_per_block:
+            problems.append(f"{config['BLOCK']} threads per block > device limit")
+        return problems
+
+    def defines(self, config: Config) -> dict[str, int | str]:
+        out: dict[str, int | str] = {k: v for k, v in config.items() if k != "BLOCKS_PER_SM"}
+        out["OP"] = self.op
+        return out
+
+    def launches(self, config: Config, shape: Shape, device: DeviceInfo) -> list[Step]:
+        (n,) = shape
+        per_block = config["BLOCK"] * config["ITEMS"]
+        blocks = max(1, ceil_div(max(n // config["VEC"], 1), per_block))
+        if config["GRID_STRIDE"]:
+            blocks = min(blocks, config["BLOCKS_PER_SM"] * device.multiprocessors)
+        y = "y" if self.arity == 2 else "x"
+        return [Launch("elementwise", (blocks, 1, 1), (config["BLOCK"], 1, 1), 0, ("x", y, "out", np.int64(n)))]
+
+    def input_specs(self, shape: Shape) -> dict[str, BufferSpec]:
+        specs = {"x": BufferSpec(shape)}
+        if self.arity == 2:
+            specs["y"] = BufferSpec(shape)
+        return specs
+
+    def inputs(self, shape: Shape, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        # Normal, so that relu/sigmoid/gelu see both signs and their interesting region.
+        return {name: rng.standard_normal(spec.shape, dtype=np.float32) * 2 for name, spec in self.input_specs(shape).items()}
+
+    def outputs(self, shape: Shape) -> dict[str, BufferSpec]:
+        return {"out": BufferSpec(shape)}
+
+    def infer_shape(self, inputs: Mapping[str, tuple[int, ...]]) -> Shape:
+        x = inputs["x"]
+        if len(x) != 1:
+            raise InvalidArgument(f"x must be 1-D (flatten it: x.reshape(-1)), got shape {tuple(x)}")
+        if x[0] == 0:
+            raise InvalidArgument("x is empty")
+        if self.arity == 2 and tuple(inputs["y"]) != tuple(x):
+            raise InvalidArgument(f"y has shape {tuple(inputs['y'])}, x has {tuple(x)}: they must match")
+        return (x[0],)
+
+    def tolerance(self, output: str, shape: Shape) -> float:
+        return 1e-5
+
+    def validation_shapes(self, shape: Shape) -> list[Shape]:
+        return [(1,), (7,), (1_000_003,)]
+
+    def work(self, shape: Shape) -> float:
+        return 4.0 * shape[0] * (self.arity + 1)
+
+
+class AddSpace(_Elementwise):
+    name = "add"
+    op = 0
+    arity = 2
+
+    def reference(self, inputs, shape):
+        return {"out": inputs["x"].astype(np.float64) + inputs["y"].astype(np.float64)}
+
+
+class ReluSpace(_Elementwise):
+    name = "relu"
+    op = 1
+
+    def reference(self, inputs, shape):
+        return {"out": np.maximum(inputs["x"].astype(np.float64), 0.0)}
+
+
+class SigmoidSpace(_Elementwise):
+    name = "sigmoid"
+    op = 2
+
+    def reference(self, inputs, shape):
+        return {"out": 1.0 / (1.0 + np.exp(-inputs["x"].astype(np.float64)))}
+
+
+class GeluSpace(_Elementwise):
+    name = "gelu"
+    op = 3
+
+    def reference(self, inputs, shape):
+        x = inputs["x"].astype(np.float64)
+        return {"out": 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))}
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    """erf in float64: scipy's where installed (fast), else math.erf element by element."""
+    try:
+        from scipy.special import erf
+    except ImportError:
+        return np.vectorize(math.erf, otypes=[np.float64])(x)
+    return erf(x)

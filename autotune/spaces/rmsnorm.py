@@ -1,0 +1,60 @@
+"""RMSNorm forward over the rows of a float32 matrix: y = x * rsqrt(mean(x^2) + eps) * w (template: rmsnorm.cu).
+
+Tunables: those of every row kernel (autotune.spaces._rows).
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from autotune.device import DeviceInfo
+from autotune.errors import InvalidArgument
+from autotune.shape import Shape
+from autotune.spaces._rows import ROW_DEFAULT, ROW_PARAMETERS, RowSpace
+from autotune.spaces.base import BufferSpec, Config, Launch, Step
+
+EPS = 1e-6
+
+
+class RmsNormSpace(RowSpace):
+    name = "rmsnorm"
+    template = "rmsnorm.cu"
+    parameters = ROW_PARAMETERS
+    default_config = dict(ROW_DEFAULT)
+
+    def launches(self, config: Config, shape: Shape, device: DeviceInfo) -> list[Step]:
+        rows, cols = shape
+        args = ("x", "weight", "y", np.int32(rows), np.int32(cols), np.float32(EPS))
+        return [Launch("rmsnorm", self.grid(config, rows), (config["BLOCK"], 1, 1), 0, args)]
+
+    def input_specs(self, shape: Shape) -> dict[str, BufferSpec]:
+        return {"x": BufferSpec(shape), "weight": BufferSpec((shape[1],))}
+
+    def inputs(self, shape: Shape, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        return {
+            "x": rng.standard_normal(shape, dtype=np.float32),
+            "weight": rng.uniform(0.5, 1.5, shape[1]).astype(np.float32),
+        }
+
+    def infer_shape(self, inputs: Mapping[str, tuple[int, ...]]) -> Shape:
+        shape = super().infer_shape(inputs)
+        if tuple(inputs["weight"]) != (shape[1],):
+            raise InvalidArgument(f"weight has shape {tuple(inputs['weight'])}, x has {shape[1]} columns")
+        return shape
+
+    def outputs(self, shape: Shape) -> dict[str, BufferSpec]:
+        return {"y": BufferSpec(shape)}
+
+    def reference(self, inputs, shape):
+        x = inputs["x"].astype(np.float64)
+        rstd = 1.0 / np.sqrt((x * x).mean(axis=1) + EPS)
+        return {"y": x * rstd[:, None] * inputs["weight"].astype(np.float64)}
+
+    def tolerance(self, output: str, shape: Shape) -> float:
+        return 1e-5
+
+    def work(self, shape: Shape) -> float:
+        rows, cols = shape
+        return 4.0 * (2 * rows * cols + cols)

@@ -1,0 +1,55 @@
+"""Softmax over the rows of a float32 matrix (template: softmax.cu).
+
+Tunables: those of every row kernel (autotune.spaces._rows) and three-pass vs online (max and sum in one pass).
+Inputs hold -inf entries and large values: the kernel must give 0 for -inf and never overflow.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from autotune.device import DeviceInfo
+from autotune.shape import Shape
+from autotune.spaces._rows import ROW_DEFAULT, ROW_PARAMETERS, RowSpace
+from autotune.spaces.base import BufferSpec, Config, Launch, Param, Step
+
+
+class SoftmaxSpace(RowSpace):
+    name = "softmax"
+    template = "softmax.cu"
+    parameters = (*ROW_PARAMETERS, Param("ONLINE", (0, 1), "0: three passes; 1: max and sum in one pass"))
+    default_config = {**ROW_DEFAULT, "ONLINE": 0}
+
+    def launches(self, config: Config, shape: Shape, device: DeviceInfo) -> list[Step]:
+        rows, cols = shape
+        return [Launch("softmax", self.grid(config, rows), (config["BLOCK"], 1, 1), 0,
+                       ("x", "y", np.int32(rows), np.int32(cols)))]  # fmt: skip
+
+    def input_specs(self, shape: Shape) -> dict[str, BufferSpec]:
+        return {"x": BufferSpec(shape)}
+
+    def inputs(self, shape: Shape, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        rows, cols = shape
+        x = (rng.standard_normal(shape) * 3).astype(np.float32)
+        if cols > 1:  # some -inf entries (never a whole row: its softmax is undefined)
+            holes = rng.random(shape) < 0.02
+            holes[:, 0] = False
+            x[holes] = -np.inf
+        big = rng.random(shape) < 0.001
+        x[big] = rng.uniform(80, 100, size=int(big.sum())).astype(np.float32)  # exp() would overflow unshifted
+        return {"x": x}
+
+    def outputs(self, shape: Shape) -> dict[str, BufferSpec]:
+        return {"y": BufferSpec(shape)}
+
+    def reference(self, inputs, shape):
+        x = inputs["x"].astype(np.float64)
+        e = np.exp(x - x.max(axis=1, keepdims=True))
+        return {"y": e / e.sum(axis=1, keepdims=True)}
+
+    def tolerance(self, output: str, shape: Shape) -> float:
+        return 1e-5
+
+    def work(self, shape: Shape) -> float:
+        rows, cols = shape
+        return 4.0 * 2 * rows * cols

@@ -1,0 +1,158 @@
+"""The kernel library against torch's own ops and the device's copy bandwidth, in one process.
+
+    python benchmarks/library_vs_torch.py [--kernels softmax layernorm ...] [--trials 30] [--db PATH]
+
+For each kernel and shape: tune (a search of --trials unless the database already holds a result), load the
+result through the dispatcher (`autotune.load`), and time it and torch's op on the same tensors, interleaved,
+each repetition after an L2 flush, with CUDA events; medians. GB/s counts the bytes each op must move at least
+(inputs read once, outputs written once); the copy bandwidth is a device-to-device copy, bytes read + written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+ROW_SHAPES = ["8192x768", "4096x4096", "16384x8192", "65536x1024", "1024x65536"]
+VECTOR_SHAPES = [str(1 << 20), str(1 << 24), str(1 << 28)]
+SHAPES = {
+    "sgemv": ROW_SHAPES, "softmax": ROW_SHAPES, "layernorm": ROW_SHAPES, "layernorm_backward": ROW_SHAPES,
+    "rmsnorm": ROW_SHAPES, "sum": VECTOR_SHAPES, "max": VECTOR_SHAPES, "add": VECTOR_SHAPES,
+    "relu": VECTOR_SHAPES, "sigmoid": VECTOR_SHAPES, "gelu": VECTOR_SHAPES,
+}  # fmt: skip
+
+
+def torch_op(kernel: str, t: dict, shape: tuple, torch):
+    """torch's own op on the same inputs, writing into preallocated outputs where torch allows."""
+    F = torch.nn.functional
+    if kernel == "sgemv":
+        out = torch.empty(shape[0], device="cuda")
+        return lambda: torch.mv(t["A"], t["x"], out=out)
+    if kernel == "sum":
+        out = torch.empty((), device="cuda")
+        return lambda: torch.sum(t["x"], dim=0, out=out)
+    if kernel == "max":
+        return lambda: torch.max(t["x"])
+    if kernel == "softmax":
+        out = torch.empty(shape, device="cuda")
+        return lambda: torch.softmax(t["x"], dim=1, out=out)
+    if kernel == "layernorm":
+        return lambda: torch.native_layer_norm(t["x"], [shape[1]], t["weight"], t["bias"], 1e-5)
+    if kernel == "layernorm_backward":
+        bias = torch.zeros(shape[1], device="cuda")
+        return lambda: torch.ops.aten.native_layer_norm_backward(
+            t["dy"], t["x"], [shape[1]], t["mean"], t["rstd"], t["weight"], bias, [True, True, True])
+    if kernel == "rmsnorm":
+        return lambda: F.rms_norm(t["x"], [shape[1]], t["weight"], 1e-6)
+    if kernel == "add":
+        out = torch.empty(shape, device="cuda")
+        return lambda: torch.add(t["x"], t["y"], out=out)
+    if kernel == "relu":
+        return lambda: torch.relu(t["x"])
+    if kernel == "sigmoid":
+        out = torch.empty(shape, device="cuda")
+        return lambda: torch.sigmoid(t["x"], out=out)
+    if kernel == "gelu":
+        return lambda: F.gelu(t["x"])
+    raise KeyError(kernel)
+
+
+def timed(contenders: dict, reps: int, flush, torch) -> dict[str, float]:
+    events = {name: [] for name in contenders}
+    for fn in contenders.values():  # warm-up
+        fn()
+    torch.cuda.synchronize()
+    for _ in range(reps):
+        for name, fn in contenders.items():
+            flush.zero_()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            events[name].append((start, end))
+    torch.cuda.synchronize()
+    return {name: statistics.median(s.elapsed_time(e) for s, e in pairs) for name, pairs in events.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kernels", nargs="+", default=list(SHAPES))
+    parser.add_argument("--trials", type=int, default=30)
+    parser.add_argument("--reps", type=int, default=30)
+    parser.add_argument("--db", default="/tmp/library.db")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+
+    import torch
+
+    import autotune
+    from autotune.device import query_device
+    from autotune.storage import Database, resolve_url
+    from autotune.templates import template_hash
+
+    device = query_device()
+    flush = torch.empty(max(2 * device.l2_bytes, 256 << 20), dtype=torch.uint8, device="cuda")
+    big = torch.empty(1 << 29, dtype=torch.float32, device="cuda")  # 2 GiB
+    copy_dst = torch.empty_like(big)
+    copy_ms = timed({"copy": lambda: copy_dst.copy_(big)}, 10, flush, torch)["copy"]
+    copy_gbs = 2 * big.numel() * 4 / (copy_ms * 1e-3) / 1e9
+    del big, copy_dst
+    print(f"{device.name}: device-to-device copy {copy_gbs:.0f} GB/s (read + write)", flush=True)
+
+    results = []
+    for kernel in args.kernels:
+        space = autotune.get_space(kernel)
+        current = template_hash(space.template)
+        for shape_text in SHAPES[kernel]:
+            shape = space.parse_shape(shape_text)
+            database = Database(resolve_url(args.db))
+            stored = [r for r in database.best(kernel, device.name) if r.shape == shape_text
+                      and r.template_hash == current]  # fmt: skip
+            database.close()
+            search_s = 0.0
+            if not stored:
+                start = time.perf_counter()
+                autotune.tune(kernel, shape_text, trials=args.trials, db=args.db, seed=0)
+                search_s = time.perf_counter() - start
+            tuned = autotune.load(kernel, db=args.db, strict=True)
+            gen = torch.Generator(device="cuda").manual_seed(0)
+            tensors = {}
+            for name, spec in space.input_specs(shape).items():
+                tensor = torch.randn(spec.shape, device="cuda", generator=gen)
+                tensors[name] = tensor.abs() + 0.5 if name == "rstd" else tensor
+            names = list(space.input_specs(shape))
+            ours_out = tuned(*[tensors[n] for n in names])  # allocates the outputs once
+            outs = ours_out if isinstance(ours_out, tuple) else (ours_out,)
+            theirs = torch_op(kernel, tensors, shape, torch)
+            reference = theirs()
+            reference = reference if isinstance(reference, tuple) else (reference,)
+            error = max(float(torch.linalg.norm(a.double().reshape(-1) - b.double().reshape(-1))
+                              / torch.linalg.norm(b.double().reshape(-1)))
+                        for a, b in zip(outs, reference))  # fmt: skip
+            out_arg = outs if len(outs) > 1 else outs[0]
+            medians = timed(
+                {"autotune": lambda: tuned(*[tensors[n] for n in names], out=out_arg), "torch": theirs},
+                args.reps, flush, torch,
+            )
+            gbs = {k: space.work(shape) / (v * 1e-3) / 1e9 for k, v in medians.items()}
+            row = {
+                "kernel": kernel, "shape": shape_text, "device": device.name, "ms": medians, "GB/s": gbs,
+                "copy_share": gbs["autotune"] / copy_gbs, "torch_copy_share": gbs["torch"] / copy_gbs,
+                "speedup_vs_torch": medians["torch"] / medians["autotune"], "max_rel_diff_vs_torch": error,
+                "config": tuned.choice(shape).config, "search_s": search_s,
+            }  # fmt: skip
+            results.append(row)
+            print(f"{kernel:>18} {shape_text:>11}  autotune {gbs['autotune']:7.0f} GB/s "
+                  f"({100 * row['copy_share']:5.1f}% of copy)  torch {gbs['torch']:7.0f} GB/s  "
+                  f"x{row['speedup_vs_torch']:.2f}  diff {error:.1e}  search {search_s:.0f} s", flush=True)  # fmt: skip
+            del tensors, ours_out, outs, reference
+            torch.cuda.empty_cache()
+            if args.out:  # after every row: a run cut short keeps what it measured
+                args.out.write_text(json.dumps({"copy_GBs": copy_gbs, "results": results}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

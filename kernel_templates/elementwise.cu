@@ -1,0 +1,92 @@
+// Elementwise out = f(x [, y]) over n floats.
+//   OP      0 add (x + y), 1 relu, 2 sigmoid, 3 gelu (exact, with erf: torch's default)
+//   BLOCK   threads per block
+//   VEC     floats per load (1, 2, 4); falls back to scalars when any pointer is not VEC-aligned
+//   ITEMS   vectors per thread per step (independent loads in flight)
+//   GRID_STRIDE  1: a fixed grid (BLOCKS_PER_SM per SM, chosen on the host) strides over the data;
+//                0: one step per thread, the grid covers n
+//   STREAM  1: streaming loads/stores (__ldcs/__stcs)
+#include "common.cuh"
+
+#ifndef OP
+#define OP 1
+#endif
+#ifndef BLOCK
+#define BLOCK 256
+#endif
+#ifndef VEC
+#define VEC 4
+#endif
+#ifndef ITEMS
+#define ITEMS 1
+#endif
+#ifndef GRID_STRIDE
+#define GRID_STRIDE 0
+#endif
+
+__device__ __forceinline__ float apply(float a, float b) {
+#if OP == 0
+  return a + b;
+#elif OP == 1
+  return fmaxf(a, 0.f);
+#elif OP == 2
+  return 1.f / (1.f + __expf(-a));
+#else
+  return 0.5f * a * (1.f + erff(a * 0.70710678118654752f));
+#endif
+}
+
+template <int N>
+__device__ __forceinline__ void process(const float* __restrict__ x, const float* __restrict__ y,
+                                        float* __restrict__ out, long long i) {
+  const Vec<N> a = load_vec<N>(x + i * N);
+#if OP == 0
+  const Vec<N> b = load_vec<N>(y + i * N);
+#endif
+  Vec<N> r;
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+#if OP == 0
+    r.v[k] = apply(a.v[k], b.v[k]);
+#else
+    r.v[k] = apply(a.v[k], 0.f);
+#endif
+  }
+  store_vec<N>(out + i * N, r);
+}
+
+// Vectors [0, nvec) of width N: each thread takes ITEMS of them per step, consecutive threads adjacent ones.
+template <int N>
+__device__ __forceinline__ void sweep(const float* __restrict__ x, const float* __restrict__ y,
+                                      float* __restrict__ out, long long nvec) {
+  const long long step = (long long)gridDim.x * BLOCK * ITEMS;
+  long long base = (long long)blockIdx.x * BLOCK * ITEMS + threadIdx.x;
+  do {
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) {
+      const long long i = base + (long long)k * BLOCK;
+      if (i < nvec) process<N>(x, y, out, i);
+    }
+    base += step;
+  } while (GRID_STRIDE && base < nvec);
+}
+
+extern "C" __global__ void __launch_bounds__(BLOCK)
+elementwise(const float* __restrict__ x, const float* __restrict__ y, float* __restrict__ out, long long n) {
+  const bool vec = aligned_to(x, 4 * VEC) && aligned_to(out, 4 * VEC)
+#if OP == 0
+                   && aligned_to(y, 4 * VEC)
+#endif
+      ;
+  if (vec) {
+    const long long nvec = n / VEC;
+    sweep<VEC>(x, y, out, nvec);
+    // The tail (n % VEC elements): the first threads of the grid.
+    const long long t = (long long)blockIdx.x * BLOCK + threadIdx.x;
+    if (t < n - nvec * VEC) process<1>(x, y, out, nvec * VEC + t);
+  } else {
+    // Unaligned pointers: scalars; the host sized the grid for VEC-wide steps, so stride here always.
+    const long long stride = (long long)gridDim.x * BLOCK;
+    for (long long i = (long long)blockIdx.x * BLOCK + threadIdx.x; i < n; i += stride) process<1>(x, y, out, i);
+  }
+}

@@ -1,0 +1,127 @@
+// LayerNorm forward over each row: y = (x - mean) * rstd * w + b, rstd = 1 / sqrt(var + eps); writes mean, rstd.
+// Row mapping, vector width, register caching: see rows.cuh. STREAM: streaming loads/stores (common.cuh).
+//   STATS  0: two passes (mean, then the mean of squared deviations)
+//          1: Welford (one pass; per-thread mean and M2, merged with Chan's formula)
+//          2: one pass of E[(x-K)^2] - E[x-K]^2 with K = the row's first element: the shift keeps constant
+//             and offset rows exact, where the unshifted E[x^2] - E[x]^2 cancels catastrophically
+#include "rows.cuh"
+
+#ifndef STATS
+#define STATS 0
+#endif
+
+struct Welford {
+  float n, mean, m2;
+};
+
+__device__ __forceinline__ Welford merge(Welford a, Welford b) {
+  const float n = a.n + b.n;
+  if (n == 0.f) return a;
+  const float d = b.mean - a.mean, f = b.n / n;
+  return {n, a.mean + d * f, a.m2 + b.m2 + d * d * a.n * f};
+}
+
+__device__ __forceinline__ Welford welford_row(Welford a, float* scratch) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    Welford b{__shfl_xor_sync(0xffffffffu, a.n, o), __shfl_xor_sync(0xffffffffu, a.mean, o),
+              __shfl_xor_sync(0xffffffffu, a.m2, o)};
+    a = merge(a, b);
+  }
+#if MAPPING == 1
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads();
+  if (lane == 0) {
+    scratch[warp] = a.n;
+    scratch[32 + warp] = a.mean;
+    scratch[64 + warp] = a.m2;
+  }
+  __syncthreads();
+  a = lane < BLOCK / 32 ? Welford{scratch[lane], scratch[32 + lane], scratch[64 + lane]} : Welford{0.f, 0.f, 0.f};
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    Welford b{__shfl_xor_sync(0xffffffffu, a.n, o), __shfl_xor_sync(0xffffffffu, a.mean, o),
+              __shfl_xor_sync(0xffffffffu, a.m2, o)};
+    a = merge(a, b);
+  }
+#endif
+  return a;
+}
+
+extern "C" __global__ void __launch_bounds__(BLOCK)
+layernorm(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ b,
+          float* __restrict__ y, float* __restrict__ mean_out, float* __restrict__ rstd_out, int rows, int cols,
+          float eps) {
+  __shared__ float scratch[96];
+  int row, lane;
+  if (!my_row(rows, row, lane)) return;
+  const float* xr = x + (size_t)row * cols;
+  float* yr = y + (size_t)row * cols;
+  const bool vec = cols % VEC == 0 && aligned_to(x, 4 * VEC) && aligned_to(y, 4 * VEC) &&
+                   aligned_to(w, 4 * VEC) && aligned_to(b, 4 * VEC);
+  RowCache rc;
+  cache_row(rc, xr, cols, lane, vec, 0.f);
+  const float n = (float)cols;
+  float mean, var;
+#if STATS == 0
+  float s = 0.f;
+  for_chunks(rc, xr, cols, lane, vec, 0.f, [&](int, const Vec<VEC>& v) {
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) s += v.v[e];  // padding 0
+  });
+  mean = row_reduce(s, SumOp(), scratch) / n;
+  float q = 0.f;
+  for_chunks(rc, xr, cols, lane, vec, 0.f, [&](int j, const Vec<VEC>& v) {
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+      const float d = v.v[e] - mean;
+      q += j + e < cols ? d * d : 0.f;
+    }
+  });
+  var = row_reduce(q, SumOp(), scratch) / n;
+#elif STATS == 1
+  float wn = 0.f, wmean = 0.f, wm2 = 0.f;
+  for_chunks(rc, xr, cols, lane, vec, 0.f, [&](int j, const Vec<VEC>& v) {
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+      if (j + e < cols) {
+        wn += 1.f;
+        const float d = v.v[e] - wmean;
+        wmean += d / wn;
+        wm2 += d * (v.v[e] - wmean);
+      }
+    }
+  });
+  const Welford all = welford_row(Welford{wn, wmean, wm2}, scratch);
+  mean = all.mean;
+  var = all.m2 / n;
+#else
+  const float k = __ldg(xr);
+  float s1 = 0.f, s2 = 0.f;
+  for_chunks(rc, xr, cols, lane, vec, 0.f, [&](int j, const Vec<VEC>& v) {
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+      const float d = j + e < cols ? v.v[e] - k : 0.f;
+      s1 += d;
+      s2 += d * d;
+    }
+  });
+  s1 = row_reduce(s1, SumOp(), scratch) / n;
+  s2 = row_reduce(s2, SumOp(), scratch) / n;
+  mean = k + s1;
+  var = fmaxf(s2 - s1 * s1, 0.f);
+#endif
+  const float rstd = rsqrtf(var + eps);
+  for_chunks(rc, xr, cols, lane, vec, 0.f, [&](int j, const Vec<VEC>& v) {
+    const Vec<VEC> wv = load_chunk<VEC>(w, j, cols, vec, 0.f);
+    const Vec<VEC> bv = load_chunk<VEC>(b, j, cols, vec, 0.f);
+    Vec<VEC> r;
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) r.v[e] = (v.v[e] - mean) * rstd * wv.v[e] + bv.v[e];
+    store_chunk<VEC>(yr, j, cols, vec, r);
+  });
+  if (lane == 0) {
+    mean_out[row] = mean;
+    rstd_out[row] = rstd;
+  }
+}

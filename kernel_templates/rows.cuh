@@ -1,0 +1,82 @@
+// Row kernels (softmax, LayerNorm, RMSNorm): a group of TPR threads owns one row of `cols` floats.
+//   BLOCK    threads per block
+//   MAPPING  0: a warp per row (BLOCK/32 rows per block); 1: the whole block per row
+//   VEC      floats per access (scalar fall-back where cols % VEC or a pointer is unaligned)
+//   CACHE    1: the row stays in registers between passes (needs cols <= TPR*VEC*ITEMS); 0: re-read
+//   ITEMS    chunks of VEC floats each thread holds when CACHE
+// Thread `lane` of the group owns chunks j = (lane + t*TPR)*VEC, t = 0, 1, …: a warp reads contiguous memory.
+#pragma once
+#include "common.cuh"
+
+#ifndef BLOCK
+#define BLOCK 256
+#endif
+#ifndef MAPPING
+#define MAPPING 0
+#endif
+#ifndef VEC
+#define VEC 4
+#endif
+#ifndef CACHE
+#define CACHE 0
+#endif
+#ifndef ITEMS
+#define ITEMS 8
+#endif
+
+#if MAPPING == 0
+#define TPR 32
+#else
+#define TPR BLOCK
+#endif
+#define ROWS_PER_BLOCK (BLOCK / TPR)
+static_assert(BLOCK % 32 == 0 && BLOCK <= 1024, "BLOCK is a multiple of 32, at most 1024");
+
+// The row this thread works on, its lane within the row's group; false when the row does not exist
+// (then the whole group — a warp, or the block — leaves together).
+__device__ __forceinline__ bool my_row(int rows, int& row, int& lane) {
+  row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / TPR;
+  lane = threadIdx.x % TPR;
+  return row < rows;
+}
+
+template <class Op>
+__device__ __forceinline__ float row_reduce(float v, Op op, float* scratch) {
+#if MAPPING == 0
+  return group_reduce<32>(v, op);
+#else
+  return block_reduce<BLOCK>(v, op, scratch);
+#endif
+}
+
+// The chunks of a row this thread owns: f(j, chunk) for each, from the register cache or from memory.
+// Elements past the end of the row read as `pad`; f must mask them where pad is not neutral.
+struct RowCache {
+#if CACHE
+  Vec<VEC> c[ITEMS];
+#endif
+};
+
+__device__ __forceinline__ void cache_row(RowCache& rc, const float* row, int cols, int lane, bool vec, float pad) {
+#if CACHE
+#pragma unroll
+  for (int t = 0; t < ITEMS; ++t) {
+    const int j = (lane + t * TPR) * VEC;
+    if (j < cols) rc.c[t] = load_chunk<VEC>(row, j, cols, vec, pad);
+  }
+#endif
+}
+
+template <class F>
+__device__ __forceinline__ void for_chunks(const RowCache& rc, const float* row, int cols, int lane, bool vec,
+                                           float pad, F f) {
+#if CACHE
+#pragma unroll
+  for (int t = 0; t < ITEMS; ++t) {
+    const int j = (lane + t * TPR) * VEC;
+    if (j < cols) f(j, rc.c[t]);
+  }
+#else
+  for (int j = lane * VEC; j < cols; j += TPR * VEC) f(j, load_chunk<VEC>(row, j, cols, vec, pad));
+#endif
+}
