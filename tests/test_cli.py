@@ -57,7 +57,9 @@ def test_best_lists_the_stored_configuration(stored_db, runner):
     assert row["template_hash"] == recorded_with
     assert row["stale"] is (recorded_with != template_hash("gemm.cu")), "stale exactly when the template changed"
     empty = runner.invoke(app, ["best", "softmax", "--db", str(stored_db)])
-    assert empty.exit_code != 0 and "unknown kernel" in empty.output
+    assert empty.exit_code == 0 and "no tuned configurations stored for softmax" in empty.output
+    unknown = runner.invoke(app, ["best", "fft", "--db", str(stored_db)])
+    assert unknown.exit_code == 2 and "unknown kernel" in unknown.output
 
 
 def _bad_invocations(tmp_path: Path, stored: Path) -> list[tuple[list[str], str]]:
