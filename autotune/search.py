@@ -460,55 +460,64 @@ def tune(
         template_hash = hash_of(space.template)
     try:
         database = Database(url)
+        storage = None
         try:
+            storage = database.optuna_storage()
             name = studies.study_name(space.name, format_shape(shape_t), evaluator.device, template_hash,
                                       hot_cache=hot_cache)  # fmt: skip
-            study = studies.open_study(
-                database.optuna_storage(),
-                name,
-                sampler_obj,
-                {
-                    "kernel": space.name,
-                    "shape": format_shape(shape_t),
-                    "dtype": space.dtype,
-                    "metric_unit": space.metric_unit,
-                    "device": evaluator.device.to_dict(),
-                    "nvcc": evaluator.toolchain.nvcc,
-                    "template_hash": template_hash,
-                    "space": type(space).ref(),
-                    "domains": {p.name: list(p.values) for p in space.params},
-                    "l2_flush": not hot_cache,
-                },
-            )
+            attributes = _study_attributes(space, shape_t, evaluator, template_hash, hot_cache)
+            study = studies.open_study(storage, name, sampler_obj, attributes)
             run_settings = dataclasses.replace(
                 settings or SearchSettings(trials=trials), trials=trials, sampler=sampler, seed=seed
             )
             report = Search(space, shape_t, evaluator, study, run_settings, on_progress=on_progress).run()
-            best = report.best
-            if best is not None:
-                database.save_best(
-                    BestEntry(
-                        device_name=evaluator.device.name,
-                        compute_capability=evaluator.device.cc,
-                        kernel=space.name,
-                        shape=format_shape(shape_t),
-                        dtype=space.dtype,
-                        template_hash=template_hash,
-                        params=best.config,
-                        time_ms=best.time_ms,
-                        metric=best.metric,
-                        metric_unit=space.metric_unit,
-                        default_time_ms=report.default.time_ms if report.default else None,
-                        driver_version=evaluator.device.driver_version,
-                        nvcc_version=evaluator.toolchain.nvcc,
-                        study_name=name,
-                        trial_number=best.trial_number,
-                    )
-                )
+            if report.best is not None:
+                database.save_best(_best_entry(report, space, evaluator, template_hash))
             return report
         finally:
+            if storage is not None:
+                storage.engine.dispose()  # close Optuna's connections now: SQLite checkpoints here, not at GC
             database.close()
     finally:
         if owned:
             evaluator.close()
 
+
+def _study_attributes(
+    space: KernelSpace, shape: Shape, evaluator: Evaluator, template_hash: str, hot_cache: bool
+) -> dict[str, Any]:
+    """What a new study records about itself (visible in optuna-dashboard)."""
+    return {
+        "kernel": space.name,
+        "shape": format_shape(shape),
+        "dtype": space.dtype,
+        "metric_unit": space.metric_unit,
+        "device": evaluator.device.to_dict(),
+        "nvcc": evaluator.toolchain.nvcc,
+        "template_hash": template_hash,
+        "space": type(space).ref(),
+        "domains": {p.name: list(p.values) for p in space.params},
+        "l2_flush": not hot_cache,
+    }
+
+
+def _best_entry(report: SearchReport, space: KernelSpace, evaluator: Evaluator, template_hash: str) -> BestEntry:
+    best = report.best
+    assert best is not None
+    return BestEntry(
+        device_name=evaluator.device.name,
+        compute_capability=evaluator.device.cc,
+        kernel=space.name,
+        shape=report.shape,
+        dtype=space.dtype,
+        template_hash=template_hash,
+        params=best.config,
+        time_ms=best.time_ms,
+        metric=best.metric,
+        metric_unit=space.metric_unit,
+        default_time_ms=report.default.time_ms if report.default else None,
+        driver_version=evaluator.device.driver_version,
+        nvcc_version=evaluator.toolchain.nvcc,
+        study_name=report.study_name,
+        trial_number=best.trial_number,
+    )
