@@ -108,6 +108,7 @@ class DataSet:
                 raise ValueError(f"reference {name} has {ref.size} elements, output has {int(np.prod(spec.shape))}")
             self.refs[name] = cuda.to_device(ref)
         self.tolerances = {name: space.tolerance(name, shape) for name in self.outputs}
+        self.zero_tolerances = {name: space.zero_tolerance(name, shape) for name in self.outputs}
 
     def free(self) -> None:
         for alloc, _ in self.buffers.values():
@@ -252,9 +253,12 @@ class GpuSession:
                 raise CandidateFailed(
                     "nan", f"{where}: {int(bad[0])} of {n} elements NaN/inf (not written, or overflow)"
                 )
-            rel = math.sqrt(sums[0] / sums[1]) if sums[1] > 0 else math.sqrt(sums[0] / max(n, 1))
-            if not rel <= data.tolerances[name]:
-                raise CandidateFailed("wrong", f"{where}: relative error {rel:.2e} > {data.tolerances[name]:.0e}")
+            if sums[1] > 0:
+                rel, limit, what = math.sqrt(sums[0] / sums[1]), data.tolerances[name], "relative error"
+            else:  # the reference is exactly zero: an absolute bound
+                rel, limit, what = math.sqrt(sums[0] / max(n, 1)), data.zero_tolerances[name], "RMS error (zero reference)"
+            if not rel <= limit:
+                raise CandidateFailed("wrong", f"{where}: {what} {rel:.2e} > {limit:.0e}")
             worst = max(worst, rel)
         return worst
 

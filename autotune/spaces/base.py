@@ -179,6 +179,11 @@ class KernelSpace(ABC):
         """Largest accepted ‖out − ref‖ / ‖ref‖ for ``output``."""
         return 1e-4
 
+    def zero_tolerance(self, output: str, shape: Shape) -> float:
+        """Largest RMS error accepted where the whole reference is exactly zero (a relative error is undefined
+        there, e.g. LayerNorm's dx over rows of length 1): an absolute bound on the output's natural scale."""
+        return self.tolerance(output, shape)
+
     def validation_shapes(self, shape: Shape) -> list[Shape]:
         """Small shapes with ragged edges, checked (with fresh inputs) besides the target shape."""
         return []
