@@ -18,6 +18,7 @@ import dataclasses
 import datetime as dt
 import random
 import time
+import warnings
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -46,6 +47,8 @@ class SearchSettings:
     retime_top: int = 5
     retime_rounds: int = 20
     patience: int = 200  # consecutive proposals that count for nothing (rejected, duplicate) before stopping
+    heartbeat_s: int = 5  # in-flight trials prove they are alive this often; silent for 4x longer: stale
+    refresh_s: float = 2.0  # how often trials finished by other processes on the same study are read
 
 
 @dataclass
@@ -128,7 +131,10 @@ class Search:
         settings: SearchSettings,
         *,
         on_progress: Callable[[Progress], None] | None = None,
+        heartbeat: Callable[[int], None] | None = None,
     ) -> None:
+        """``heartbeat(trial_id)`` records that a trial is alive (RDBStorage.record_heartbeat): trials of a
+        process that was killed then go stale and are failed by the next run instead of staying RUNNING."""
         self.space = space
         self.shape = tuple(shape)
         self.evaluator = evaluator
@@ -151,21 +157,46 @@ class Search:
         self._idle = 0
         self._grid = iter(space.configs()) if settings.sampler == "grid" else None
         self._best: Ranked | None = None
-        self._load()
-
-    # --- resume ---------------------------------------------------------------------------------------------
-    def _load(self) -> None:
-        for t in self.study.get_trials(deepcopy=False):
-            if studies.is_measured(t):
-                self._remember(t.number, t.state, t.value, dict(t.params), t.user_attrs)
-            elif t.user_attrs.get(studies.OUTCOME) == studies.REJECTED:
-                self.report.rejected_total += 1
+        self._heartbeat = heartbeat
+        self._seen: set[int] = set()  # trial numbers already counted
+        self._fail_stale()
+        self._refresh()
         # A new study measures the template's default configuration first: the baseline of the speedup.
         default = dict(self.space.default_config)
         self._default_first = not self.study.trials and not self.space.violations(default, self.shape, self.device)
 
+    # --- resume, and other processes on the same study -------------------------------------------------------
+    def _refresh(self) -> None:
+        """Count the measured trials the study holds (ours, earlier runs', other processes')."""
+        for t in self.study.get_trials(deepcopy=False):
+            if t.number in self._seen:
+                continue
+            if studies.is_measured(t):
+                self._remember(t.number, t.state, t.value, dict(t.params), t.user_attrs)
+            elif t.user_attrs.get(studies.OUTCOME) == studies.REJECTED:
+                self._seen.add(t.number)
+                self.report.rejected_total += 1
+
+    def _fail_stale(self) -> None:
+        """Trials left RUNNING by a killed process (no heartbeat for a while) become FAIL."""
+        if self._heartbeat is None:
+            return
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # optuna marks fail_stale_trials experimental
+            optuna.storages.fail_stale_trials(self.study)
+
+    def _beat(self, trials: list[optuna.Trial]) -> None:
+        if self._heartbeat is not None:
+            for trial in trials:
+                self._heartbeat(trial._trial_id)
+
     def _remember(self, number: int, state: TrialState, value: float | None, config: Config, attrs: dict) -> None:
-        self.known[config_key(config)] = _Known(number, state, value, config, dict(attrs))
+        self._seen.add(number)
+        key = config_key(config)
+        if key in self.known and self.known[key].number != number:  # another process measured it as well
+            self.report.measured_total += 1
+            return
+        self.known[key] = _Known(number, state, value, config, dict(attrs))
         self.report.measured_total += 1
         if state == TrialState.COMPLETE and value is not None and (self._best is None or value < self._best.time_ms):
             self._best = Ranked(
@@ -193,7 +224,10 @@ class Search:
                 self.report.stopped_early = "every valid configuration has been measured"
                 return
             self.study.enqueue_trial(config)
-        trial = self.study.ask(self.distributions)
+        with warnings.catch_warnings():
+            # We record heartbeats ourselves (Search._beat); Optuna warns that ask/tell users usually do not.
+            warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed", category=UserWarning)
+            trial = self.study.ask(self.distributions)
         try:
             self._place(trial)
         except BaseException:  # interrupted between ask and submit: settle the trial unless it is in flight
@@ -228,6 +262,7 @@ class Search:
         pending = _Pending(trial, key, config)
         self.pending[self.evaluator.submit(config)] = pending
         self.pending_keys[key] = pending
+        self._beat([trial])  # from now on the trial can go stale if this process dies
 
     def _tell_duplicate(self, trial: optuna.Trial, known: _Known) -> None:
         trial.set_user_attr(studies.OUTCOME, studies.DUPLICATE)
@@ -297,9 +332,17 @@ class Search:
     def run(self) -> SearchReport:
         start = time.perf_counter()
         restarts0 = self.evaluator.restarts
+        last_beat = last_refresh = time.monotonic()
         try:
             self._progress()
             while True:
+                now = time.monotonic()
+                if now - last_refresh >= self.settings.refresh_s:
+                    self._refresh()
+                    last_refresh = now
+                if now - last_beat >= self.settings.heartbeat_s:
+                    self._beat([t for p in self.pending.values() for t in (p.trial, *p.duplicates)])
+                    last_beat = now
                 while (
                     self.report.stopped_early is None
                     and len(self.pending) < self.settings.in_flight
@@ -322,8 +365,12 @@ class Search:
             self._abandon_pending()
             raise
         self.report.restarts = self.evaluator.restarts - restarts0
+        self._refresh()
+        self._fail_stale()
         self._rank()
         self._count_failures()
+        total = int(self.study.user_attrs.get("worker_restarts", 0)) + self.report.restarts
+        self.study.set_user_attr("worker_restarts", total)
         self.report.wall_s = time.perf_counter() - start
         return self.report
 
@@ -462,15 +509,17 @@ def tune(
         database = Database(url)
         storage = None
         try:
-            storage = database.optuna_storage()
+            run_settings = dataclasses.replace(
+                settings or SearchSettings(trials=trials), trials=trials, sampler=sampler, seed=seed
+            )
+            storage = database.optuna_storage(heartbeat_s=run_settings.heartbeat_s)
             name = studies.study_name(space.name, format_shape(shape_t), evaluator.device, template_hash,
                                       hot_cache=hot_cache)  # fmt: skip
             attributes = _study_attributes(space, shape_t, evaluator, template_hash, hot_cache)
             study = studies.open_study(storage, name, sampler_obj, attributes)
-            run_settings = dataclasses.replace(
-                settings or SearchSettings(trials=trials), trials=trials, sampler=sampler, seed=seed
-            )
-            report = Search(space, shape_t, evaluator, study, run_settings, on_progress=on_progress).run()
+            search = Search(space, shape_t, evaluator, study, run_settings, on_progress=on_progress,
+                            heartbeat=storage.record_heartbeat)  # fmt: skip
+            report = search.run()
             if report.best is not None:
                 database.save_best(_best_entry(report, space, evaluator, template_hash))
             return report
