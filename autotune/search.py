@@ -131,10 +131,10 @@ class Search:
         settings: SearchSettings,
         *,
         on_progress: Callable[[Progress], None] | None = None,
-        heartbeat: Callable[[int], None] | None = None,
+        liveness: studies.Liveness | None = None,
     ) -> None:
-        """``heartbeat(trial_id)`` records that a trial is alive (RDBStorage.record_heartbeat): trials of a
-        process that was killed then go stale and are failed by the next run instead of staying RUNNING."""
+        """``liveness`` keeps in-flight trials' heartbeats: trials of a process that was killed then go stale
+        and are failed by the next run instead of staying RUNNING."""
         self.space = space
         self.shape = tuple(shape)
         self.evaluator = evaluator
@@ -157,7 +157,7 @@ class Search:
         self._idle = 0
         self._grid = iter(space.configs()) if settings.sampler == "grid" else None
         self._best: Ranked | None = None
-        self._heartbeat = heartbeat
+        self._liveness = liveness
         self._seen: set[int] = set()  # trial numbers already counted
         self._fail_stale()
         self._refresh()
@@ -178,17 +178,13 @@ class Search:
                 self.report.rejected_total += 1
 
     def _fail_stale(self) -> None:
-        """Trials left RUNNING by a killed process (no heartbeat for a while) become FAIL."""
-        if self._heartbeat is None:
-            return
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # optuna marks fail_stale_trials experimental
-            optuna.storages.fail_stale_trials(self.study)
+        """Trials left RUNNING by a killed process become FAIL."""
+        if self._liveness is not None:
+            self._liveness.sweep(self.study)
 
     def _beat(self, trials: list[optuna.Trial]) -> None:
-        if self._heartbeat is not None:
-            for trial in trials:
-                self._heartbeat(trial._trial_id)
+        if self._liveness is not None:
+            self._liveness.beat(trials)
 
     def _remember(self, number: int, state: TrialState, value: float | None, config: Config, attrs: dict) -> None:
         self._seen.add(number)
@@ -229,6 +225,7 @@ class Search:
             warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed", category=UserWarning)
             trial = self.study.ask(self.distributions)
         try:
+            self._beat([trial])  # at once: a trial without any heartbeat is only failed after the grace period
             self._place(trial)
         except BaseException:  # interrupted between ask and submit: settle the trial unless it is in flight
             placed = any(trial in (p.trial, *p.duplicates) for p in self.pending.values())
@@ -262,7 +259,6 @@ class Search:
         pending = _Pending(trial, key, config)
         self.pending[self.evaluator.submit(config)] = pending
         self.pending_keys[key] = pending
-        self._beat([trial])  # from now on the trial can go stale if this process dies
 
     def _tell_duplicate(self, trial: optuna.Trial, known: _Known) -> None:
         trial.set_user_attr(studies.OUTCOME, studies.DUPLICATE)
@@ -517,8 +513,9 @@ def tune(
                                       hot_cache=hot_cache)  # fmt: skip
             attributes = _study_attributes(space, shape_t, evaluator, template_hash, hot_cache)
             study = studies.open_study(storage, name, sampler_obj, attributes)
+            liveness = studies.Liveness(storage, run_settings.heartbeat_s)
             search = Search(space, shape_t, evaluator, study, run_settings, on_progress=on_progress,
-                            heartbeat=storage.record_heartbeat)  # fmt: skip
+                            liveness=liveness)  # fmt: skip
             report = search.run()
             if report.best is not None:
                 database.save_best(_best_entry(report, space, evaluator, template_hash))

@@ -15,6 +15,7 @@ import datetime as dt
 import json
 import os
 import sqlite3
+import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -205,7 +206,7 @@ class Database:
             path.parent.mkdir(exist_ok=True)
         try:
             self.engine = tune_engine(sa.create_engine(url, **engine_kwargs(url)))
-            self._upgrade(create)
+            _retry_initialisation(lambda: self._upgrade(create))
         except SQLAlchemyError as exc:
             raise StorageError(f"cannot open database {_display(url)}: {_one_line(exc)}") from None
 
@@ -246,15 +247,18 @@ class Database:
         """Optuna's RDBStorage on this database; with ``heartbeat_s``, trials silent for 4x that are stale."""
         import optuna
 
-        try:
+        def create() -> Any:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # heartbeat_interval
-                storage = optuna.storages.RDBStorage(
+                return optuna.storages.RDBStorage(
                     self.url,
                     engine_kwargs=engine_kwargs(self.url),
                     heartbeat_interval=heartbeat_s,
                     grace_period=4 * heartbeat_s if heartbeat_s else None,
                 )
+
+        try:
+            storage = _retry_initialisation(create)
         except Exception as exc:  # optuna raises RuntimeError / SQLAlchemyError for a foreign or newer schema
             raise StorageError(f"cannot open Optuna's tables in {_display(self.url)}: {_one_line(exc)}") from None
         tune_engine(storage.engine)
@@ -334,6 +338,24 @@ class Database:
 
     def close(self) -> None:
         self.engine.dispose()
+
+
+def _retry_initialisation(step: Callable[[], Any], attempts: int = 6) -> Any:
+    """Run a table-creating step; processes that create the same tables at once collide on a unique key
+    (Optuna's alembic_version, our schema_version row): the losers retry and find the tables made."""
+    for attempt in range(attempts):
+        try:
+            return step()
+        except (IntegrityError, sa.exc.OperationalError) as exc:
+            text = str(exc).lower()
+            if attempt == attempts - 1 or not ("unique" in text or "locked" in text or "exists" in text):
+                raise
+        except Exception as exc:  # optuna wraps what SQLAlchemy raised during its own creation
+            cause = exc.__cause__ or exc.__context__
+            if attempt == attempts - 1 or not isinstance(cause, (IntegrityError, sa.exc.OperationalError)):
+                raise
+        time.sleep(0.05 * 2**attempt)
+    raise AssertionError("unreachable")
 
 
 def _display(url: str) -> str:

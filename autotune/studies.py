@@ -7,9 +7,13 @@ editing a template starts a new study, re-running the same command resumes the o
 
 from __future__ import annotations
 
+import datetime as dt
+import warnings
 from typing import Any
 
 import optuna
+import sqlalchemy as sa
+from optuna.trial import TrialState
 
 from autotune.device import DeviceInfo
 from autotune.templates import short_hash
@@ -52,3 +56,40 @@ def is_measured(trial: optuna.trial.FrozenTrial) -> bool:
         optuna.trial.TrialState.COMPLETE,
         optuna.trial.TrialState.FAIL,
     )
+
+
+class Liveness:
+    """Heartbeats for in-flight trials, and the sweep that fails trials of processes that died.
+
+    A trial is dead when its heartbeat is older than the grace period (Optuna's own stale-trial check), or —
+    killed between `ask` and its first heartbeat — it has no heartbeat at all and started longer ago than the
+    grace period. Every live process records a trial's first heartbeat right after asking for it.
+    """
+
+    def __init__(self, storage: Any, heartbeat_s: int) -> None:
+        self.storage = storage  # optuna.storages.RDBStorage with heartbeat_interval=heartbeat_s
+        self.grace_s = 4 * heartbeat_s
+
+    def beat(self, trials: list[optuna.Trial]) -> None:
+        for trial in trials:
+            self.storage.record_heartbeat(trial._trial_id)
+
+    def sweep(self, study: optuna.Study) -> int:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # optuna marks fail_stale_trials experimental
+            optuna.storages.fail_stale_trials(study)
+        cutoff = dt.datetime.now() - dt.timedelta(seconds=self.grace_s)  # optuna stores naive local times
+        query = sa.text(
+            "SELECT t.trial_id FROM trials t JOIN studies s ON s.study_id = t.study_id "
+            "LEFT JOIN trial_heartbeats h ON h.trial_id = t.trial_id "
+            "WHERE s.study_name = :name AND t.state = 'RUNNING' AND h.trial_id IS NULL AND t.datetime_start < :cutoff"
+        )
+        with self.storage.engine.connect() as conn:
+            orphans = [row[0] for row in conn.execute(query, {"name": study.study_name, "cutoff": cutoff})]
+        failed = 0
+        for trial_id in orphans:
+            try:
+                failed += bool(self.storage.set_trial_state_values(trial_id, state=TrialState.FAIL))
+            except optuna.exceptions.UpdateFinishedTrialError:
+                pass  # another process settled it first
+        return failed

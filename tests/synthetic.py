@@ -39,17 +39,17 @@ def fake_time(key: str) -> float:
     return 0.5 + int(hashlib.sha256(key.encode()).hexdigest()[:6], 16) / 0xFFFFFF
 
 
-def make_recording(path: Path, domains: dict = DOMAINS) -> Recording:
+def make_recording(path: Path, domains: dict = DOMAINS, shape: tuple = SHAPE) -> Recording:
     space = get_space("gemm", domains)
     rec = Recording(
         kernel="gemm",
-        shape=SHAPE,
+        shape=shape,
         device=H200,
         toolchain=Toolchain(nvcc="13.0.88"),
         template_hash=template_hash("gemm.cu"),
         domains=domains,
     )
-    for config in space.valid_configs(SHAPE, H200):
+    for config in space.valid_configs(shape, H200):
         key = config_key(config)
         if config["BK"] == 16 and config["A_PAD"] == 0 and config["GROUP_M"] == 8:
             m = Measurement.failed("wrong", "C at 333x268x100: relative error 3.1e-02 > 1e-04", registers=90)

@@ -7,6 +7,10 @@
 #ifndef TILE
 #define TILE 16
 #endif
+#ifndef UNROLL
+#define UNROLL 1
+#endif
+constexpr int kUnroll = UNROLL;  // #pragma unroll takes a constant expression, not a macro
 #if FAULT == 4
 #error "injected compile failure"
 #endif
@@ -31,7 +35,7 @@ extern "C" __global__ void sgemm(const float* __restrict__ A, const float* __res
     As[ty][tx] = (row < M && k0 + tx < K) ? A[(size_t)row * K + k0 + tx] : 0.f;
     Bs[ty][tx] = (k0 + ty < K && col < N) ? B[(size_t)(k0 + ty) * N + col] : 0.f;
     __syncthreads();
-#pragma unroll
+#pragma unroll kUnroll
     for (int k = 0; k < TILE; ++k) acc += As[ty][k] * Bs[k][tx];
     __syncthreads();
   }

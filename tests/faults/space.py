@@ -21,14 +21,15 @@ class FaultyGemmSpace(GemmSpace):
     parameters = (
         Param("FAULT", tuple(FAULTS)),
         Param("TILE", (8, 16, 32)),
+        Param("UNROLL", (1, 4, 8)),
     )
-    default_config = {"FAULT": "none", "TILE": 16}
+    default_config = {"FAULT": "none", "TILE": 16, "UNROLL": 1}
 
     def constraints(self, config, shape, device):
         return []  # let every fault reach the GPU
 
     def defines(self, config: Config) -> dict:
-        return {"FAULT": FAULTS[config["FAULT"]], "TILE": config["TILE"]}
+        return {"FAULT": FAULTS[config["FAULT"]], "TILE": config["TILE"], "UNROLL": config["UNROLL"]}
 
     def launches(self, config: Config, shape, device) -> list[Step]:
         m, n, k = shape
@@ -40,4 +41,4 @@ class FaultyGemmSpace(GemmSpace):
         ]  # fmt: skip
 
     def describe(self, config: Config) -> str:
-        return f"FAULT={config['FAULT']} TILE={config['TILE']}"
+        return f"FAULT={config['FAULT']} TILE={config['TILE']} UNROLL={config['UNROLL']}"

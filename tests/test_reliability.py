@@ -1,0 +1,250 @@
+"""Reliability: interruption and resume, concurrent writers, bad input, schema evolution.
+
+Searches run in child processes on the replay evaluator (real H200 measurements, a simulated GPU delay), so
+they can be killed at random points like a real one.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+import sqlalchemy as sa
+from optuna.trial import TrialState
+from typer.testing import CliRunner
+
+import autotune
+from autotune import studies
+from autotune.cli import app
+from autotune.errors import AutotuneError, InvalidArgument, InvalidConfig, StorageError, UnknownKernel
+from autotune.spaces import config_key
+from autotune.storage import SCHEMA_VERSION, Database, resolve_url
+
+from conftest import DATA, file_digest
+
+RECORDING = DATA / "replay_gemm_h200.json"
+
+SEARCH_SCRIPT = textwrap.dedent(
+    """
+    import sys
+    from autotune.evaluation import Recording, ReplayEvaluator
+    from autotune.search import SearchSettings, tune
+
+    recording, db, trials, seed, delay = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
+    rec = Recording.load(recording)
+    tune("gemm", rec.shape, trials=trials, db=db, seed=seed, evaluator=ReplayEvaluator(rec, delay_s=delay),
+         template_hash=rec.template_hash, domains=rec.domains,
+         settings=SearchSettings(trials=trials, heartbeat_s=1, refresh_s=0.2, in_flight=4))
+    print("done")
+    """
+)
+
+
+def start_search(tmp_path: Path, recording: Path, db: str, trials: int, seed: int, delay: float = 0.02):
+    script = tmp_path / "search.py"
+    script.write_text(SEARCH_SCRIPT)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parent.parent), *sys.path]))
+    return subprocess.Popen(
+        [sys.executable, str(script), str(recording), db, str(trials), str(seed), str(delay)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+
+
+def measured(study) -> dict[int, tuple]:
+    return {t.number: (config_key(t.params), t.state, t.value) for t in study.trials if studies.is_measured(t)}
+
+
+def only_study(db: str):
+    (summary,) = optuna.get_all_study_summaries(resolve_url(db))
+    return optuna.load_study(study_name=summary.study_name, storage=resolve_url(db))
+
+
+def test_sigint_and_sigkill_at_random_points_lose_nothing(tmp_path):
+    db = str(tmp_path / "r.db")
+    target = 60
+    rng = random.Random(2026)
+    history: list[dict[int, tuple]] = []
+    kills = [signal.SIGINT, signal.SIGKILL, signal.SIGKILL, signal.SIGINT, signal.SIGKILL]
+    for i, sig in enumerate(kills):
+        proc = start_search(tmp_path, RECORDING, db, target, seed=i)
+        time.sleep(rng.uniform(2.5, 4.0))  # imports take ~1.5 s: the kill lands mid-search
+        if proc.poll() is None:
+            proc.send_signal(sig)
+        proc.communicate(timeout=120)
+        if Path(db).exists():
+            history.append(measured(only_study(db)))
+    assert any(0 < len(h) < target for h in history), "some kill landed in the middle of a search"
+    time.sleep(4.5)  # the grace period of the last killed process's heartbeats (4 x 1 s)
+    proc = start_search(tmp_path, RECORDING, db, target, seed=99)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0 and "done" in out, err[-2000:]
+
+    study = only_study(db)
+    final = measured(study)
+    assert len(final) == target, "the study completes to the requested number of measured trials"
+    for earlier in history:  # nothing completed before a kill is lost or changed
+        for number, entry in earlier.items():
+            assert final.get(number) == entry
+    keys = [key for key, _, _ in final.values()]
+    assert len(keys) == len(set(keys)), "no configuration measured twice"
+    assert not [t for t in study.trials if t.state == TrialState.RUNNING], "no trial stays RUNNING"
+    (row,) = Database(resolve_url(db), create=False).best("gemm")
+    winner = study.trials[row.trial_number]
+    assert studies.is_measured(winner) and winner.state == TrialState.COMPLETE and winner.params == row.config
+
+
+def _concurrency(tmp_path: Path, db: str) -> None:
+    from synthetic import make_recording
+
+    other = tmp_path / "other.json"
+    third = tmp_path / "third.json"
+    make_recording(other, shape=(2048, 2048, 2048))
+    make_recording(third, shape=(512, 512, 512))
+    runs = [(RECORDING, 80), (RECORDING, 80), (other, 40), (third, 40)]
+    procs = [start_search(tmp_path, rec, db, trials, seed=i, delay=0.005) for i, (rec, trials) in enumerate(runs)]
+    outputs = [p.communicate(timeout=600) for p in procs]
+    for proc, (out, err) in zip(procs, outputs):
+        assert proc.returncode == 0, err[-3000:]
+        assert "database is locked" not in err
+    storage = resolve_url(db)
+    summaries = optuna.get_all_study_summaries(storage)
+    assert len(summaries) == 3
+    rows = Database(storage, create=False).best("gemm")
+    assert len(rows) == 3
+    for summary in summaries:
+        study = optuna.load_study(study_name=summary.study_name, storage=storage)
+        count = len(measured(study))
+        target = 80 if summary.study_name.startswith("gemm-1024x") else 40
+        # Two processes on one study each stop once it holds the target; each may finish its last few in flight.
+        assert target <= count <= target + 2 * 4, (summary.study_name, count)
+        assert not [t for t in study.trials if t.state == TrialState.RUNNING]
+        (row,) = [r for r in rows if r.study_name == summary.study_name]
+        winner = study.trials[row.trial_number]
+        assert winner.state == TrialState.COMPLETE and winner.params == row.config
+
+
+def test_four_processes_share_one_sqlite_database(tmp_path):
+    _concurrency(tmp_path, str(tmp_path / "shared.db"))
+
+
+def test_four_processes_share_one_postgresql_database(tmp_path):
+    url = os.environ.get("AUTOTUNE_TEST_POSTGRES_URL")
+    if not url:
+        pytest.skip("no PostgreSQL server: .ci/run starts one and sets AUTOTUNE_TEST_POSTGRES_URL")
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:  # a clean database for this run
+        conn.execute(sa.text("DROP SCHEMA public CASCADE; CREATE SCHEMA public"))
+    engine.dispose()
+    _concurrency(tmp_path, url)
+
+
+# --- bad input: the CLI and the Python API --------------------------------------------------------------------
+def _api_cases(tmp_path: Path, db: str) -> list:
+    return [
+        (lambda: autotune.tune("nosuchkernel", db=db), UnknownKernel, "unknown kernel"),
+        (lambda: autotune.tune("gemm", "4096x", db=db), InvalidArgument, "malformed shape"),
+        (lambda: autotune.tune("gemm", "-1x2x3", db=db), InvalidArgument, "positive"),
+        (lambda: autotune.tune("gemm", trials=0, db=db), InvalidArgument, "--trials"),
+        (lambda: autotune.tune("gemm", sampler="annealing", db=db), InvalidArgument, "unknown sampler"),
+        (lambda: autotune.tune("gemm", db=str(tmp_path / "no" / "x.db"), replay=str(RECORDING)), StorageError,
+         "does not exist"),
+        (lambda: autotune.tune("gemm", db=db, replay=str(tmp_path / "none.json")), InvalidArgument,
+         "cannot read replay"),
+        (lambda: autotune.get_space("gemm", {"BM": [96]}), InvalidArgument, "outside its domain"),
+        (lambda: autotune.get_space("gemm").require_valid({"BM": 1}, (1, 1, 1), None), InvalidConfig, "invalid"),
+    ]  # fmt: skip
+
+
+def test_bad_input_table_cli_and_api(tmp_path, monkeypatch):
+    db = tmp_path / "keep.db"
+    result = CliRunner().invoke(app, ["search", "gemm", "--trials", "10", "--replay", str(RECORDING), "--db", str(db)])
+    assert result.exit_code == 0
+    before = file_digest(db)
+    newer = tmp_path / "newer.db"
+    shutil.copy(db, newer)
+    with sqlite3.connect(newer) as conn:
+        conn.execute("UPDATE autotune_meta SET value = '99' WHERE key = 'schema_version'")
+    truncated = tmp_path / "truncated.db"
+    truncated.write_bytes(db.read_bytes()[:3000])
+    notdb = tmp_path / "notes.db"
+    notdb.write_text("not a database")
+    replay = ["--replay", str(RECORDING)]
+    cli = [
+        (["search", "gemm", "--db", str(newer), *replay], "newer autotune", newer),
+        (["search", "gemm", "--db", str(truncated), *replay], "", truncated),
+        (["best", "--db", str(truncated)], "", truncated),
+        (["search", "gemm", "--db", str(notdb), *replay], "not an SQLite database", notdb),
+        (["search", "gemm", "--shape", "4096x", "--db", str(db)], "malformed shape", db),
+        (["search", "gemm", "--shape", "0x1x1", "--db", str(db)], "positive integer", db),
+        (["search", "gemm", "--shape", "abc", "--db", str(db)], "malformed shape", db),
+        (["search", "gemm", "--trials", "0", "--db", str(db)], "--trials", db),
+        (["search", "gemm", "--sampler", "annealing", "--db", str(db)], "unknown sampler", db),
+        (["search", "nosuchkernel", "--db", str(db)], "unknown kernel", db),
+        (["import", str(notdb), "--db", str(db)], "is not JSON", db),
+        (["export", "--out", str(tmp_path / "no" / "x.json"), "--db", str(db)], "does not exist", db),
+    ]
+    digests = {p: file_digest(p) for _, _, p in cli}
+    for args, message, path in cli:
+        result = CliRunner().invoke(app, args)
+        text = result.output.strip()
+        assert result.exit_code == 2, (args, text)
+        assert text.startswith("error:") and len(text.splitlines()) == 1 and message in text, (args, text)
+        assert file_digest(path) == digests[path], args
+    monkeypatch.setenv("AUTOTUNE_NVCC", "/nonexistent/nvcc")
+    result = CliRunner().invoke(app, ["search", "gemm", "--db", str(db)])
+    assert result.exit_code == 2 and "AUTOTUNE_NVCC" in result.output
+    monkeypatch.delenv("AUTOTUNE_NVCC")
+    for call, error, message in _api_cases(tmp_path, str(db)):
+        with pytest.raises(error, match=message) as info:
+            call()
+        assert isinstance(info.value, AutotuneError) and "\n" not in str(info.value)
+    assert file_digest(db) == before, "nothing stored was changed"
+    assert len(cli) + 1 + len(_api_cases(tmp_path, str(db))) >= 20
+
+
+# --- schema evolution -----------------------------------------------------------------------------------------
+def test_a_database_of_this_version_opens_unchanged(tmp_path):
+    db = tmp_path / "v1.db"
+    shutil.copy(DATA / "autotune_schema_v1.db", db)
+    database = Database(resolve_url(db))
+    assert database.schema_version() == SCHEMA_VERSION == 1
+    (row,) = database.best("gemm")
+    assert row.shape == "1024x1024x1024" and row.config["BM"] in (64, 128)
+    database.close()
+    assert optuna.get_all_study_summaries(resolve_url(db))[0].n_trials > 0, "Optuna's tables are readable"
+
+
+def test_a_future_migration_upgrades_in_place_without_losing_rows(tmp_path, monkeypatch):
+    import autotune.storage as storage
+
+    db = tmp_path / "v1.db"
+    shutil.copy(DATA / "autotune_schema_v1.db", db)
+    before = {r.shape: r.to_dict() for r in Database(resolve_url(db), create=False).best()}
+
+    def add_notes(conn):
+        conn.execute(sa.text("ALTER TABLE autotune_best ADD COLUMN notes TEXT DEFAULT ''"))
+
+    monkeypatch.setattr(storage, "SCHEMA_VERSION", 2)
+    monkeypatch.setitem(storage.MIGRATIONS, 2, add_notes)
+    upgraded = Database(resolve_url(db))
+    assert upgraded.schema_version() == 2
+    after = {r.shape: r.to_dict() for r in upgraded.best()}
+    assert after == before, "every row survives the upgrade"
+    with upgraded.engine.connect() as conn:
+        assert "notes" in {c["name"] for c in sa.inspect(conn).get_columns("autotune_best")}
+    upgraded.close()
+    monkeypatch.setattr(storage, "SCHEMA_VERSION", 1)  # the older program refuses the upgraded file, untouched
+    digest = file_digest(db)
+    with pytest.raises(StorageError, match="newer autotune"):
+        Database(resolve_url(db))
+    assert file_digest(db) == digest
