@@ -233,6 +233,146 @@ def best(
         )
 
 
+def _reader(db: Optional[str]) -> Any:
+    from autotune.summary import open_reader
+
+    return open_reader(resolve_url(db))
+
+
+def _failures_text(failed: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in failed.items()) or "0"
+
+
+@app.command("studies")
+def list_studies(
+    kernel: Optional[str] = typer.Option(None, help="only this kernel"),
+    device: Optional[str] = typer.Option(None, help="only this device name"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON"),
+    db: Optional[str] = typer.Option(None, help=DB_HELP),
+) -> None:
+    """One line per study: trials complete / failed / rejected, best time and metric, speedup, last update."""
+    if kernel is not None:
+        get_space(kernel)
+    reader = _reader(db)
+    try:
+        if not reader.names():
+            raise InvalidArgument(f"no studies in {reader.database.url.removeprefix('sqlite:///')}")
+        rows = reader.summaries(kernel=kernel, device=device)
+    finally:
+        reader.close()
+    if as_json:
+        console.print_json(json.dumps([r.to_dict() for r in rows]))
+        return
+    if not rows:
+        console.print(f"no studies of {kernel or 'any kernel'} on {device or 'any device'}")
+        return
+    for r in rows:
+        best = f"{r.best_ms:.4f} ms = {r.best_metric:.2f} {r.metric_unit}" if r.best_ms else "no complete trial"
+        speed = f", {r.speedup:.2f}x default" if r.speedup else ""
+        when = f"{r.last_update:%Y-%m-%d %H:%M}" if r.last_update else "-"
+        console.print(f"[bold]{escape(r.name)}[/]", soft_wrap=True)
+        console.print(
+            f"    {r.kernel} {r.shape} on {escape(r.device)}: {r.complete} complete, failed "
+            f"{_failures_text(r.failed)}, {r.rejected} rejected; best {best}{speed}; updated {when}",
+            soft_wrap=True,
+        )
+
+
+@app.command()
+def show(
+    study: str = typer.Argument(..., help="study name or a unique prefix of it"),
+    top: int = typer.Option(10, help="how many of the best trials"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON"),
+    db: Optional[str] = typer.Option(None, help=DB_HELP),
+) -> None:
+    """The best trials of a study with their parameters and resources, and its failures by reason."""
+    if top < 1:
+        raise InvalidArgument(f"--top must be at least 1, got {top}")
+    reader = _reader(db)
+    try:
+        details = reader.details(reader.resolve(study), top)
+    finally:
+        reader.close()
+    if as_json:
+        console.print_json(json.dumps(details.to_dict()))
+        return
+    s = details.summary
+    console.print(f"[bold]{escape(s.name)}[/]: {s.kernel} {s.shape} on {escape(s.device)}", soft_wrap=True)
+    console.print(
+        f"{s.complete} complete, failed {_failures_text(s.failed)}, {s.rejected} rejected, {s.duplicates} duplicates, "
+        f"{s.interrupted} interrupted; GPU worker restarts {s.worker_restarts}", soft_wrap=True,
+    )  # fmt: skip
+    space = get_space(s.kernel) if s.kernel in kernel_names() else None
+    table = Table(show_edge=False, pad_edge=False)
+    for col in ("trial", "time ms", s.metric_unit or "metric", "regs", "smem B", "compile s"):
+        table.add_column(col, justify="right", no_wrap=True)
+    table.add_column("configuration", ratio=1)
+    for t in details.top:
+        table.add_row(
+            f"{t.number}{'' if t.retimed else '*'}", f"{t.time_ms:.4f}", f"{(t.metric or 0):.2f}",
+            str(t.registers or ""), str(t.shared_bytes or ""), "" if t.compile_s is None else f"{t.compile_s:.2f}",
+            escape(space.describe(t.params) if space else json.dumps(t.params)),
+        )  # fmt: skip
+    console.print(table)
+    console.print("* not re-timed with the leaders")
+    if details.failures:
+        console.print("failures by reason:")
+        for kind, f in details.failures.items():
+            console.print(f"  {kind} ({f['count']}), e.g. trial {f['trial']}: {f['example']}", markup=False,
+                          soft_wrap=True)  # fmt: skip
+
+
+@app.command()
+def report(
+    study: str = typer.Argument(..., help="study name or a unique prefix of it"),
+    out: str = typer.Option(..., "--out", "-o", help="directory for index.html and the PNGs"),
+    db: Optional[str] = typer.Option(None, help=DB_HELP),
+) -> None:
+    """Write a study's summary page and plots (history, importances, metric per parameter) to a directory."""
+    from pathlib import Path
+
+    from autotune.report import write_report
+
+    reader = _reader(db)
+    try:
+        files = write_report(reader, reader.resolve(study), Path(out))
+    finally:
+        reader.close()
+    console.print(f"wrote {', '.join(str(f) for f in files)}", markup=False, soft_wrap=True)
+
+
+@app.command()
+def dashboard(
+    port: int = typer.Option(8080, help="port to listen on"),
+    host: str = typer.Option("127.0.0.1", help="address to listen on"),
+    db: Optional[str] = typer.Option(None, help=DB_HELP),
+) -> None:
+    """Serve the studies in optuna-dashboard (needs: pip install 'autotune[dashboard]')."""
+    import socket
+
+    try:
+        import optuna_dashboard
+    except ImportError:
+        raise InvalidArgument("the dashboard needs optuna-dashboard: pip install 'autotune[dashboard]'") from None
+    if not 0 < port < 65536:
+        raise InvalidArgument(f"--port must be between 1 and 65535, got {port}")
+    reader = _reader(db)  # the database must exist and hold studies
+    try:
+        if not reader.names():
+            raise InvalidArgument(f"no studies in {reader.database.url.removeprefix('sqlite:///')}")
+    finally:
+        reader.close()
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise InvalidArgument(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    url = resolve_url(db)
+    console.print(f"optuna-dashboard on http://{host}:{port}/dashboard for {url} (Ctrl-C to stop)", markup=False,
+                  soft_wrap=True)  # fmt: skip
+    optuna_dashboard.run_server(url, host=host, port=port)
+
+
 @app.command("export")
 def export_configs(
     out: str = typer.Option(..., "--out", "-o", help="JSON file to write"),

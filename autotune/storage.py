@@ -243,8 +243,9 @@ class Database:
         return int(row[0]) if row else 0
 
     # --- optuna ---------------------------------------------------------------------------------------------
-    def optuna_storage(self, heartbeat_s: int | None = None) -> Any:
-        """Optuna's RDBStorage on this database; with ``heartbeat_s``, trials silent for 4x that are stale."""
+    def optuna_storage(self, heartbeat_s: int | None = None, *, read_only: bool = False) -> Any:
+        """Optuna's RDBStorage on this database; with ``heartbeat_s``, trials silent for 4x that are stale.
+        ``read_only``: Optuna's tables must already exist (they are not created)."""
         import optuna
 
         def create() -> Any:
@@ -255,6 +256,7 @@ class Database:
                     engine_kwargs=engine_kwargs(self.url),
                     heartbeat_interval=heartbeat_s,
                     grace_period=4 * heartbeat_s if heartbeat_s else None,
+                    skip_table_creation=read_only,
                 )
 
         try:
