@@ -106,6 +106,15 @@ def test_read_only_directory(tmp_path):
         ro.chmod(0o700)
 
 
+def test_unwritable_directory_is_refused(tmp_path, monkeypatch):
+    """As root (CI) permissions are not enforced: the check itself is exercised through os.access."""
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode: False if str(p) == str(tmp_path) else real_access(p, mode))
+    with pytest.raises(StorageError, match="is not writable"):
+        check_database(resolve_url(tmp_path / "a.db"), create=True)
+    assert not (tmp_path / "a.db").exists()
+
+
 def test_newer_schema_is_refused_untouched(tmp_path):
     path = tmp_path / "new.db"
     db = Database(resolve_url(path))
