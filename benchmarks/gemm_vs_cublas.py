@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 from pathlib import Path
+
+from _timing import interleaved_medians
 
 DEFAULT_SHAPES = ["4096x4096x4096", "1024x1024x1024", "1000x1000x1000"]
 
@@ -107,24 +108,11 @@ def main() -> None:
             ca, cb = cupy.from_dlpack(a), cupy.from_dlpack(b)
             cc = cupy.empty((m, n), dtype=cupy.float32)
             contenders["cuBLAS (cupy)"] = lambda: cupy.matmul(ca, cb, out=cc)
-        for run in contenders.values():  # warm-up (handles, module loads)
-            run()
-        torch.cuda.synchronize()
+        medians = interleaved_medians(contenders, args.reps, flush, torch)
         errors = {
             name: float(torch.linalg.norm(c.double() - ref) / torch.linalg.norm(ref))
             for name, c in (("tuned", c_tuned), ("default", c_default), ("cuBLAS (torch)", c_torch))
         }
-        times: dict[str, list[float]] = {name: [] for name in contenders}
-        for _ in range(args.reps):
-            for name, run in contenders.items():
-                flush.zero_()
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                run()
-                end.record()
-                times[name].append((start, end))
-        torch.cuda.synchronize()
-        medians = {name: statistics.median(s.elapsed_time(e) for s, e in pairs) for name, pairs in times.items()}
         flops = 2.0 * m * n * k
         row = {
             "shape": shape_text,

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import time
 from pathlib import Path
+
+from _timing import interleaved_medians
 
 ROW_SHAPES = ["8192x768", "4096x4096", "16384x8192", "65536x1024", "1024x65536"]
 VECTOR_SHAPES = [str(1 << 20), str(1 << 24), str(1 << 28)]
@@ -60,23 +61,6 @@ def torch_op(kernel: str, t: dict, shape: tuple, torch):
     raise KeyError(kernel)
 
 
-def timed(contenders: dict, reps: int, flush, torch) -> dict[str, float]:
-    events = {name: [] for name in contenders}
-    for fn in contenders.values():  # warm-up
-        fn()
-    torch.cuda.synchronize()
-    for _ in range(reps):
-        for name, fn in contenders.items():
-            flush.zero_()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            events[name].append((start, end))
-    torch.cuda.synchronize()
-    return {name: statistics.median(s.elapsed_time(e) for s, e in pairs) for name, pairs in events.items()}
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kernels", nargs="+", default=list(SHAPES))
@@ -97,7 +81,7 @@ def main() -> None:
     flush = torch.empty(max(2 * device.l2_bytes, 256 << 20), dtype=torch.uint8, device="cuda")
     big = torch.empty(1 << 29, dtype=torch.float32, device="cuda")  # 2 GiB
     copy_dst = torch.empty_like(big)
-    copy_ms = timed({"copy": lambda: copy_dst.copy_(big)}, 10, flush, torch)["copy"]
+    copy_ms = interleaved_medians({"copy": lambda: copy_dst.copy_(big)}, 10, flush, torch)["copy"]
     copy_gbs = 2 * big.numel() * 4 / (copy_ms * 1e-3) / 1e9
     del big, copy_dst
     print(f"{device.name}: device-to-device copy {copy_gbs:.0f} GB/s (read + write)", flush=True)
@@ -133,7 +117,7 @@ def main() -> None:
                               / torch.linalg.norm(b.double().reshape(-1)))
                         for a, b in zip(outs, reference))  # fmt: skip
             out_arg = outs if len(outs) > 1 else outs[0]
-            medians = timed(
+            medians = interleaved_medians(
                 {"autotune": lambda: tuned(*[tensors[n] for n in names], out=out_arg), "torch": theirs},
                 args.reps, flush, torch,
             )

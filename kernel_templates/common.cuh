@@ -15,18 +15,21 @@ __device__ __forceinline__ bool aligned_to(const void* p, int bytes) {
   return (reinterpret_cast<uintptr_t>(p) & (uintptr_t)(bytes - 1)) == 0;
 }
 
-template <int N>
+// N floats from p (aligned to N floats); STREAMING: evict-first loads (__ldcs), else read-only cached (__ldg).
+template <int N, bool STREAMING = STREAM>
 __device__ __forceinline__ Vec<N> load_vec(const float* p) {
   Vec<N> r;
   if (N == 4) {
-    const float4 t = STREAM ? __ldcs(reinterpret_cast<const float4*>(p)) : __ldg(reinterpret_cast<const float4*>(p));
+    const float4* q = reinterpret_cast<const float4*>(p);
+    const float4 t = STREAMING ? __ldcs(q) : __ldg(q);
     r.v[0] = t.x; r.v[1] = t.y; r.v[2] = t.z; r.v[3] = t.w;
   } else if (N == 2) {
-    const float2 t = STREAM ? __ldcs(reinterpret_cast<const float2*>(p)) : __ldg(reinterpret_cast<const float2*>(p));
+    const float2* q = reinterpret_cast<const float2*>(p);
+    const float2 t = STREAMING ? __ldcs(q) : __ldg(q);
     r.v[0] = t.x; r.v[1] = t.y;
   } else {
 #pragma unroll
-    for (int i = 0; i < N; ++i) r.v[i] = STREAM ? __ldcs(p + i) : __ldg(p + i);
+    for (int i = 0; i < N; ++i) r.v[i] = STREAMING ? __ldcs(p + i) : __ldg(p + i);
   }
   return r;
 }

@@ -25,20 +25,6 @@
 #define ROWS (BLOCK / TPR)
 static_assert(TPR <= BLOCK && BLOCK % TPR == 0 && (TPR < 32 || TPR % 32 == 0), "row groups tile the block");
 
-__device__ __forceinline__ Vec<VEC> load_a(const float* p) {
-  Vec<VEC> r;
-  if (VEC == 4) {
-    const float4 t = STREAM_A ? __ldcs(reinterpret_cast<const float4*>(p)) : __ldg(reinterpret_cast<const float4*>(p));
-    r.v[0] = t.x; r.v[1] = t.y; r.v[2] = t.z; r.v[3] = t.w;
-  } else if (VEC == 2) {
-    const float2 t = STREAM_A ? __ldcs(reinterpret_cast<const float2*>(p)) : __ldg(reinterpret_cast<const float2*>(p));
-    r.v[0] = t.x; r.v[1] = t.y;
-  } else {
-    r.v[0] = STREAM_A ? __ldcs(p) : __ldg(p);
-  }
-  return r;
-}
-
 extern "C" __global__ void __launch_bounds__(BLOCK)
 sgemv(const float* __restrict__ A, const float* __restrict__ x, float* __restrict__ y, int M, int N) {
   const int group = threadIdx.x / TPR, lane = threadIdx.x % TPR;
@@ -55,8 +41,8 @@ sgemv(const float* __restrict__ A, const float* __restrict__ x, float* __restric
         Vec<VEC> av[ACCS], xv[ACCS];
 #pragma unroll
         for (int a = 0; a < ACCS; ++a) {  // all loads first
-          av[a] = load_a(ar + j + a * TPR * VEC);
-          xv[a] = load_vec<VEC>(x + j + a * TPR * VEC);
+          av[a] = load_vec<VEC, STREAM_A>(ar + j + a * TPR * VEC);
+          xv[a] = load_vec<VEC, false>(x + j + a * TPR * VEC);
         }
 #pragma unroll
         for (int a = 0; a < ACCS; ++a)

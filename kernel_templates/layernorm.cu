@@ -10,42 +10,12 @@
 #define STATS 0
 #endif
 
-struct Welford {
-  float n, mean, m2;
-};
-
-__device__ __forceinline__ Welford merge(Welford a, Welford b) {
-  const float n = a.n + b.n;
+// Welford states (n, mean, M2) of two parts of a row, as one (Chan et al.).
+__device__ __forceinline__ State<3> merge_welford(State<3> a, State<3> b) {
+  const float n = a.f[0] + b.f[0];
   if (n == 0.f) return a;
-  const float d = b.mean - a.mean, f = b.n / n;
-  return {n, a.mean + d * f, a.m2 + b.m2 + d * d * a.n * f};
-}
-
-__device__ __forceinline__ Welford welford_row(Welford a, float* scratch) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    Welford b{__shfl_xor_sync(0xffffffffu, a.n, o), __shfl_xor_sync(0xffffffffu, a.mean, o),
-              __shfl_xor_sync(0xffffffffu, a.m2, o)};
-    a = merge(a, b);
-  }
-#if MAPPING == 1
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  __syncthreads();
-  if (lane == 0) {
-    scratch[warp] = a.n;
-    scratch[32 + warp] = a.mean;
-    scratch[64 + warp] = a.m2;
-  }
-  __syncthreads();
-  a = lane < BLOCK / 32 ? Welford{scratch[lane], scratch[32 + lane], scratch[64 + lane]} : Welford{0.f, 0.f, 0.f};
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    Welford b{__shfl_xor_sync(0xffffffffu, a.n, o), __shfl_xor_sync(0xffffffffu, a.mean, o),
-              __shfl_xor_sync(0xffffffffu, a.m2, o)};
-    a = merge(a, b);
-  }
-#endif
-  return a;
+  const float d = b.f[1] - a.f[1], f = b.f[0] / n;
+  return {{n, a.f[1] + d * f, a.f[2] + b.f[2] + d * d * a.f[0] * f}};
 }
 
 extern "C" __global__ void __launch_bounds__(BLOCK)
@@ -92,9 +62,9 @@ layernorm(const float* __restrict__ x, const float* __restrict__ w, const float*
       }
     }
   });
-  const Welford all = welford_row(Welford{wn, wmean, wm2}, scratch);
-  mean = all.mean;
-  var = all.m2 / n;
+  const State<3> all = row_combine<3>(State<3>{{wn, wmean, wm2}}, merge_welford, State<3>{{0.f, 0.f, 0.f}}, scratch);
+  mean = all.f[1];
+  var = all.f[2] / n;
 #else
   const float k = __ldg(xr);
   float s1 = 0.f, s2 = 0.f;

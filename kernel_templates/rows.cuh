@@ -80,3 +80,45 @@ __device__ __forceinline__ void for_chunks(const RowCache& rc, const float* row,
   for (int j = lane * VEC; j < cols; j += TPR * VEC) f(j, load_chunk<VEC>(row, j, cols, vec, pad));
 #endif
 }
+
+// Merge per-thread states of N floats across the row's group (a warp, or the block) with an associative
+// `merge`; every thread gets the result. `identity` fills lanes past the block's warps; `scratch` holds 32*N
+// floats. For states a single float cannot carry: (max, sum of exponentials), Welford's (n, mean, M2).
+template <int N>
+struct State {
+  float f[N];
+};
+
+template <int N, class Merge>
+__device__ __forceinline__ State<N> warp_combine(State<N> a, Merge merge) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    State<N> b;
+#pragma unroll
+    for (int i = 0; i < N; ++i) b.f[i] = __shfl_xor_sync(0xffffffffu, a.f[i], o);
+    a = merge(a, b);
+  }
+  return a;
+}
+
+template <int N, class Merge>
+__device__ __forceinline__ State<N> row_combine(State<N> a, Merge merge, State<N> identity, float* scratch) {
+  a = warp_combine<N>(a, merge);
+#if MAPPING == 1
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads();
+  if (lane == 0) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) scratch[i * 32 + warp] = a.f[i];
+  }
+  __syncthreads();
+  if (lane < BLOCK / 32) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) a.f[i] = scratch[i * 32 + lane];
+  } else {
+    a = identity;
+  }
+  a = warp_combine<N>(a, merge);
+#endif
+  return a;
+}

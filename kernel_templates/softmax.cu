@@ -9,14 +9,11 @@
 #define ONLINE 0
 #endif
 
-struct MaxSum {
-  float m, s;
-};
-
-__device__ __forceinline__ MaxSum merge(MaxSum a, MaxSum b) {
-  const float m = fmaxf(a.m, b.m);
-  if (m == -INFINITY) return {m, 0.f};  // both empty so far (all -inf)
-  return {m, a.s * __expf(a.m - m) + b.s * __expf(b.m - m)};
+// (max, sum of exp(x - max)) of two parts of a row, as one.
+__device__ __forceinline__ State<2> merge_max_sum(State<2> a, State<2> b) {
+  const float m = fmaxf(a.f[0], b.f[0]);
+  if (m == -INFINITY) return {{m, 0.f}};  // both empty so far (all -inf)
+  return {{m, a.f[1] * __expf(a.f[0] - m) + b.f[1] * __expf(b.f[0] - m)}};
 }
 
 __device__ __forceinline__ void online_add(float& m, float& s, float v) {
@@ -26,30 +23,6 @@ __device__ __forceinline__ void online_add(float& m, float& s, float v) {
     s = s * __expf(m - mn) + __expf(v - mn);  // m = -inf: s = 0 and exp(-inf) = 0
     m = mn;
   }
-}
-
-__device__ __forceinline__ MaxSum row_merge(MaxSum a, float* scratch) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    MaxSum b{__shfl_xor_sync(0xffffffffu, a.m, o), __shfl_xor_sync(0xffffffffu, a.s, o)};
-    a = merge(a, b);
-  }
-#if MAPPING == 1
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  __syncthreads();
-  if (lane == 0) {
-    scratch[warp] = a.m;
-    scratch[32 + warp] = a.s;
-  }
-  __syncthreads();
-  a = lane < BLOCK / 32 ? MaxSum{scratch[lane], scratch[32 + lane]} : MaxSum{-INFINITY, 0.f};
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    MaxSum b{__shfl_xor_sync(0xffffffffu, a.m, o), __shfl_xor_sync(0xffffffffu, a.s, o)};
-    a = merge(a, b);
-  }
-#endif
-  return a;
 }
 
 extern "C" __global__ void __launch_bounds__(BLOCK)
@@ -69,8 +42,8 @@ softmax(const float* __restrict__ x, float* __restrict__ y, int rows, int cols) 
 #pragma unroll
     for (int e = 0; e < VEC; ++e) online_add(m0, s0, v.v[e]);  // padding is -inf: adds nothing
   });
-  const MaxSum ms = row_merge(MaxSum{m0, s0}, scratch);
-  const float m = ms.m, inv = 1.f / ms.s;
+  const State<2> ms = row_combine<2>(State<2>{{m0, s0}}, merge_max_sum, State<2>{{-INFINITY, 0.f}}, scratch);
+  const float m = ms.f[0], inv = 1.f / ms.f[1];
 #else
   float m = -INFINITY;
   for_chunks(rc, xr, cols, lane, vec, -INFINITY, [&](int, const Vec<VEC>& v) {
