@@ -20,7 +20,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from autotune.arrays import CAI, CUPY, HOST, RAW, TORCH, ArrayArg, check_matches, describe, empty_like, stream_handle
+from autotune.arrays import CAI, CUPY, RAW, TORCH, ArrayArg, check_matches, describe, empty_like, stream_handle
 from autotune.cuda_driver import CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_UNIFIED, Driver
 from autotune.device import DeviceInfo, query_device
 from autotune.errors import DeviceError, InvalidArgument, InvalidType, NotTuned

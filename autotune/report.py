@@ -73,7 +73,7 @@ def write_report(reader: Reader, name: str, out: Path, top: int = 10) -> list[Pa
     written, sections, notes = [], [], []
     import matplotlib.pyplot as plt
 
-    for i, (stem, title, interactive, static) in enumerate(plots):
+    for stem, title, interactive, static in plots:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # optuna's matplotlib backend is marked experimental
             try:

@@ -242,6 +242,7 @@ class Search:
             trial.set_user_attr(studies.OUTCOME, studies.REJECTED)
             trial.set_user_attr(studies.REASON, problems[0])
             self.study.tell(trial, state=TrialState.PRUNED)
+            self._seen.add(trial.number)  # counted here: _refresh must not count it again
             self.report.rejected_now += 1
             self.report.rejected_total += 1
             self._idle += 1

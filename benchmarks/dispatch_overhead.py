@@ -79,7 +79,7 @@ def main() -> None:
     plan = next(iter(gemm._plans.values()))
     driver = Driver.get()
     step = plan.steps[0]
-    for (name, holder), ptr in zip(step.slots, (pa, pb, pc)):
+    for (_, holder), ptr in zip(step.slots, (pa, pb, pc)):
         holder.value = ptr
 
     def raw_driver() -> None:  # the launch alone, parameters already in place: the floor of any dispatcher

@@ -113,7 +113,7 @@ def _concurrency(tmp_path: Path, db: str) -> None:
     runs = [(RECORDING, 80), (RECORDING, 80), (other, 40), (third, 40)]
     procs = [start_search(tmp_path, rec, db, trials, seed=i, delay=0.005) for i, (rec, trials) in enumerate(runs)]
     outputs = [p.communicate(timeout=600) for p in procs]
-    for proc, (out, err) in zip(procs, outputs):
+    for proc, (_, err) in zip(procs, outputs):
         assert proc.returncode == 0, err[-3000:]
         assert "database is locked" not in err
     storage = resolve_url(db)

@@ -39,7 +39,7 @@ def test_rejected_and_duplicate_proposals_do_not_count(tmp_path, recording_file)
     study = load_study(db, report)
     counts = outcomes(study)
     assert counts[studies.MEASURED] == 30 == report.measured_total == report.measured_now
-    assert counts[studies.REJECTED] == report.rejected_now > 0, "the narrowed space has invalid corners"
+    assert counts[studies.REJECTED] == report.rejected_now == report.rejected_total > 0, "invalid corners"
     for t in study.trials:
         if t.user_attrs.get(studies.OUTCOME) == studies.REJECTED:
             assert t.state == TrialState.PRUNED and t.user_attrs[studies.REASON]
@@ -86,6 +86,8 @@ def test_resume_completes_to_the_requested_total(tmp_path, recording_file):
     assert first.study_name == second.study_name
     assert (first.measured_now, second.measured_now, third.measured_now) == (10, 15, 0)
     assert third.measured_total == 25
+    rejected = sum(t.user_attrs.get(studies.OUTCOME) == studies.REJECTED for t in load_study(tmp_path / "r.db", third).trials)
+    assert third.rejected_total == rejected == first.rejected_now + second.rejected_now + third.rejected_now
     study = load_study(tmp_path / "r.db", third)
     keys = [config_key(t.params) for t in study.trials if studies.is_measured(t)]
     assert len(keys) == 25 == len(set(keys))

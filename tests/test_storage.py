@@ -1,6 +1,5 @@
 import os
 import sqlite3
-from pathlib import Path
 
 import pytest
 import sqlalchemy as sa

@@ -13,7 +13,6 @@ from __future__ import annotations
 import multiprocessing as mp
 import queue
 import threading
-import time
 from concurrent.futures import Future
 from dataclasses import asdict
 from pathlib import Path
