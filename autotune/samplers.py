@@ -17,6 +17,14 @@ DEFAULT_SAMPLER = "tpe"
 
 _NEEDS = {"cmaes": ("cmaes",), "gp": ("torch", "scipy")}
 
+# Samplers that model only COMPLETE trials never see a PRUNED (rejected) proposal and would propose it again and
+# again: they are told rejected proposals as COMPLETE with a penalty time instead (outcome "rejected" still).
+_BLIND_TO_PRUNED = ("gp",)
+
+
+def learns_from_pruned(name: str) -> bool:
+    return name not in _BLIND_TO_PRUNED
+
 
 def make_sampler(name: str, seed: int | None = None) -> optuna.samplers.BaseSampler:
     if name not in SAMPLERS:

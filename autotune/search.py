@@ -31,7 +31,7 @@ from autotune import studies
 from autotune.device import DeviceInfo
 from autotune.errors import InvalidArgument
 from autotune.evaluation.base import Evaluator, Measurement
-from autotune.samplers import DEFAULT_SAMPLER, make_sampler
+from autotune.samplers import DEFAULT_SAMPLER, learns_from_pruned, make_sampler
 from autotune.shape import Shape, format_shape
 from autotune.spaces import get_space
 from autotune.spaces.base import Config, KernelSpace, config_key
@@ -241,7 +241,11 @@ class Search:
         if problems:
             trial.set_user_attr(studies.OUTCOME, studies.REJECTED)
             trial.set_user_attr(studies.REASON, problems[0])
-            self.study.tell(trial, state=TrialState.PRUNED)
+            if learns_from_pruned(self.settings.sampler):
+                self.study.tell(trial, state=TrialState.PRUNED)
+            else:  # a penalty the sampler can learn from; our accounting goes by the outcome, not the state
+                slowest = max((k.value for k in self.known.values() if k.value is not None), default=100.0)
+                self.study.tell(trial, 10.0 * slowest)
             self._seen.add(trial.number)  # counted here: _refresh must not count it again
             self.report.rejected_now += 1
             self.report.rejected_total += 1

@@ -45,6 +45,18 @@ def test_tpe_finds_near_optimal_configs_and_beats_random(recording, tmp_path):
     assert statistics.median(tpe) <= statistics.median(rnd), (tpe, rnd)
 
 
+@pytest.mark.parametrize("sampler, needs", [("cmaes", ("cmaes",)), ("gp", ("torch", "scipy"))])
+def test_cmaes_and_gp_search_the_real_recording(recording, tmp_path, sampler, needs):
+    import importlib.util
+
+    missing = [m for m in needs if importlib.util.find_spec(m) is None]
+    if missing:
+        pytest.skip(f"sampler {sampler} needs {', '.join(missing)}")
+    optimum = min(m.time_ms for m in recording.measurements.values())
+    # gp models only complete trials: rejected proposals reach it as penalties (else it re-proposes them forever)
+    assert best_found(recording, sampler, 0, 30, tmp_path) <= 1.10 * optimum
+
+
 def test_grid_measures_everything(recording, tmp_path):
     report_time = best_found(recording, "grid", 0, 424, tmp_path)
     assert report_time == min(m.time_ms for m in recording.measurements.values())
