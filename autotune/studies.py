@@ -51,11 +51,21 @@ def open_study(
 
 
 def is_measured(trial: optuna.trial.FrozenTrial) -> bool:
-    """A trial that counts toward --trials: a candidate that was compiled and (if it compiled) run."""
-    return trial.user_attrs.get(OUTCOME) == MEASURED and trial.state in (
-        optuna.trial.TrialState.COMPLETE,
-        optuna.trial.TrialState.FAIL,
-    )
+    """A trial that counts toward --trials: a candidate that was compiled and (if it compiled) run.
+
+    A failed one counts only with its failure recorded: a process killed while writing a result leaves a trial
+    RUNNING that the stale sweep fails later — never measured, so its configuration is measured again."""
+    if trial.user_attrs.get(OUTCOME) != MEASURED:
+        return False
+    if trial.state == TrialState.COMPLETE:
+        return True
+    return trial.state == TrialState.FAIL and FAILURE in trial.user_attrs
+
+
+def is_interrupted(trial: optuna.trial.FrozenTrial) -> bool:
+    """Failed without a result: stopped by Ctrl-C, or left by a killed process and failed by the stale sweep."""
+    return trial.state == TrialState.FAIL and not is_measured(trial) and trial.user_attrs.get(OUTCOME) not in (
+        REJECTED, DUPLICATE)
 
 
 class Liveness:

@@ -143,8 +143,7 @@ class Reader:
             failed=dict(sorted(failed.items())),
             rejected=outcome[studies.REJECTED],
             duplicates=outcome[studies.DUPLICATE],
-            interrupted=outcome[studies.INTERRUPTED] + sum(
-                1 for t in trials if t.state == TrialState.FAIL and studies.OUTCOME not in t.user_attrs),
+            interrupted=sum(1 for t in trials if studies.is_interrupted(t)),
             best_ms=ranked[0].time_ms if ranked else None,
             best_metric=ranked[0].metric if ranked else None,
             best_trial=ranked[0].number if ranked else None,

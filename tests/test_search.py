@@ -171,3 +171,22 @@ def test_bad_arguments(tmp_path, recording_file):
     with pytest.raises(InvalidArgument, match="unknown sampler"):
         tune("gemm", trials=5, db=str(tmp_path / "x.db"), replay=str(recording_file), sampler="annealing")
     assert not (tmp_path / "x.db").exists(), "nothing was created"
+
+
+def test_a_trial_killed_while_its_result_was_written_is_not_measured():
+    """outcome=measured is written before the result: a kill in between leaves a RUNNING trial that the stale
+    sweep fails. It must not count (its configuration is measured again); a recorded failure does count."""
+    from optuna.distributions import CategoricalDistribution
+    from optuna.trial import create_trial
+
+    def trial(state, **attrs):
+        return create_trial(state=state, params={"x": 1}, distributions={"x": CategoricalDistribution([1])},
+                            user_attrs=attrs, value=1.0 if state == TrialState.COMPLETE else None)  # fmt: skip
+
+    killed = trial(TrialState.FAIL, outcome=studies.MEASURED, measurement={})
+    failed = trial(TrialState.FAIL, outcome=studies.MEASURED, failure="wrong", reason="relative error 1e-2")
+    good = trial(TrialState.COMPLETE, outcome=studies.MEASURED)
+    assert not studies.is_measured(killed) and studies.is_interrupted(killed)
+    assert studies.is_measured(failed) and not studies.is_interrupted(failed)
+    assert studies.is_measured(good)
+    assert not studies.is_interrupted(trial(TrialState.FAIL, outcome=studies.DUPLICATE))
