@@ -64,6 +64,13 @@ def measured(study) -> dict[int, tuple]:
     return {t.number: (config_key(t.params), t.state, t.value) for t in study.trials if studies.is_measured(t)}
 
 
+def _measured_now(db: str) -> int:
+    try:
+        return len(measured(only_study(db)))
+    except Exception:  # not created yet, or being written
+        return 0
+
+
 def only_study(db: str):
     (summary,) = optuna.get_all_study_summaries(resolve_url(db))
     return optuna.load_study(study_name=summary.study_name, storage=resolve_url(db))
@@ -77,7 +84,11 @@ def test_sigint_and_sigkill_at_random_points_lose_nothing(tmp_path):
     kills = [signal.SIGINT, signal.SIGKILL, signal.SIGKILL, signal.SIGINT, signal.SIGKILL]
     for i, sig in enumerate(kills):
         proc = start_search(tmp_path, RECORDING, db, target, seed=i)
-        time.sleep(rng.uniform(2.5, 4.0))  # imports take ~1.5 s: the kill lands mid-search
+        before = len(history[-1]) if history else 0
+        deadline = time.monotonic() + 60
+        while proc.poll() is None and time.monotonic() < deadline and _measured_now(db) <= before:
+            time.sleep(0.05)  # until this run has measured something: the kill then lands mid-search
+        time.sleep(rng.uniform(0.0, 0.5))  # at a random point of it
         if proc.poll() is None:
             proc.send_signal(sig)
         proc.communicate(timeout=120)
