@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from autotune import dtypes
 from autotune.errors import InvalidArgument, InvalidType
 
 HOST, TORCH, CUPY, PYCUDA, CAI, RAW = "numpy", "torch", "cupy", "pycuda", "cuda_array_interface", "raw"
@@ -26,7 +27,7 @@ class ArrayArg:
     kind: str
     ptr: int
     shape: tuple[int, ...] | None  # None: a raw allocation (out= only)
-    dtype: np.dtype | None
+    dtype: str | None  # a name of autotune.dtypes where known (float32, bfloat16, …), else numpy's name
     device: int | None  # GPU ordinal, None for host arrays or where unknown
     obj: Any
     nbytes_available: int | None = None  # for raw allocations
@@ -39,7 +40,7 @@ class ArrayArg:
 
 
 _MODULE_OF_TYPE: dict[type, str] = {}  # the call path runs per kernel call: keep it to dict lookups
-_NUMPY_DTYPE: dict[Any, np.dtype] = {}  # framework dtype object → numpy dtype
+_DTYPE_NAME: dict[Any, str] = {}  # framework dtype object → its name (torch.bfloat16 → "bfloat16")
 
 
 def _module(obj: Any) -> str:
@@ -50,11 +51,13 @@ def _module(obj: Any) -> str:
     return module
 
 
-def _numpy_dtype(framework_dtype: Any) -> np.dtype:
-    dtype = _NUMPY_DTYPE.get(framework_dtype)
-    if dtype is None:
-        dtype = _NUMPY_DTYPE[framework_dtype] = np.dtype(str(framework_dtype).removeprefix("torch."))
-    return dtype
+def dtype_name(framework_dtype: Any) -> str:
+    """The name of a numpy, torch or cupy dtype as autotune writes it (``float32``, ``bfloat16``, …)."""
+    name = _DTYPE_NAME.get(framework_dtype)
+    if name is None:
+        text = framework_dtype.name if isinstance(framework_dtype, np.dtype) else str(framework_dtype)
+        name = _DTYPE_NAME[framework_dtype] = text.removeprefix("torch.")
+    return name
 
 
 def _check_contiguous(name: str, ok: bool, obj_shape: Any, strides: Any = None) -> None:
@@ -71,17 +74,17 @@ def describe(name: str, obj: Any) -> ArrayArg:
             raise InvalidType(f"{name} is a torch tensor on {obj.device}: pass CUDA tensors, or numpy arrays")
         if not obj.is_contiguous():
             _check_contiguous(name, False, obj.shape, obj.stride())
-        return ArrayArg(name, TORCH, obj.data_ptr(), tuple(obj.shape), _numpy_dtype(obj.dtype), obj.get_device(), obj)
+        return ArrayArg(name, TORCH, obj.data_ptr(), tuple(obj.shape), dtype_name(obj.dtype), obj.get_device(), obj)
     if isinstance(obj, np.ndarray):
         _check_contiguous(name, obj.flags.c_contiguous, obj.shape, obj.strides)
-        return ArrayArg(name, HOST, obj.ctypes.data, tuple(obj.shape), obj.dtype, None, obj)
+        return ArrayArg(name, HOST, obj.ctypes.data, tuple(obj.shape), dtype_name(obj.dtype), None, obj)
     if module == "cupy" and hasattr(obj, "data") and hasattr(obj, "flags"):
         _check_contiguous(name, obj.flags.c_contiguous, obj.shape, obj.strides)
-        return ArrayArg(name, CUPY, obj.data.ptr, tuple(obj.shape), obj.dtype, obj.device.id, obj)
+        return ArrayArg(name, CUPY, obj.data.ptr, tuple(obj.shape), dtype_name(obj.dtype), obj.device.id, obj)
     if module == "pycuda":
         if hasattr(obj, "gpudata"):  # GPUArray
             _check_contiguous(name, obj.flags.c_contiguous, obj.shape, obj.strides)
-            return ArrayArg(name, PYCUDA, int(obj.gpudata), tuple(obj.shape), obj.dtype, None, obj)
+            return ArrayArg(name, PYCUDA, int(obj.gpudata), tuple(obj.shape), dtype_name(obj.dtype), None, obj)
         if type(obj).__name__ in ("DeviceAllocation", "PooledDeviceAllocation"):
             return ArrayArg(name, RAW, int(obj), None, None, None, obj)
     cai = getattr(obj, "__cuda_array_interface__", None)
@@ -97,7 +100,7 @@ def describe(name: str, obj: Any) -> ArrayArg:
             expected = tuple(int(np.prod(shape[i + 1 :], dtype=np.int64)) * dtype.itemsize for i in range(len(shape)))
             _check_contiguous(name, tuple(strides) == expected, shape, strides)
         stream = cai.get("stream")
-        return ArrayArg(name, CAI, int(ptr), shape, dtype, None, obj, readonly=bool(readonly),
+        return ArrayArg(name, CAI, int(ptr), shape, dtype_name(dtype), None, obj, readonly=bool(readonly),
                         stream=None if stream in (None, 1) else int(stream))  # 1: the legacy default stream
     if hasattr(obj, "__array_interface__") or hasattr(obj, "__array__"):
         raise InvalidType(f"{name} is a {type(obj).__name__}: pass a numpy array or a GPU array")
@@ -106,9 +109,9 @@ def describe(name: str, obj: Any) -> ArrayArg:
 
 def check_matches(arg: ArrayArg, shape: tuple[int, ...], dtype: str) -> None:
     """The array has exactly the expected shape and dtype (raw allocations: enough bytes)."""
-    want = _numpy_dtype(dtype)
+    want = dtypes.dtype(dtype).name
     if arg.shape is None:
-        needed = int(np.prod(shape, dtype=np.int64)) * want.itemsize
+        needed = dtypes.nbytes(shape, want)
         if arg.nbytes_available is not None and arg.nbytes_available < needed:
             raise InvalidArgument(f"{arg.name} holds {arg.nbytes_available} bytes, {needed} are needed")
         return
@@ -125,6 +128,8 @@ def empty_like(template: ArrayArg, shape: tuple[int, ...], dtype: str) -> Any:
         import torch
 
         return torch.empty(shape, dtype=getattr(torch, dtype), device=obj.device)
+    if dtype == "bfloat16":
+        return None  # numpy, cupy and pycuda have no bfloat16
     if template.kind == CUPY:
         import cupy
 

@@ -82,6 +82,7 @@ DB_HELP = "database: a path or a SQLAlchemy URL (default: $AUTOTUNE_DB, else stu
 def search(
     kernel: str = typer.Argument(..., help="kernel to tune: " + ", ".join(kernel_names())),
     trials: int = typer.Option(200, "--trials", "-n", help="measured trials the study holds at the end"),
+    dtype: Optional[str] = typer.Option(None, help="element type: float32, float16, bfloat16 (default: the kernel's first)"),
     shape: Optional[List[str]] = typer.Option(
         None, "--shape", "-s", help="problem shape, e.g. 4096x4096x4096; repeat for several (default: the kernel's)"
     ),
@@ -98,7 +99,7 @@ def search(
     ),
 ) -> None:
     """Search the configurations of KERNEL and store the fastest valid one for this GPU."""
-    space = get_space(kernel)
+    space = get_space(kernel, dtype=dtype)
     shapes: list[Any] = [space.parse_shape(s) for s in shape] if shape else [None]
     check_trials(trials)
     make_sampler(sampler, seed)  # an unknown sampler is refused before any work
@@ -113,7 +114,7 @@ def search(
             console=console,
         )
         label = space.format_shape(shape_t) if shape_t else "(replay)" if replay else space.format_shape(space.default_shape)
-        task = bar.add_task(f"{kernel} {label}", total=trials, best="")
+        task = bar.add_task(f"{kernel} {label} {space.dtype}", total=trials, best="")
 
         def show(p: SearchProgress, task: Any = task, bar: Progress = bar) -> None:
             if not bar.live.is_started:
@@ -127,7 +128,7 @@ def search(
 
         try:
             report = tune(
-                kernel, shape_t, trials=trials, db=db, sampler=sampler, seed=seed, timeout_s=timeout,
+                kernel, shape_t, trials=trials, dtype=space.dtype, db=db, sampler=sampler, seed=seed, timeout_s=timeout,
                 hot_cache=hot_cache, on_progress=show, replay=replay,
             )  # fmt: skip
         finally:
@@ -137,8 +138,16 @@ def search(
         console.print(f"stored in {resolve_url(db).removeprefix('sqlite:///')}")
 
 
+def describe_config(kernel: str, dtype: str, config: dict) -> str:
+    """A stored configuration in its space's words (raw JSON where the kernel or dtype is unknown here)."""
+    try:
+        return get_space(kernel, dtype=dtype).describe(config)
+    except (AutotuneError, KeyError):
+        return json.dumps(config)
+
+
 def print_report(report: SearchReport, top: int = 10) -> None:
-    space = get_space(report.kernel)
+    space = get_space(report.kernel, dtype=report.dtype)
     d = report.device
     console.print(
         f"study [bold]{report.study_name}[/] on {d.name} (cc {d.cc}, driver {d.driver_version})",
@@ -193,8 +202,6 @@ def best(
     db: Optional[str] = typer.Option(None, help=DB_HELP),
 ) -> None:
     """List the stored best configurations (what the runtime dispatcher uses)."""
-    from autotune.templates import template_hash
-
     if kernel is not None:
         get_space(kernel)  # unknown kernel: one clear line
     database = Database(resolve_url(db), create=False)
@@ -202,28 +209,28 @@ def best(
         rows = database.best(kernel=kernel, device_name=device)
     finally:
         database.close()
-    current = {}
-    for name in {r.kernel for r in rows}:
+    current: dict[tuple[str, str], str | None] = {}
+    for key in {(r.kernel, r.dtype) for r in rows}:
         try:
-            current[name] = template_hash(get_space(name).template)
+            current[key] = get_space(key[0], dtype=key[1]).template_hash()
         except AutotuneError:
-            current[name] = None
+            current[key] = None
     if as_json:
-        data = [dict(r.to_dict(), stale=current.get(r.kernel) != r.template_hash) for r in rows]
+        data = [dict(r.to_dict(), stale=current.get((r.kernel, r.dtype)) != r.template_hash) for r in rows]
         console.print_json(json.dumps(data))
         return
     if not rows:
         console.print("no tuned configurations stored" + (f" for {kernel}" if kernel else ""))
         return
     for r in rows:
-        stale = current.get(r.kernel) != r.template_hash
+        stale = current.get((r.kernel, r.dtype)) != r.template_hash
         vs_default = f", {r.default_time_ms / r.time_ms:.2f}x the default" if r.default_time_ms else ""
         console.print(
             f"[bold]{r.kernel} {r.shape}[/] {r.dtype} on {escape(r.device_name)} (cc {r.compute_capability}): "
             f"{r.time_ms:.4f} ms = {r.metric:.2f} {r.metric_unit}{vs_default}",
             soft_wrap=True,
         )
-        described = get_space(r.kernel).describe(r.config) if r.kernel in kernel_names() else json.dumps(r.config)
+        described = describe_config(r.kernel, r.dtype, r.config)
         console.print(f"    {described}", markup=False, soft_wrap=True)
         console.print(
             f"    template {r.template_hash[:8]}{' [yellow](stale: the template has changed)[/]' if stale else ''}, "
@@ -297,12 +304,15 @@ def show(
         console.print_json(json.dumps(details.to_dict()))
         return
     s = details.summary
-    console.print(f"[bold]{escape(s.name)}[/]: {s.kernel} {s.shape} on {escape(s.device)}", soft_wrap=True)
+    console.print(f"[bold]{escape(s.name)}[/]: {s.kernel} {s.shape} {s.dtype} on {escape(s.device)}", soft_wrap=True)
     console.print(
         f"{s.complete} complete, failed {_failures_text(s.failed)}, {s.rejected} rejected, {s.duplicates} duplicates, "
         f"{s.interrupted} interrupted; GPU worker restarts {s.worker_restarts}", soft_wrap=True,
     )  # fmt: skip
-    space = get_space(s.kernel) if s.kernel in kernel_names() else None
+    try:
+        space = get_space(s.kernel, dtype=s.dtype)
+    except AutotuneError:
+        space = None
     table = Table(show_edge=False, pad_edge=False)
     for col in ("trial", "time ms", s.metric_unit or "metric", "regs", "smem B", "compile s"):
         table.add_column(col, justify="right", no_wrap=True)
@@ -311,7 +321,7 @@ def show(
         table.add_row(
             f"{t.number}{'' if t.retimed else '*'}", f"{t.time_ms:.4f}", f"{(t.metric or 0):.2f}",
             str(t.registers or ""), str(t.shared_bytes or ""), "" if t.compile_s is None else f"{t.compile_s:.2f}",
-            escape(space.describe(t.params) if space else json.dumps(t.params)),
+            escape(space.describe(space.config_of(t.params)) if space else json.dumps(t.params)),
         )  # fmt: skip
     console.print(table)
     console.print("* not re-timed with the leaders")

@@ -190,7 +190,8 @@ class Compiler:
         source = template_path(template)
         with tempfile.TemporaryDirectory(dir=entry.parent) as tmp:
             out = Path(tmp) / "k.cubin"
-            cmd = [self.nvcc, *BASE_FLAGS, f"-arch={self.arch}", *self.flags]
+            virtual = self.arch.replace("sm_", "compute_")  # the -gencode form: sm_90a gets no plain sm_90 pass
+            cmd = [self.nvcc, *BASE_FLAGS, f"-gencode=arch={virtual},code={self.arch}", *self.flags]
             cmd += [f"-D{k}={v}" for k, v in sorted(defines.items())]
             cmd += ["-o", str(out), str(source)]
             start = time.perf_counter()

@@ -36,6 +36,13 @@ class DeviceInfo:
         return f"sm_{major}{minor}"
 
     @property
+    def compile_arch(self) -> str:
+        """The architecture kernels are compiled for: the family-specific ``sm_90a`` on Hopper, whose
+        ``wgmma`` and ``setmaxnreg`` exist only there (its cubins run on compute capability 9.0 alone, as every
+        cubin we build is for the device it runs on)."""
+        return self.arch + "a" if self.compute_capability == (9, 0) else self.arch
+
+    @property
     def cc(self) -> str:
         return "%d.%d" % self.compute_capability
 

@@ -27,9 +27,8 @@ from autotune.errors import DeviceError, InvalidArgument, InvalidType, NotTuned
 from autotune.selection import TUNED, Choice, choose, describe_fallback
 from autotune.shape import Shape, format_shape
 from autotune.spaces import get_space
-from autotune.spaces.base import BufferSpec, Config, Launch, Zero, config_key
+from autotune.spaces.base import BufferSpec, Config, KernelSpace, Launch, Zero, config_key
 from autotune.storage import Database, resolve_url, sqlite_path
-from autotune.templates import template_hash
 
 log = logging.getLogger("autotune.dispatch")
 _SLOW = object()  # returned by a fast path that cannot take the call
@@ -56,6 +55,7 @@ class _Step:
 @dataclass
 class _Plan:
     shape: Shape
+    dtype: str
     choice: Choice
     steps: list[_Step | Zero]
     outputs: dict[str, BufferSpec]
@@ -101,7 +101,10 @@ class TunedKernel:
     """A kernel family ready to run with its tuned configurations; made by `load`."""
 
     def __init__(self, kernel: str, *, db: str | None = None, strict: bool = False, device: int = 0) -> None:
-        self.space = get_space(kernel)
+        self._kernel = kernel
+        self.space = get_space(kernel)  # at the family's first dtype; `space_for` gives the others
+        self._spaces: dict[str, KernelSpace] = {self.space.dtype: self.space}
+        self._hashes: dict[str, str] = {}
         self.strict = strict
         default = self.space.default_shape
         self.input_names = tuple(self.space.input_specs(default))
@@ -110,7 +113,7 @@ class TunedKernel:
         self.device: DeviceInfo = query_device(device)
         self._ordinal = device
         self._context = self._driver.primary_context(self._driver.device(device))
-        self.template_hash = template_hash(self.space.template)
+        self.template_hash = self.hash_for(self.space.dtype)
         self.rows = self._read_rows(db)
         self._plans: dict[tuple, _Plan] = {}
         self._modules: dict[str, tuple[int, dict[str, int]]] = {}
@@ -131,43 +134,64 @@ class TunedKernel:
             return []
         database = Database(url, create=False)
         try:
-            return database.best(kernel=self.space.name, dtype=self.space.dtype)
+            return database.best(kernel=self.space.name)
         finally:
             database.close()
 
     # --- choosing -------------------------------------------------------------------------------------------
-    def choice(self, shape: Shape | str) -> Choice:
-        """The configuration this kernel runs at ``shape`` (a problem shape such as (M, N, K)), and why."""
-        shape_t = self.space.parse_shape(shape) if isinstance(shape, str) else tuple(shape)
-        return choose(self.space, shape_t, self.device, self.rows, self.template_hash, strict=self.strict)
+    def space_for(self, dtype: str) -> KernelSpace:
+        """The kernel's space for problems of ``dtype`` (`InvalidType` if it has none)."""
+        space = self._spaces.get(dtype)
+        if space is None:
+            try:
+                space = get_space(self._kernel, dtype=dtype)
+            except InvalidArgument as exc:
+                raise InvalidType(str(exc)) from None
+            self._spaces[space.dtype] = space
+        return space
+
+    def hash_for(self, dtype: str) -> str:
+        if dtype not in self._hashes:
+            self._hashes[dtype] = self.space_for(dtype).template_hash()
+        return self._hashes[dtype]
+
+    def choice(self, shape: Shape | str, dtype: str | None = None) -> Choice:
+        """The configuration this kernel runs at ``shape`` (a problem shape such as (M, N, K)) for problems of
+        ``dtype`` (default: the family's first), and why."""
+        space = self.space_for(dtype or self.space.dtype)
+        shape_t = space.parse_shape(shape) if isinstance(shape, str) else tuple(shape)
+        rows = [r for r in self.rows if r.dtype == space.dtype]
+        return choose(space, shape_t, self.device, rows, self.hash_for(space.dtype), strict=self.strict)
 
     def _plan(self, key: tuple, inputs: Sequence[ArrayArg]) -> _Plan:
         with self._lock:
             plan = self._plans.get(key)
             if plan is not None:
                 return plan
-            shape = self.space.infer_shape({a.name: a.shape for a in inputs})  # type: ignore[misc]
-            specs = self.space.input_specs(shape)
+            dtype = type(self.space).infer_dtype({a.name: str(a.dtype) for a in inputs})
+            space = self.space_for(dtype)
+            shape = space.infer_shape({a.name: a.shape for a in inputs})  # type: ignore[misc]
+            specs = space.input_specs(shape)
             for arg in inputs:
                 check_matches(arg, specs[arg.name].shape, specs[arg.name].dtype)
-            choice = self.choice(shape)
+            choice = self.choice(shape, dtype)
             if choice.source != TUNED:
-                # Once per (kernel, shape): plans are cached by shape.
-                log.warning("autotune: %s %s: %s; %s", self.space.name, format_shape(shape), choice.reason,
+                # Once per (kernel, shape, dtype): plans are cached by shape and dtype.
+                log.warning("autotune: %s %s %s: %s; %s", space.name, format_shape(shape), dtype, choice.reason,
                             describe_fallback(choice))  # fmt: skip
-            plan = self._build(shape, choice)
+            plan = self._build(space, shape, choice)
             self._plans[key] = plan
             return plan
 
-    def _build(self, shape: Shape, choice: Choice) -> _Plan:
+    def _build(self, space: KernelSpace, shape: Shape, choice: Choice) -> _Plan:
         config = choice.config
         steps: list[_Step | Zero] = []
-        for step in self.space.launches(config, shape, self.device):
+        for step in space.launches(config, shape, self.device):
             if isinstance(step, Zero):
                 steps.append(step)
                 continue
             assert isinstance(step, Launch)
-            function = self._function(config, step.kernel, step.shared_bytes)
+            function = self._function(space, config, step.kernel, step.shared_bytes)
             holders, slots = [], []
             for arg in step.args:
                 if isinstance(arg, str):
@@ -179,18 +203,18 @@ class TunedKernel:
             params = (ctypes.c_void_p * len(holders))(*[ctypes.addressof(h) for h in holders])
             launch = self._driver.launcher(function, step.grid, step.block, step.shared_bytes)
             steps.append(_Step(function, step.grid, step.block, step.shared_bytes, params, slots, holders, launch))
-        return _Plan(shape, choice, steps, self.space.outputs(shape), self.space.workspace(config, shape))
+        return _Plan(shape, space.dtype, choice, steps, space.outputs(shape), space.workspace(config, shape))
 
-    def _function(self, config: Config, kernel: str, shared_bytes: int) -> int:
-        key = config_key(config)
+    def _function(self, space: KernelSpace, config: Config, kernel: str, shared_bytes: int) -> int:
+        key = space.dtype + ":" + config_key(config)
         if key not in self._modules:
             if self._compiler is None:
                 from autotune.compiler import Compiler
 
-                self._compiler = Compiler(self.device.arch)
-            result = self._compiler.compile(self.space.template, self.space.defines(config))
+                self._compiler = Compiler(self.device.compile_arch)
+            result = self._compiler.compile(space.template_for(config), space.defines(config))
             if not result.ok or not result.cubin:
-                raise DeviceError(f"{self.space.name}: configuration {key} does not compile: {result.error}")
+                raise DeviceError(f"{space.name}: configuration {key} does not compile: {result.error}")
             self._driver.make_current(self._context)
             self._modules[key] = (self._driver.load_module(Path(result.cubin).read_bytes()), {})
         module, functions = self._modules[key]
@@ -374,7 +398,7 @@ class TunedKernel:
         return results[0] if len(results) == 1 else tuple(results)
 
     def __repr__(self) -> str:
-        tuned = sorted({r.shape for r in self.rows if r.device_name == self.device.name})
+        tuned = sorted({f"{r.shape} {r.dtype}" for r in self.rows if r.device_name == self.device.name})
         return f"<autotune {self.space.name} on {self.device.name}: tuned for {', '.join(tuned) or 'no shape'}>"
 
 

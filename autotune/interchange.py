@@ -90,20 +90,23 @@ def parse(data: Any) -> list[BestEntry]:
             raise InvalidArgument(f"{d.path}.compute_capability: expected e.g. '9.0', got {cc!r}")
         for j, config in enumerate(d.get("configs", list)):
             c = _Fields(config, f"{d.path}.configs[{j}]")
-            kernel, shape_text = c.text("kernel"), c.text("shape")
+            kernel, shape_text, dtype = c.text("kernel"), c.text("shape"), c.text("dtype")
             try:
                 space = get_space(kernel)
                 shape = space.parse_shape(shape_text)
             except AutotuneError as exc:
                 raise InvalidArgument(f"{c.path}: {exc}") from None
-            dtype = c.text("dtype")
+            try:
+                space = get_space(kernel, dtype=dtype)
+            except AutotuneError as exc:
+                raise InvalidArgument(f"{c.path}.dtype: {exc}") from None
             if dtype != space.dtype:
-                raise InvalidArgument(f"{c.path}.dtype: {kernel} is {space.dtype}, got {dtype!r}")
+                raise InvalidArgument(f"{c.path}.dtype: write {space.dtype!r}, not {dtype!r}")
             template_hash = c.text("template_hash")
             if not re.fullmatch(r"[0-9a-f]{64}", template_hash):
                 raise InvalidArgument(f"{c.path}.template_hash: expected 64 hex digits")
             params = c.get("params", dict)
-            domain = {p.name: p.values for p in space.params}
+            domain = {p.name: p.values for p in space.active_params(params)}
             for name, value in params.items():
                 if name not in domain:
                     raise InvalidArgument(f"{c.path}.params: {kernel} has no parameter {name!r}")

@@ -7,6 +7,7 @@ the whole product of the domains, mostly invalid for kernel spaces), and a rando
 from __future__ import annotations
 
 import importlib.util
+import warnings
 
 import optuna
 
@@ -35,7 +36,10 @@ def make_sampler(name: str, seed: int | None = None) -> optuna.samplers.BaseSamp
     if name == "tpe":
         # Multivariate TPE models the interactions of tile sizes; constant liar keeps the proposals made while
         # earlier candidates are still compiling or on the GPU apart from each other.
-        return optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True)
+        # group=True: each algorithm's parameters form their own group (define-by-run conditional spaces).
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.samplers.TPESampler(seed=seed, multivariate=True, group=True, constant_liar=True)
     if name == "cmaes":
         # Our parameters are categorical: CMA-ES handles none of them itself and leaves them to TPE.
         return optuna.samplers.CmaEsSampler(

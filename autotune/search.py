@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import optuna
-from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState
 
 from autotune import studies
@@ -77,6 +76,7 @@ class SearchReport:
     study_name: str
     kernel: str
     shape: str
+    dtype: str
     device: DeviceInfo
     metric_unit: str
     target: int
@@ -142,7 +142,6 @@ class Search:
         self.study = study
         self.settings = settings
         self.on_progress = on_progress
-        self.distributions = {p.name: CategoricalDistribution(list(p.values)) for p in space.params}
         self.known: dict[str, _Known] = {}
         self.pending: dict[Future, _Pending] = {}
         self.pending_keys: dict[str, _Pending] = {}
@@ -150,6 +149,7 @@ class Search:
             study_name=study.study_name,
             kernel=space.name,
             shape=format_shape(self.shape),
+            dtype=space.dtype,
             device=self.device,
             metric_unit=space.metric_unit,
             target=settings.trials,
@@ -172,7 +172,7 @@ class Search:
             if t.number in self._seen:
                 continue
             if studies.is_measured(t):
-                self._remember(t.number, t.state, t.value, dict(t.params), t.user_attrs)
+                self._remember(t.number, t.state, t.value, self.space.config_of(t.params), t.user_attrs)
             elif t.user_attrs.get(studies.OUTCOME) == studies.REJECTED:
                 self._seen.add(t.number)
                 self.report.rejected_total += 1
@@ -213,20 +213,25 @@ class Search:
     def _propose(self) -> None:
         if self._default_first:
             self._default_first = False
-            self.study.enqueue_trial(dict(self.space.default_config), user_attrs={studies.ROLE: "default"})
+            self.study.enqueue_trial(self.space.optuna_params(self.space.default_config),
+                                     user_attrs={studies.ROLE: "default"})  # fmt: skip
         elif self._grid is not None:
             config = self._next_grid_config()
             if config is None:
                 self.report.stopped_early = "every valid configuration has been measured"
                 return
-            self.study.enqueue_trial(config)
+            self.study.enqueue_trial(self.space.optuna_params(config))
         with warnings.catch_warnings():
             # We record heartbeats ourselves (Search._beat); Optuna warns that ask/tell users usually do not.
             warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed", category=UserWarning)
-            trial = self.study.ask(self.distributions)
+            trial = self.study.ask()
         try:
             self._beat([trial])  # at once: a trial without any heartbeat is only failed after the grace period
-            self._place(trial)
+            with warnings.catch_warnings():
+                # Define-by-run: an algorithm's parameters exist only in its trials (multivariate TPE groups them).
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                config = self.space.suggest(trial)
+            self._place(trial, config)
         except BaseException:  # interrupted between ask and submit: settle the trial unless it is in flight
             placed = any(trial in (p.trial, *p.duplicates) for p in self.pending.values())
             running = {t.number for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))}
@@ -234,9 +239,8 @@ class Search:
                 self._close_interrupted(trial)
             raise
 
-    def _place(self, trial: optuna.Trial) -> None:
+    def _place(self, trial: optuna.Trial, config: Config) -> None:
         """Reject, answer as a duplicate, or submit a freshly asked trial."""
-        config = dict(trial.params)
         problems = self.space.violations(config, self.shape, self.device)
         if problems:
             trial.set_user_attr(studies.OUTCOME, studies.REJECTED)
@@ -445,6 +449,7 @@ def tune(
     shape: str | Shape | None = None,
     *,
     trials: int = 200,
+    dtype: str | None = None,
     db: str | None = None,
     sampler: str = DEFAULT_SAMPLER,
     seed: int | None = None,
@@ -474,7 +479,7 @@ def tune(
         evaluator, template_hash = ReplayEvaluator(recording), recording.template_hash
         if shape is None:
             shape = recording.shape
-    space = get_space(kernel, domains)
+    space = get_space(kernel, domains, dtype=dtype)
     if shape is None:
         shape_t: Shape = space.default_shape
     elif isinstance(shape, str):
@@ -497,15 +502,12 @@ def tune(
     if evaluator is None:
         from autotune.compiler import find_nvcc
         from autotune.evaluation.gpu import GpuEvaluator
-        from autotune.templates import template_hash as hash_of
 
         find_nvcc()  # fail before starting the GPU worker
-        template_hash = hash_of(space.template)
+        template_hash = space.template_hash()
         evaluator = GpuEvaluator(space, shape_t, seed=seed, timeout_s=timeout_s, flush_l2=not hot_cache)
     elif template_hash is None:
-        from autotune.templates import template_hash as hash_of
-
-        template_hash = hash_of(space.template)
+        template_hash = space.template_hash()
     try:
         database = Database(url)
         storage = None
@@ -514,8 +516,8 @@ def tune(
                 settings or SearchSettings(trials=trials), trials=trials, sampler=sampler, seed=seed
             )
             storage = database.optuna_storage(heartbeat_s=run_settings.heartbeat_s)
-            name = studies.study_name(space.name, format_shape(shape_t), evaluator.device, template_hash,
-                                      hot_cache=hot_cache)  # fmt: skip
+            name = studies.study_name(space.name, format_shape(shape_t), space.dtype, evaluator.device,
+                                      template_hash, hot_cache=hot_cache)  # fmt: skip
             attributes = _study_attributes(space, shape_t, evaluator, template_hash, hot_cache)
             study = studies.open_study(storage, name, sampler_obj, attributes)
             liveness = studies.Liveness(storage, run_settings.heartbeat_s)

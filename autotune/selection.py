@@ -7,7 +7,8 @@ Pure logic over stored rows, so every rule is tested without a GPU:
 3. The row of the exact shape, if any.
 4. Else the nearest tuned shape (Euclidean distance between the logs of the dimensions) whose configuration
    is valid for this shape on this device.
-5. Else the template's default configuration.
+5. Else the space's rule-based default for the shape (`KernelSpace.rule_default`; by default the template's
+   default configuration).
 
 Anything but (3) is a fallback and carries its reason; `describe_fallback` says what runs instead.
 """
@@ -96,7 +97,7 @@ def _choose(
     if elsewhere and not here:
         why.append("tuned only on " + ", ".join(elsewhere))
     reason = "; ".join(why)
-    default = dict(space.default_config)
+    default = space.rule_default(shape, device)
     problems = space.violations(default, shape, device)
     if problems:
         raise NotTuned(f"{reason}; and the default configuration does not fit: {problems[0]}")
@@ -107,4 +108,4 @@ def describe_fallback(choice: Choice) -> str:
     """What runs instead, for the log line of a fallback."""
     if choice.source == NEAREST:
         return f"running the configuration tuned for {choice.row.shape}"
-    return "running the template's default configuration"
+    return "running the default configuration for its shape"

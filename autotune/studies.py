@@ -1,6 +1,6 @@
 """Optuna studies of autotune: their names, their attributes, and what our trials record.
 
-One study per (kernel, shape, device, template): ``gemm-4096x4096x4096-nvidia-h200-1a2b3c4d``. The template's
+One study per (kernel, shape, dtype, device, template): ``gemm-4096x4096x4096-f32-nvidia-h200-1a2b3c4d``. The template's
 short hash is in the name because times measured with another version of the template are not comparable:
 editing a template starts a new study, re-running the same command resumes the old one.
 """
@@ -31,8 +31,12 @@ DUPLICATE_OF = "duplicate_of"  # trial number whose result answered this proposa
 MEASURED, REJECTED, DUPLICATE, INTERRUPTED = "measured", "rejected", "duplicate", "interrupted"
 
 
-def study_name(kernel: str, shape: str, device: DeviceInfo, template_hash: str, *, hot_cache: bool = False) -> str:
-    name = f"{kernel}-{shape}-{device.slug}-{short_hash(template_hash)}"
+def study_name(
+    kernel: str, shape: str, dtype: str, device: DeviceInfo, template_hash: str, *, hot_cache: bool = False
+) -> str:
+    from autotune.dtypes import dtype as dtype_of
+
+    name = f"{kernel}-{shape}-{dtype_of(dtype).short}-{device.slug}-{short_hash(template_hash)}"
     return name + "-hot" if hot_cache else name
 
 

@@ -25,6 +25,7 @@ class StudySummary:
     name: str
     kernel: str
     shape: str
+    dtype: str
     device: str
     metric_unit: str
     complete: int
@@ -47,7 +48,7 @@ class StudySummary:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "name": self.name, "kernel": self.kernel, "shape": self.shape, "device": self.device,
+            "name": self.name, "kernel": self.kernel, "shape": self.shape, "dtype": self.dtype, "device": self.device,
             "metric_unit": self.metric_unit, "trials_complete": self.complete, "trials_failed": self.failed,
             "trials_rejected": self.rejected, "duplicates": self.duplicates, "interrupted": self.interrupted,
             "best_time_ms": self.best_ms, "best_metric": self.best_metric, "best_trial": self.best_trial,
@@ -137,6 +138,7 @@ class Reader:
             name=study.study_name,
             kernel=attrs.get("kernel", "?"),
             shape=attrs.get("shape", "?"),
+            dtype=attrs.get("dtype", "float32"),
             device=(attrs.get("device") or {}).get("name", "?"),
             metric_unit=attrs.get("metric_unit", ""),
             complete=sum(1 for t in trials if studies.is_measured(t) and t.state == TrialState.COMPLETE),

@@ -17,15 +17,18 @@ _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
 
 
 def _template_dirs() -> list[Path]:
+    # A source checkout's templates first: the ones beside the package that was imported (an editable install
+    # maps autotune.kernel_templates to the checkout it was made from, which may be another one).
     dirs = []
+    checkout = Path(__file__).resolve().parent.parent / "kernel_templates"
+    if checkout.is_dir():
+        dirs.append(checkout)
     try:
         import autotune.kernel_templates as packaged
 
-        dirs.extend(Path(p) for p in packaged.__path__)
+        dirs.extend(Path(p) for p in packaged.__path__ if Path(p).resolve() != checkout)
     except ImportError:
         pass
-    # Running from a source checkout that was not pip-installed.
-    dirs.append(Path(__file__).resolve().parent.parent / "kernel_templates")
     return dirs
 
 

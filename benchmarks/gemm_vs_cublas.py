@@ -57,7 +57,7 @@ def main() -> None:
     device = query_device()
     space = get_space("gemm")
     current_hash = template_hash(space.template)
-    compiler = Compiler(device.arch)
+    compiler = Compiler(device.compile_arch)
     flush = torch.empty(max(2 * device.l2_bytes, 256 << 20), dtype=torch.uint8, device="cuda")
     results = []
     for shape_text in args.shapes:

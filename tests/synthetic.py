@@ -11,12 +11,12 @@ from pathlib import Path
 
 from autotune.evaluation import Measurement, Recording, Timing, Toolchain
 from autotune.spaces import config_key, get_space
-from autotune.templates import template_hash
 
 from conftest import H200
 
 # A narrowed gemm space holding the default configuration.
 DOMAINS = {
+    "ALGO": ["simt"],
     "BM": [64, 128],
     "BN": [64, 128],
     "BK": [8, 16],
@@ -46,7 +46,7 @@ def make_recording(path: Path, domains: dict = DOMAINS, shape: tuple = SHAPE) ->
         shape=shape,
         device=H200,
         toolchain=Toolchain(nvcc="13.0.88"),
-        template_hash=template_hash("gemm.cu"),
+        template_hash=space.template_hash(),
         domains=domains,
     )
     for config in space.valid_configs(shape, H200):

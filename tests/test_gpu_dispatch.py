@@ -33,7 +33,7 @@ def db(tmp_path_factory):
     database = Database(resolve_url(path))
     database.save_best(BestEntry(
         device_name=device.name, compute_capability=device.cc, kernel="gemm", shape=TUNED_SHAPE, dtype="float32",
-        template_hash=template_hash(space.template), params=config, time_ms=0.01, metric=10.0,
+        template_hash=space.template_hash(), params=config, time_ms=0.01, metric=10.0,
         metric_unit="TFLOP/s", default_time_ms=0.02, driver_version=device.driver_version, nvcc_version="test",
         study_name="test", trial_number=0,
     ))  # fmt: skip

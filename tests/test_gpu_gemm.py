@@ -7,7 +7,7 @@ import random
 import pytest
 
 from autotune.spaces import config_key, get_space
-from autotune.spaces.gemm import PIPELINES
+from autotune.spaces.gemm_simt import PIPELINES
 
 pytestmark = pytest.mark.gpu
 
@@ -24,12 +24,12 @@ def device():
 @pytest.fixture(scope="module")
 def configs(device):
     """30 random valid configurations, plus the default and one of each pipeline."""
-    space = get_space("gemm")
+    space = get_space("gemm", {"ALGO": ["simt"]})
     rng = random.Random(2026)
     picked = {config_key(space.default_config): dict(space.default_config)}
     wanted_pipelines = set(PIPELINES)
     while len(picked) < 31 or wanted_pipelines:
-        config = {p.name: rng.choice(p.values) for p in space.params}
+        config = space.random_config(rng)
         if space.violations(config, (4096, 4096, 4096), device):
             continue
         if len(picked) >= 31 and config["PIPELINE"] not in wanted_pipelines:

@@ -40,7 +40,7 @@ def random_valid(space, shape, device, n, seed):
     rng = random.Random(seed)
     picked = {config_key(space.default_config): dict(space.default_config)}
     for _ in range(20000):
-        config = {p.name: rng.choice(p.values) for p in space.params}
+        config = space.random_config(rng)
         if not space.violations(config, shape, device):
             picked[config_key(config)] = config
         if len(picked) >= n:

@@ -1,166 +1,166 @@
+"""The gemm family: algorithms as a conditional dimension, dtypes, inputs, references and the accuracy contract."""
+
+import dataclasses
 import random
-import re
 
 import numpy as np
+import optuna
 import pytest
 
-from autotune.compiler import Compiler
-from autotune.spaces import Launch, config_key, get_space, kernel_names
-from autotune.spaces.gemm import PIPELINES
-from autotune.templates import template_path
+from autotune import dtypes
+from autotune.errors import InvalidArgument
+from autotune.spaces import ALGO, config_key, get_space, kernel_names
+from autotune.spaces.gemm import FP32_FLOOR, HALF_TOLERANCE, WIDE
 
 SHAPE = (4096, 4096, 4096)
-
-
-@pytest.fixture
-def space():
-    return get_space("gemm")
-
-
-def template_defaults() -> dict[str, int]:
-    text = template_path("gemm.cu").read_text()
-    return {m[0]: int(m[1]) for m in re.findall(r"#ifndef (\w+)\n#define \1 (\d+)\n#endif", text)}
+DTYPES = get_space("gemm").supported_dtypes()
+HALF = [d for d in DTYPES if d != "float32"]
 
 
 def test_registered():
     assert "gemm" in kernel_names()
 
 
-def test_default_config_is_the_templates_defaults(space):
-    defaults = template_defaults()
-    rendered = space.defines(space.default_config)
-    assert rendered == {k: defaults[k] for k in rendered}
-    assert set(defaults) == set(rendered), "every tunable macro of the template is a parameter"
+def test_algo_is_the_first_parameter_and_others_are_conditional():
+    space = get_space("gemm")
+    assert space.params[0].name == ALGO
+    assert all(p.algorithm in space.params[0].values for p in space.params[1:])
+    assert space.default_config[ALGO] == space.params[0].values[0]
 
 
-def test_default_config_is_valid(space, h200):
-    assert space.violations(space.default_config, SHAPE, h200) == []
+def test_each_dtype_offers_only_its_algorithms():
+    for name in DTYPES:
+        space = get_space("gemm", dtype=name)
+        for algo in space.domain(ALGO):
+            assert name in space.algos[algo].dtypes
+    with pytest.raises(InvalidArgument, match="does not support dtype float64"):
+        get_space("gemm", dtype="float64")
+    with pytest.raises(InvalidArgument, match="does not support dtype int8; it supports float32"):
+        get_space("gemm", dtype="int8")
 
 
-@pytest.mark.parametrize(
-    "change, reason",
-    [
-        ({"BM": 32, "WARPS_M": 4, "TM": 8}, "does not split"),
-        ({"BM": 256, "BN": 256, "WARPS_M": 1, "WARPS_N": 1}, "accumulators"),
-        ({"BM": 256, "BN": 256, "BK": 32, "PIPELINE": "cp.async-4", "WARPS_M": 4, "WARPS_N": 4}, "shared memory"),
-        ({"MIN_BLOCKS": 2, "WARPS_M": 4, "WARPS_N": 4, "BM": 256, "BN": 128}, "cap registers"),
-        ({"WARPS_M": 4, "WARPS_N": 4, "BM": 256, "BN": 256, "TM": 8, "TN": 8, "WNITER": 1}, "cap registers"),
-        ({"BN": 32, "WARPS_N": 4, "TN": 8, "WNITER": 1}, "does not split"),
-    ],
-)
-def test_constraints_explain_themselves(space, h200, change, reason):
-    config = {**space.default_config, **change}
-    problems = space.violations(config, SHAPE, h200)
-    assert any(reason in p for p in problems), problems
-
-
-def test_cp_async_needs_sm80(space, h200):
-    import dataclasses
-
-    volta = dataclasses.replace(h200, compute_capability=(7, 0))
-    config = {**space.default_config, "PIPELINE": "cp.async-2"}
-    assert any("cp.async" in p for p in space.violations(config, SHAPE, volta))
-    assert space.violations(config, SHAPE, h200) == []
-
-
-def test_domain_checks(space, h200):
-    assert "not one of" in space.violations({**space.default_config, "BM": 96}, SHAPE, h200)[0]
-    assert "missing parameter" in space.violations({"BM": 128}, SHAPE, h200)[0]
-    assert "unknown parameters" in space.violations({**space.default_config, "X": 1}, SHAPE, h200)[0]
-
-
-def test_most_of_the_space_is_valid(space, h200):
-    """Rejected proposals cost sampler time: the parameterisation keeps them a minority of random draws."""
+def test_random_configs_hold_their_algorithms_parameters_only(h200):
+    space = get_space("gemm")
     rng = random.Random(0)
-    draws = [{p.name: rng.choice(p.values) for p in space.params} for _ in range(2000)]
-    valid = sum(not space.violations(c, SHAPE, h200) for c in draws)
-    assert valid / len(draws) > 0.35
+    for _ in range(200):
+        config = space.random_config(rng)
+        names = {p.name for p in space.active_params(config)}
+        assert set(config) == names
+        assert not any("missing" in p or "unknown" in p for p in space.violations(config, SHAPE, h200))
 
 
-def test_launch_geometry(space, h200):
-    config = {**space.default_config, "BM": 64, "BN": 128, "WARPS_M": 1, "WARPS_N": 4, "BK": 16}
-    (launch,) = space.launches(config, (1000, 300, 77), h200)
-    assert isinstance(launch, Launch)
-    assert launch.grid == (16 * 3, 1, 1)  # ceil(1000/64) * ceil(300/128)
-    assert launch.block == (128, 1, 1)
-    a_tile = 16 * (64 + 4)  # transposed A, padded
-    assert launch.shared_bytes == 4 * 2 * (a_tile + 16 * 128)  # double buffered
-    assert [a for a in launch.args if isinstance(a, str)] == ["A", "B", "C"]
-    assert [int(a) for a in launch.args[3:]] == [1000, 300, 77]
-    assert all(isinstance(a, np.int32) for a in launch.args[3:])
+def test_configs_enumerate_algorithm_by_algorithm():
+    space = get_space("gemm", {"ALGO": ["simt"], "BM": [64], "BN": [64], "BK": [8], "TM": [4], "TN": [4]})
+    configs = list(space.configs())
+    assert len(configs) == space.size()
+    assert all(c[ALGO] == "simt" for c in configs)
 
 
-def test_reference_and_validation_shapes(space):
-    rng = np.random.default_rng(0)
-    shape = (5, 7, 3)
-    inputs = space.inputs(shape, rng)
-    assert inputs["A"].shape == (5, 3) and inputs["B"].shape == (3, 7)
-    assert inputs["A"].dtype == np.float32 and np.all(inputs["A"] != 0)
-    ref = space.reference(inputs, shape)["C"]
-    assert ref.dtype == np.float64
-    assert np.allclose(ref, inputs["A"].astype(float) @ inputs["B"].astype(float))
-    sizes = {v for p in ("BM", "BN", "BK") for v in space.domain(p)}
-    for m, n, k in space.validation_shapes(SHAPE):
-        assert all(m % s and n % s and k % s for s in sizes), "ragged against every tile size"
-    assert any(n % 4 and k % 4 for _, n, k in space.validation_shapes(SHAPE)), "an unaligned shape"
-    assert any(n % 4 == 0 and k % 4 == 0 for _, n, k in space.validation_shapes(SHAPE)), "an aligned one"
+def test_optuna_round_trip_of_a_conditional_config(tmp_path):
+    """A config → enqueued trial → asked define-by-run → config again, through an RDB study."""
+    space = get_space("gemm")
+    storage = f"sqlite:///{tmp_path / 'o.db'}"
+    study = optuna.create_study(storage=storage, study_name="x")
+    rng = random.Random(1)
+    configs = [space.random_config(rng) for _ in range(5)]
+    for config in configs:
+        study.enqueue_trial(space.optuna_params(config))
+    for config in configs:
+        trial = study.ask()
+        asked = space.suggest(trial)
+        assert asked == config
+        study.tell(trial, 1.0)
+    stored = [space.config_of(t.params) for t in optuna.load_study(study_name="x", storage=storage).trials]
+    assert [config_key(c) for c in stored] == [config_key(c) for c in configs]
 
 
-def test_metric(space):
-    assert space.metric(SHAPE, 1.0) == pytest.approx(2 * 4096**3 / 1e-3 / 1e12)
+def test_inputs_are_rounded_to_the_dtype_and_the_reference_uses_their_exact_values():
+    for name in DTYPES:
+        space = get_space("gemm", dtype=name)
+        rng = np.random.default_rng(0)
+        shape = (5, 7, 3)
+        inputs = space.inputs(shape, rng)
+        assert inputs["A"].dtype == np.dtype(dtypes.dtype(name).host) and inputs["A"].shape == (5, 3)
+        decoded = space.decoded_inputs(inputs, shape)
+        assert np.all(decoded["A"] != 0)
+        ref = space.reference(decoded, shape)["C"]
+        assert ref.dtype == np.float64
+        assert np.array_equal(ref, decoded["A"] @ decoded["B"])
+        assert space.outputs(shape)["C"].dtype == name
 
 
-def test_narrowed_domains(space):
-    narrow = get_space("gemm", {"BM": [64, 128]})
-    assert narrow.domain("BM") == (64, 128)
-    assert narrow.size() == space.size() // 2
-    with pytest.raises(ValueError, match="no parameter"):
-        get_space("gemm", {"XX": [1]})
-    with pytest.raises(ValueError, match="outside its domain"):
-        get_space("gemm", {"BM": [96]})
+def test_wide_inputs_span_the_range():
+    space = get_space("gemm")
+    inputs = space.decoded_inputs(space.inputs((64, 64, 8), np.random.default_rng(0), WIDE), (64, 64, 8))
+    row_scale = np.abs(inputs["A"]).max(axis=1)
+    assert row_scale.max() / row_scale.min() > 2.0**20
+    for name in HALF:
+        half = get_space("gemm", dtype=name)
+        wide = half.decoded_inputs(half.inputs((64, 64, 8), np.random.default_rng(0), WIDE), (64, 64, 8))
+        assert np.isfinite(wide["A"]).all() and np.all(wide["A"] != 0)
 
 
-def sample_valid(space, device, n, seed):
-    rng = random.Random(seed)
-    seen, out = set(), []
-    while len(out) < n:
-        config = {p.name: rng.choice(p.values) for p in space.params}
-        if config_key(config) not in seen and not space.violations(config, SHAPE, device):
-            seen.add(config_key(config))
-            out.append(config)
-    return out
+def test_validation_covers_ragged_shapes_wide_inputs_and_long_k():
+    cases = get_space("gemm").validation_cases(SHAPE)
+    assert any(kind == WIDE and k >= 16384 for (_, _, k), kind in cases)
+    assert any(m % 2 and n % 2 and k % 8 for (m, n, k), _ in cases), "odd M, N; K no multiple of any mma K"
 
 
-@pytest.mark.nvcc
-def test_sampled_valid_configs_compile(space, h200, cache_dir):
-    """≥ 50 random valid configurations (every pipeline among them) compile for sm_90 without spilling much."""
-    configs = sample_valid(space, h200, 50, seed=1)
-    for pipeline in PIPELINES:  # make sure each pipeline variant is among them
-        configs += sample_valid(get_space("gemm", {"PIPELINE": [pipeline]}), h200, 1, seed=2)
-    compiler = Compiler("sm_90", cache_dir=cache_dir)
-    try:
-        futures = [compiler.submit(space.template, space.defines(c)) for c in configs]
-        results = [f.result() for f in futures]
-    finally:
-        compiler.close()
-    failed = [(c, r.error) for c, r in zip(configs, results) if not r.ok]
-    assert not failed, failed[:3]
-    assert all(r.registers > 0 and "sgemm" in r.kernels for r in results)
+def test_fp32_tolerance_is_tied_to_plain_fp32_error_and_excludes_tf32():
+    space = get_space("gemm")
+    shape = (96, 80, 2048)
+    rng = np.random.default_rng(3)
+    decoded = space.decoded_inputs(space.inputs(shape, rng), shape)
+    refs = space.reference(decoded, shape)
+    tol = space.tolerances(decoded, refs, shape)["C"]
+    plain = (decoded["A"].astype(np.float32) @ decoded["B"].astype(np.float32)).astype(np.float64)
+    err = np.linalg.norm(plain - refs["C"]) / np.linalg.norm(refs["C"])
+    assert tol >= err and tol >= FP32_FLOOR
+    # One TF32 pass (10-bit significands) lands far above the tolerance.
+    a = (decoded["A"].astype(np.float32).view(np.uint32) & 0xFFFFE000).view(np.float32).astype(np.float64)
+    b = (decoded["B"].astype(np.float32).view(np.uint32) & 0xFFFFE000).view(np.float32).astype(np.float64)
+    err_tf32 = np.linalg.norm(a @ b - refs["C"]) / np.linalg.norm(refs["C"])
+    assert err_tf32 > 20 * tol
 
 
-@pytest.mark.nvcc
-def test_template_rejects_what_the_space_rejects(space, h200, cache_dir):
-    """Configurations the constraints reject for their tile geometry also fail the template's static_asserts."""
-    rng = random.Random(3)
-    bad = []
-    while len(bad) < 6:
-        config = {p.name: rng.choice(p.values) for p in space.params}
-        problems = space.violations(config, SHAPE, h200)
-        if problems and ("split" in problems[0] or "sub-tiles" in problems[0] or "lanes" in problems[0]):
-            bad.append(config)
-    compiler = Compiler("sm_90", cache_dir=cache_dir)
-    try:
-        results = [f.result() for f in [compiler.submit(space.template, space.defines(c)) for c in bad]]
-    finally:
-        compiler.close()
-    assert all(not r.ok and "static assertion" in (r.error or "") for r in results), [r.error for r in results]
+@pytest.mark.parametrize("name", ["float16", "bfloat16"])
+def test_half_tolerance_separates_fp32_from_half_accumulation(name):
+    """Rounding an exact product to the output dtype passes; accumulating in the half type (K = 16384) fails."""
+    if True:
+        space = get_space("gemm")
+        space.dtype = name  # the tolerance rule alone, whether or not an algorithm answers this dtype yet
+        shape = (16, 16, 16384)
+        decoded = space.decoded_inputs(space.inputs(shape, np.random.default_rng(1)), shape)
+        ref = space.reference(decoded, shape)["C"]
+        tol = space.tolerances(decoded, {"C": ref}, shape)["C"]
+        assert tol == HALF_TOLERANCE[name]
+        rounded = dtypes.round_to(ref, name)
+        assert np.linalg.norm(rounded - ref) / np.linalg.norm(ref) < tol / 2
+        acc = np.zeros((16, 16))
+        for k in range(0, shape[2], 64):  # half accumulation, in chunks of 64 (as an mma with half C would)
+            acc = dtypes.round_to(acc + decoded["A"][:, k : k + 64] @ decoded["B"][k : k + 64], name)
+        assert np.linalg.norm(acc - ref) / np.linalg.norm(ref) > tol
+
+
+def test_algorithm_needing_a_newer_gpu_is_rejected(h200):
+    space = get_space("gemm")
+    for algo in space.domain(ALGO):
+        need = space.algos[algo].min_cc
+        if need > (0, 0):
+            older = dataclasses.replace(h200, compute_capability=(need[0] - 1, 5))
+            config = {ALGO: algo, **space.algos[algo].default_config}
+            assert "needs compute capability" in space.violations(config, SHAPE, older)[0]
+
+
+def test_mixed_and_unsupported_dtypes_are_named():
+    cls = type(get_space("gemm"))
+    for name in DTYPES:
+        assert cls.infer_dtype({"A": name, "B": name}) == name
+    with pytest.raises(TypeError, match="B has dtype float32 but A has float16"):
+        cls.infer_dtype({"A": "float16", "B": "float32"})
+    with pytest.raises(TypeError, match="A has dtype int8"):
+        cls.infer_dtype({"A": "int8", "B": "int8"})
+
+
+def test_metric():
+    assert get_space("gemm").metric(SHAPE, 1.0) == pytest.approx(2 * 4096**3 / 1e-3 / 1e12)

@@ -47,7 +47,7 @@ def test_launch_plans_name_known_buffers(kernel, h200):
     rng = random.Random(0)
     shape = space.default_shape
     for _ in range(30):
-        config = {p.name: rng.choice(p.values) for p in space.params}
+        config = space.random_config(rng)
         if space.violations(config, shape, h200):
             continue
         known = set(space.input_specs(shape)) | set(space.outputs(shape)) | set(space.workspace(config, shape))
@@ -101,7 +101,7 @@ def sample_valid(space, shape, device, n, seed):
     rng = random.Random(seed)
     seen, out = set(), []
     for _ in range(5000):
-        config = {p.name: rng.choice(p.values) for p in space.params}
+        config = space.random_config(rng)
         if config_key(config) not in seen and not space.violations(config, shape, device):
             seen.add(config_key(config))
             out.append(config)

@@ -1,5 +1,8 @@
-// Validation on the GPU: compares a candidate's fp32 output with the fp64 reference without copying either
-// back to the host. sums[0] += Σ(out − ref)², sums[1] += Σ ref², bad += elements that are NaN/inf in the
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+// Validation on the GPU: compares a candidate's output (fp32, fp16, bf16 or int32) with the fp64 reference
+// without copying either back to the host. sums[0] += Σ(out − ref)², sums[1] += Σ ref², bad += elements that are NaN/inf in the
 // output where the reference is finite (unwritten NaN-poisoned elements, or overflow). The host zeroes the
 // accumulators before each call.
 
@@ -15,15 +18,20 @@ __device__ __forceinline__ unsigned long long warp_sum(unsigned long long v) {
   return v;
 }
 
-extern "C" __global__ void compare_f32_f64(const float* __restrict__ out, const double* __restrict__ ref,
-                                           unsigned long long n, double* __restrict__ sums,
-                                           unsigned long long* __restrict__ bad) {
+__device__ __forceinline__ double as_double(float x) { return (double)x; }
+__device__ __forceinline__ double as_double(__half x) { return (double)__half2float(x); }
+__device__ __forceinline__ double as_double(__nv_bfloat16 x) { return (double)__bfloat162float(x); }
+__device__ __forceinline__ double as_double(int x) { return (double)x; }
+
+template <class T>
+__device__ void compare(const T* __restrict__ out, const double* __restrict__ ref, unsigned long long n,
+                        double* __restrict__ sums, unsigned long long* __restrict__ bad) {
   double d2 = 0.0, r2 = 0.0;
   unsigned long long nbad = 0;
   const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
   for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
     const double r = ref[i];
-    const double o = (double)out[i];
+    const double o = as_double(out[i]);
     if (isfinite(r)) {
       if (!isfinite(o)) {
         ++nbad;
@@ -45,3 +53,16 @@ extern "C" __global__ void compare_f32_f64(const float* __restrict__ out, const 
     if (nbad) atomicAdd(bad, nbad);
   }
 }
+
+// One entry point per output dtype (names: compare_<short name of autotune.dtypes>_f64). int32 outputs (counts,
+// indices) are poisoned with INT_MIN, which no count equals: compared exactly, any difference is an error.
+#define COMPARE(NAME, T)                                                                                      \
+  extern "C" __global__ void NAME(const T* __restrict__ out, const double* __restrict__ ref,                \
+                                  unsigned long long n, double* __restrict__ sums,                         \
+                                  unsigned long long* __restrict__ bad) {                                  \
+    compare<T>(out, ref, n, sums, bad);                                                                    \
+  }
+COMPARE(compare_f32_f64, float)
+COMPARE(compare_f16_f64, __half)
+COMPARE(compare_bf16_f64, __nv_bfloat16)
+COMPARE(compare_i32_f64, int)

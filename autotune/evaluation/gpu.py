@@ -67,7 +67,7 @@ class GpuEvaluator(Evaluator):
                 f"shape {format_shape(self.shape)} needs {needed / 2**30:.1f} GiB of GPU memory; "
                 f"{self.device.name} has {self.device.total_memory / 2**30:.1f} GiB"
             )
-        self.compiler = compiler or Compiler(self.device.arch, cache_dir=cache_dir, jobs=jobs)
+        self.compiler = compiler or Compiler(self.device.compile_arch, cache_dir=cache_dir, jobs=jobs)
         self.toolchain = Toolchain(nvcc=self.compiler.version, flags=list(self.compiler.flags))
         compare = self.compiler.compile(Path(__file__).with_name("compare.cu"), {})
         if not compare.ok or not compare.cubin:
@@ -77,6 +77,7 @@ class GpuEvaluator(Evaluator):
             space_ref=type(space).ref(),
             shape=self.shape,
             seed=seed,
+            dtype=space.dtype,
             compare_cubin=compare.cubin,
             cache_dir=str(self._cache_dir),
             flush_l2=flush_l2,
@@ -177,7 +178,7 @@ class GpuEvaluator(Evaluator):
     # --- evaluation -----------------------------------------------------------------------------------------
     def submit(self, config: Config) -> "Future[Measurement]":
         future: Future[Measurement] = Future()
-        compiling = self.compiler.submit(self.space.template, self.space.defines(config))
+        compiling = self.compiler.submit(self.space.template_for(config), self.space.defines(config))
         compiling.add_done_callback(lambda f: self._compiled(config, f, future))
         return future
 
@@ -230,7 +231,7 @@ class GpuEvaluator(Evaluator):
         return measurement
 
     def retime(self, configs: Sequence[Config], rounds: int) -> list[Timing | None]:
-        compiled = [self.compiler.compile(self.space.template, self.space.defines(c)) for c in configs]
+        compiled = [self.compiler.compile(self.space.template_for(c), self.space.defines(c)) for c in configs]
         items = [(c, r.cubin) for c, r in zip(configs, compiled) if r.ok]
         future: Future[list[Timing | None]] = Future()
         self._queue.put(("retime", items, rounds, future))

@@ -17,7 +17,7 @@ from typing import Any, Sequence
 from autotune.device import DeviceInfo
 from autotune.errors import InvalidArgument
 from autotune.evaluation.base import Evaluator, Measurement, Timing, Toolchain
-from autotune.spaces.base import Config, config_key
+from autotune.spaces.base import ALGO, Config, config_key
 
 FORMAT = "autotune-replay/1"
 
@@ -67,11 +67,28 @@ class Recording:
                 template_hash=data["template_hash"],
                 domains=data["domains"],
             )
+            legacy = _algorithm_of_legacy(rec.kernel, rec.domains)
+            if legacy is not None:  # recorded before the family had algorithms: its first algorithm's
+                rec.domains = {ALGO: [legacy], **rec.domains}
             for r in data["records"]:
-                rec.add(r["config"], Measurement.from_dict(r["measurement"]))
+                config = {ALGO: legacy, **r["config"]} if legacy is not None else r["config"]
+                rec.add(config, Measurement.from_dict(r["measurement"]))
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise InvalidArgument(f"cannot read replay recording {path}: {exc}") from None
         return rec
+
+
+def _algorithm_of_legacy(kernel: str, domains: dict[str, list[Any]]) -> str | None:
+    """The algorithm a recording without ``ALGO`` measured, where its kernel is now a family (else None)."""
+    if ALGO in domains:
+        return None
+    from autotune.spaces import space_class
+
+    try:
+        cls = space_class(kernel)
+    except Exception:
+        return None
+    return cls.algorithms[0].name if cls.algorithms else None
 
 
 class ReplayEvaluator(Evaluator):

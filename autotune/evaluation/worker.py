@@ -37,15 +37,16 @@ from typing import Any, Callable
 
 import numpy as np
 
+from autotune import dtypes
 from autotune.device import DeviceInfo
 from autotune.evaluation.base import Measurement, Timing
 from autotune.shape import format_shape
 from autotune.spaces import space_class
-from autotune.spaces.base import BufferSpec, Config, KernelSpace, Launch, Zero
+from autotune.spaces.base import UNIFORM, BufferSpec, Config, KernelSpace, Launch, Zero
 
-NAN_BITS = 0x7FC00000
 DEFAULT_SMEM_LIMIT = 48 * 1024  # dynamic shared memory above this needs an opt-in attribute
 REFERENCE_CACHE_LIMIT = 2 << 30  # bytes of fp64 reference worth keeping on disk
+_TOLERANCE = "__tolerance__"  # prefix of the tolerances kept beside the references in the cache file
 
 
 @dataclass
@@ -53,6 +54,7 @@ class Setup:
     space_ref: str
     shape: tuple[int, ...]
     seed: int
+    dtype: str
     compare_cubin: str
     cache_dir: str
     flush_l2: bool = True
@@ -89,25 +91,25 @@ def classify_cuda_error(message: str) -> tuple[str, bool]:
 
 
 class DataSet:
-    """Inputs, poisoned outputs and fp64 references of one shape, on the device."""
+    """Inputs, poisoned outputs and fp64 references of one shape, on the device. ``inputs`` are host arrays in
+    the buffers' dtypes; ``tolerances`` per output (`KernelSpace.tolerances`)."""
 
     def __init__(self, cuda: Any, space: KernelSpace, shape: tuple[int, ...], inputs: dict[str, np.ndarray],
-                 refs: dict[str, np.ndarray]) -> None:  # fmt: skip
+                 refs: dict[str, np.ndarray], tolerances: dict[str, float], kind: str = UNIFORM) -> None:  # fmt: skip
         self.shape = shape
+        self.kind = kind
         self.buffers: dict[str, tuple[Any, int]] = {}
         for name, array in inputs.items():
             self.buffers[name] = (cuda.to_device(np.ascontiguousarray(array)), array.nbytes)
         self.outputs: dict[str, BufferSpec] = space.outputs(shape)
         self.refs: dict[str, Any] = {}
         for name, spec in self.outputs.items():
-            if spec.dtype != "float32":
-                raise TypeError(f"output {name}: only float32 outputs can be validated, not {spec.dtype}")
             self.buffers[name] = (cuda.mem_alloc(max(spec.nbytes, 4)), spec.nbytes)
             ref = np.ascontiguousarray(refs[name], dtype=np.float64)
             if ref.size != int(np.prod(spec.shape)):
                 raise ValueError(f"reference {name} has {ref.size} elements, output has {int(np.prod(spec.shape))}")
             self.refs[name] = cuda.to_device(ref)
-        self.tolerances = {name: space.tolerance(name, shape) for name in self.outputs}
+        self.tolerances = dict(tolerances)
         self.zero_tolerances = {name: space.zero_tolerance(name, shape) for name in self.outputs}
 
     def free(self) -> None:
@@ -137,13 +139,16 @@ class GpuSession:
         self.context = self.device.retain_primary_context()
         self.context.push()
         self.stream = cuda.Stream()
-        self.space = space_class(setup.space_ref)()
+        self.space = space_class(setup.space_ref)(dtype=setup.dtype)
         self.shape = tuple(setup.shape)
         self.rng = np.random.default_rng(setup.seed + 1)  # fresh inputs for the ragged validation shapes
 
         compare_module = cuda.module_from_file(setup.compare_cubin)
-        self.compare = compare_module.get_function("compare_f32_f64")
-        self.compare.prepare("PPQPP")
+        self.compares: dict[str, Any] = {}
+        for name in dtypes.DTYPES:
+            function = compare_module.get_function(f"compare_{dtypes.dtype(name).short}_f64")
+            function.prepare("PPQPP")
+            self.compares[name] = function
         self._compare_module = compare_module
         self.sums = cuda.mem_alloc(16)
         self.bad = cuda.mem_alloc(8)
@@ -158,7 +163,7 @@ class GpuSession:
     # --- data -----------------------------------------------------------------------------------------------
     def _reference_cache(self) -> Path:
         module_file = Path(sys.modules[type(self.space).__module__].__file__ or "")
-        text = f"{self.setup.space_ref}|{format_shape(self.shape)}|{self.setup.seed}|"
+        text = f"{self.setup.space_ref}|{self.setup.dtype}|{format_shape(self.shape)}|{self.setup.seed}|"
         digest = hashlib.sha256(text.encode() + module_file.read_bytes()).hexdigest()[:32]
         return Path(self.setup.cache_dir) / "reference" / f"{digest}.npz"
 
@@ -166,25 +171,31 @@ class GpuSession:
         rng = np.random.default_rng(self.setup.seed)
         inputs = self.space.inputs(self.shape, rng)
         path = self._reference_cache()
-        refs = None
+        refs = tolerances = None
         if path.is_file():
             try:
                 with np.load(path) as data:
-                    refs = {k: data[k] for k in data.files}
+                    refs = {k: data[k] for k in data.files if not k.startswith(_TOLERANCE)}
+                    tolerances = {k[len(_TOLERANCE):]: float(data[k]) for k in data.files if k.startswith(_TOLERANCE)}
             except (OSError, ValueError):
                 refs = None
-        if refs is None:
-            refs = self.space.reference(inputs, self.shape)
+        if refs is None or tolerances is None:
+            decoded = self.space.decoded_inputs(inputs, self.shape)
+            refs = self.space.reference(decoded, self.shape)
+            tolerances = self.space.tolerances(decoded, refs, self.shape)
+            del decoded
             if sum(r.nbytes for r in refs.values()) <= REFERENCE_CACHE_LIMIT:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 tmp = path.with_suffix(f".{os.getpid()}.tmp.npz")
-                np.savez(tmp, **refs)
+                np.savez(tmp, **refs, **{_TOLERANCE + k: np.float64(v) for k, v in tolerances.items()})
                 os.replace(tmp, path)
-        return DataSet(self.cuda, self.space, self.shape, inputs, refs)
+        return DataSet(self.cuda, self.space, self.shape, inputs, refs, tolerances)
 
-    def _fresh_dataset(self, shape: tuple[int, ...]) -> DataSet:
-        inputs = self.space.inputs(shape, self.rng)
-        return DataSet(self.cuda, self.space, shape, inputs, self.space.reference(inputs, shape))
+    def _fresh_dataset(self, shape: tuple[int, ...], kind: str = UNIFORM) -> DataSet:
+        inputs = self.space.inputs(shape, self.rng) if kind == UNIFORM else self.space.inputs(shape, self.rng, kind)
+        decoded = self.space.decoded_inputs(inputs, shape)
+        refs = self.space.reference(decoded, shape)
+        return DataSet(self.cuda, self.space, shape, inputs, refs, self.space.tolerances(decoded, refs, shape), kind)
 
     # --- launch plans ---------------------------------------------------------------------------------------
     def _plan(self, module: Any, config: Config, data: DataSet) -> tuple[list[Callable[[], None]], list[Any]]:
@@ -239,7 +250,7 @@ class GpuSession:
             cuda.memset_d8_async(self.bad, 0, 8, self.stream)
             blocks = max(1, min(math.ceil(n / 256), self.sm_count * 8))
             out, _ = data.buffers[name]
-            self.compare.prepared_async_call(
+            self.compares[spec.dtype].prepared_async_call(
                 (blocks, 1), (256, 1, 1), self.stream,
                 int(out), int(data.refs[name]), np.uint64(n), int(self.sums), int(self.bad),
             )  # fmt: skip
@@ -248,7 +259,7 @@ class GpuSession:
             cuda.memcpy_dtoh_async(sums, self.sums, self.stream)
             cuda.memcpy_dtoh_async(bad, self.bad, self.stream)
             self.stream.synchronize()
-            where = f"{name} at {format_shape(data.shape)}"
+            where = f"{name} at {format_shape(data.shape)}" + ("" if data.kind == UNIFORM else f" ({data.kind} inputs)")
             if bad[0]:
                 raise CandidateFailed(
                     "nan", f"{where}: {int(bad[0])} of {n} elements NaN/inf (not written, or overflow)"
@@ -258,14 +269,19 @@ class GpuSession:
             else:  # the reference is exactly zero: an absolute bound
                 rel, limit, what = math.sqrt(sums[0] / max(n, 1)), data.zero_tolerances[name], "RMS error (zero reference)"
             if not rel <= limit:
-                raise CandidateFailed("wrong", f"{where}: {what} {rel:.2e} > {limit:.0e}")
+                raise CandidateFailed("wrong", f"{where}: {what} {rel:.2e} > {limit:.1e}")
             worst = max(worst, rel)
         return worst
 
     def _poison(self, data: DataSet) -> None:
         for name, spec in data.outputs.items():
             alloc, _ = data.buffers[name]
-            self.cuda.memset_d32_async(alloc, NAN_BITS, int(np.prod(spec.shape)), self.stream)
+            d = dtypes.dtype(spec.dtype)
+            n = int(np.prod(spec.shape))
+            if d.itemsize == 4:
+                self.cuda.memset_d32_async(alloc, d.poison, n, self.stream)
+            else:
+                self.cuda.memset_d16_async(alloc, d.poison, n, self.stream)
 
     def _validate(self, module: Any, config: Config, data: DataSet) -> tuple[float, list, list]:
         """Run once on poisoned outputs and check; returns (max rel error, steps, scratch) for reuse."""
@@ -324,10 +340,10 @@ class GpuSession:
         try:
             module = self.cuda.module_from_file(cubin)
             worst = 0.0
-            for vshape in self.space.validation_shapes(self.shape):
+            for vshape, kind in self.space.validation_cases(self.shape):
                 if self.space.violations(config, tuple(vshape), self.info):
                     continue  # e.g. a row cached in registers only fits rows up to some length
-                data = self._fresh_dataset(tuple(vshape))
+                data = self._fresh_dataset(tuple(vshape), kind)
                 try:
                     err, _, vscratch = self._validate(module, config, data)
                     self._free(vscratch)

@@ -15,9 +15,12 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from autotune.errors import UnknownKernel
-from autotune.spaces.base import BufferSpec, Config, KernelSpace, Launch, Param, Zero, config_key
+from autotune.spaces.algorithm import Algorithm
+from autotune.spaces.base import ALGO, BufferSpec, Config, KernelSpace, Launch, Param, Zero, config_key
 
 __all__ = [
+    "ALGO",
+    "Algorithm",
     "BufferSpec",
     "Config",
     "KernelSpace",
@@ -34,11 +37,12 @@ __all__ = [
 def _builtin_classes() -> dict[str, type[KernelSpace]]:
     found: dict[str, type[KernelSpace]] = {}
     for info in pkgutil.iter_modules(__path__):
-        if info.name == "base" or info.name.startswith("_"):
+        if info.name in ("base", "algorithm") or info.name.startswith("_"):
             continue
         module = importlib.import_module(f"{__name__}.{info.name}")
         for _, obj in inspect.getmembers(module, inspect.isclass):
-            if issubclass(obj, KernelSpace) and not inspect.isabstract(obj) and obj.__module__ == module.__name__:
+            # A kernel declares its own name; intermediate bases (a family's shared code) do not.
+            if issubclass(obj, KernelSpace) and "name" in vars(obj) and obj.__module__ == module.__name__:
                 found[obj.name] = obj
     return found
 
@@ -87,6 +91,9 @@ def space_class(name_or_ref: str) -> type[KernelSpace]:
     return _BUILTIN[name_or_ref]
 
 
-def get_space(name_or_ref: str, domains: Mapping[str, Sequence[Any]] | None = None) -> KernelSpace:
-    """The space of a kernel, by name (``gemm``) or import reference (``pkg.mod:Class``)."""
-    return space_class(name_or_ref)(domains)
+def get_space(
+    name_or_ref: str, domains: Mapping[str, Sequence[Any]] | None = None, *, dtype: str | None = None
+) -> KernelSpace:
+    """The space of a kernel, by name (``gemm``) or import reference (``pkg.mod:Class``), for problems of
+    ``dtype`` (default: the kernel's first dtype)."""
+    return space_class(name_or_ref)(domains, dtype=dtype)

@@ -1,43 +1,67 @@
 """The base of every kernel space: what can be tuned, what is valid, how to launch, what is right, what is fast.
 
-A space is everything autotune knows about one kernel family besides its CUDA template:
+A space is everything autotune knows about one kernel family besides its CUDA templates:
 
 * ``parameters``: the tunables and their domains (each a compile-time define of the template, or mapped to
   defines by `defines`), and ``default_config``, the template's own defaults;
 * `constraints`: why a configuration cannot work (before anything is compiled);
 * `launches`: grid, block, shared memory and arguments of each kernel launch (a launch plan may hold several
   launches and buffer zeroings, e.g. a two-pass reduction);
-* `inputs` / `outputs` / `reference` / `tolerance` / `validation_shapes`: what a correct answer is;
+* `inputs` / `outputs` / `reference` / `tolerance` / `validation_cases`: what a correct answer is;
 * `work` and ``metric_unit``: the FLOP or byte count that turns a time into TFLOP/s or GB/s.
+
+A space is bound to one problem dtype (``dtype``, one of ``dtypes``), like a problem is bound to its shape.
+
+A family may be computed by several **algorithms** (`autotune.spaces.algorithm.Algorithm`: SIMT, tensor-core
+mma, wgmma, …). Then the space's first parameter is ``ALGO``, and each algorithm's own parameters are
+conditional on it: a configuration holds ``ALGO`` and the parameters of that algorithm only, and Optuna samples
+them define-by-run (`suggest`). Each algorithm has its own template, constraints and launch plan; the family
+keeps what all of them share (shapes, inputs, reference, tolerance, work).
 
 Spaces hold no GPU state and import no GPU library: they are exercised on CPU-only machines.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import math
-from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from autotune import dtypes
 from autotune.device import DeviceInfo
-from autotune.errors import InvalidArgument, InvalidConfig
+from autotune.errors import InvalidArgument, InvalidConfig, InvalidType
 from autotune.shape import Shape, format_shape, parse_shape
 
+if TYPE_CHECKING:
+    from autotune.spaces.algorithm import Algorithm
+
 Config = dict[str, Any]
+ALGO = "ALGO"  # the parameter that picks a family's algorithm
+UNIFORM = "uniform"  # the input kind every space has (see `KernelSpace.inputs`)
 
 
 @dataclass(frozen=True)
 class Param:
-    """One tunable: its name (a define of the template unless `defines` maps it) and its candidate values."""
+    """One tunable: its name (a define of the template unless `defines` maps it) and its candidate values.
+
+    ``algorithm``: set by a family for the parameters of one of its algorithms (active only when ``ALGO`` is
+    that algorithm)."""
 
     name: str
     values: tuple[Any, ...]
     doc: str = ""
+    algorithm: str | None = None
+
+    @property
+    def key(self) -> str:
+        """The parameter's name in Optuna: unique in the family (two algorithms may both have a ``BM``)."""
+        return self.name if self.algorithm is None else f"{self.algorithm}.{self.name}"
 
 
 @dataclass(frozen=True)
@@ -61,11 +85,11 @@ class Zero:
 @dataclass(frozen=True)
 class BufferSpec:
     shape: tuple[int, ...]
-    dtype: str = "float32"
+    dtype: str = "float32"  # a name of `autotune.dtypes`
 
     @property
     def nbytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
+        return dtypes.nbytes(self.shape, self.dtype)
 
 
 Step = Launch | Zero
@@ -80,46 +104,127 @@ def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-class KernelSpace(ABC):
+class KernelSpace:
     # --- identity -------------------------------------------------------------------------------------------
     name: ClassVar[str]  # the kernel's name on the command line and in the store
-    template: ClassVar[str | Path]  # a file of kernel_templates/, or a path (test-only templates)
+    template: ClassVar[str | Path]  # a file of kernel_templates/, or a path (families: each algorithm has one)
     dims: ClassVar[tuple[str, ...]]  # names of the shape's dimensions, e.g. ("M", "N", "K")
     default_shape: ClassVar[Shape]
-    dtype: ClassVar[str] = "float32"
+    dtypes: ClassVar[tuple[str, ...]] = ("float32",)  # problem dtypes; the first is the default
     metric_unit: ClassVar[str]  # "TFLOP/s" or "GB/s": what `work` counts per unit of time
 
     # --- tunables -------------------------------------------------------------------------------------------
-    parameters: ClassVar[tuple[Param, ...]]
-    default_config: ClassVar[Config]  # must equal the template's macro defaults
+    algorithms: ClassVar[tuple[type["Algorithm"], ...]] = ()  # a family's algorithms, in order of preference
+    parameters: ClassVar[tuple[Param, ...]] = ()  # families: parameters shared by every algorithm (rare)
+    default_config: Config  # must equal the template's macro defaults (families: set per dtype at __init__)
 
-    def __init__(self, domains: Mapping[str, Sequence[Any]] | None = None) -> None:
-        """``domains`` narrows some parameters to a subset of their values (replay data, quick searches)."""
-        params = {p.name: p for p in self.parameters}
-        if domains:
-            for name, values in domains.items():
-                if name not in params:
-                    raise InvalidArgument(f"{self.name} has no parameter {name!r}")
-                unknown = [v for v in values if v not in params[name].values]
+    def __init__(self, domains: Mapping[str, Sequence[Any]] | None = None, *, dtype: str | None = None) -> None:
+        """``domains`` narrows some parameters to a subset of their values (replay data, quick searches): keyed
+        by a parameter's name (every algorithm's parameter of that name) or its `Param.key` (one algorithm's).
+        ``dtype``: the problem's dtype (default: the family's first)."""
+        self.dtype = self._bind_dtype(dtype)
+        self.algos: dict[str, Algorithm] = {}
+        params = list(self.parameters)
+        if self.algorithms:
+            self.algos = {a.name: a(self) for a in self.algorithms if self.dtype in a.dtypes}
+            params = [Param(ALGO, tuple(self.algos), "algorithm"), *params]
+            for algo in self.algos.values():
+                params += [dataclasses.replace(p, algorithm=algo.name) for p in algo.parameters]
+            first = next(iter(self.algos.values()))
+            self.default_config = {ALGO: first.name, **first.default_config}
+        self.params: tuple[Param, ...] = tuple(self._narrow(params, domains or {}))
+
+    @classmethod
+    def supported_dtypes(cls) -> tuple[str, ...]:
+        if cls.algorithms:
+            return tuple(dict.fromkeys(d for a in cls.algorithms for d in a.dtypes))
+        return cls.dtypes
+
+    def _bind_dtype(self, dtype: str | None) -> str:
+        supported = self.supported_dtypes()
+        if dtype is None:
+            return supported[0]
+        try:
+            name = dtypes.canonical(dtype)
+        except InvalidArgument:
+            name = str(dtype)
+        if name not in supported:
+            raise InvalidArgument(f"{self.name} does not support dtype {name}; it supports {', '.join(supported)}")
+        return name
+
+    def _narrow(self, params: list[Param], domains: Mapping[str, Sequence[Any]]) -> list[Param]:
+        names = {p.name for p in params} | {p.key for p in params}
+        for key in domains:
+            if key not in names:
+                raise InvalidArgument(f"{self.name} has no parameter {key!r}")
+        out = []
+        for p in params:
+            values = domains.get(p.key, domains.get(p.name))
+            if values is not None:
+                unknown = [v for v in values if v not in p.values]
                 if unknown or not values:
-                    raise InvalidArgument(f"{self.name}.{name}: {unknown or 'no'} values outside its domain")
-                params[name] = Param(name, tuple(values), params[name].doc)
-        self.params: tuple[Param, ...] = tuple(params.values())
+                    raise InvalidArgument(f"{self.name}.{p.key}: {unknown or 'no'} values outside its domain")
+                p = dataclasses.replace(p, values=tuple(values))
+            out.append(p)
+        return out
+
+    # --- algorithms -----------------------------------------------------------------------------------------
+    def algorithm(self, config: Mapping[str, Any]) -> "Algorithm":
+        """The algorithm that computes ``config`` (families only)."""
+        try:
+            return self.algos[config[ALGO]]
+        except KeyError:
+            raise InvalidConfig(f"{self.name} ({self.dtype}) has no algorithm {config.get(ALGO)!r}; it has "
+                                f"{', '.join(self.algos)}") from None  # fmt: skip
+
+    def active_params(self, config: Mapping[str, Any]) -> list[Param]:
+        """The parameters a configuration holds: the family's, and those of its algorithm."""
+        algo = config.get(ALGO)
+        return [p for p in self.params if p.algorithm is None or p.algorithm == algo]
+
+    def suggest(self, trial: Any) -> Config:
+        """Sample a configuration from an Optuna trial, define-by-run: ``ALGO`` first, then its parameters."""
+        config: Config = {}
+        for p in self.params:
+            if p.algorithm is None or p.algorithm == config.get(ALGO):
+                config[p.name] = trial.suggest_categorical(p.key, list(p.values))
+        return config
+
+    def optuna_params(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """A configuration as Optuna parameters (for `optuna.Study.enqueue_trial`)."""
+        return {p.key: config[p.name] for p in self.active_params(config) if p.name in config}
+
+    def config_of(self, params: Mapping[str, Any]) -> Config:
+        """The configuration of an Optuna trial's parameters (the inverse of `optuna_params`)."""
+        config: Config = {}
+        algo = params.get(ALGO)
+        for p in self.params:
+            if p.key in params and (p.algorithm is None or p.algorithm == algo):
+                config[p.name] = params[p.key]
+        return config
 
     # --- constraints ----------------------------------------------------------------------------------------
-    @abstractmethod
     def constraints(self, config: Config, shape: Shape, device: DeviceInfo) -> list[str]:
-        """Reasons this configuration cannot work on this device for this shape; empty when it can."""
+        """Reasons this configuration cannot work on this device for this shape; empty when it can.
+        Families: the algorithm's compute-capability floor, then its own constraints."""
+        if not self.algorithms:
+            raise NotImplementedError(f"{type(self).__name__} must define constraints")
+        algo = self.algorithm(config)
+        if tuple(device.compute_capability) < tuple(algo.min_cc):
+            need = "%d.%d" % tuple(algo.min_cc)
+            return [f"algorithm {algo.name} needs compute capability {need}; {device.name} has {device.cc}"]
+        return algo.constraints(config, shape, device)
 
     def violations(self, config: Config, shape: Shape, device: DeviceInfo) -> list[str]:
         """Domain membership, then the space's own constraints."""
         problems = []
-        for p in self.params:
+        active = self.active_params(config)
+        for p in active:
             if p.name not in config:
                 problems.append(f"missing parameter {p.name}")
             elif config[p.name] not in p.values:
                 problems.append(f"{p.name}={config[p.name]!r} is not one of {list(p.values)}")
-        extra = set(config) - {p.name for p in self.params}
+        extra = set(config) - {p.name for p in active}
         if extra:
             problems.append(f"unknown parameters {sorted(extra)}")
         return problems or self.constraints(config, shape, device)
@@ -129,17 +234,43 @@ class KernelSpace(ABC):
         if problems:
             raise InvalidConfig(f"{self.name} configuration {config_key(config)} is invalid: {problems[0]}")
 
-    # --- rendering and launching ----------------------------------------------------------------------------
+    # --- templates, rendering and launching -----------------------------------------------------------------
+    def template_for(self, config: Mapping[str, Any]) -> str | Path:
+        """The template that computes ``config``."""
+        return self.algorithm(config).template if self.algorithms else self.template
+
+    def templates(self) -> list[str | Path]:
+        """Every template this space (at its dtype) may compile."""
+        if self.algorithms:
+            return list(dict.fromkeys(a.template for a in self.algos.values()))
+        return [self.template]
+
+    def template_hash(self) -> str:
+        """The fingerprint stored with results: they go stale when any template of this space (at its dtype)
+        or a header it includes changes."""
+        from autotune.templates import template_hash
+
+        hashes = [template_hash(t) for t in self.templates()]
+        if len(hashes) == 1:
+            return hashes[0]
+        return hashlib.sha256("".join(sorted(hashes)).encode()).hexdigest()
+
     def defines(self, config: Config) -> dict[str, int | str]:
         """The -D defines that render ``config`` (by default: the parameters themselves)."""
+        if self.algorithms:
+            return self.algorithm(config).defines(config)
         return dict(config)
 
-    @abstractmethod
     def launches(self, config: Config, shape: Shape, device: DeviceInfo) -> list[Step]:
         """The launch plan: kernels (and buffer zeroings) in order. ``device``: grids sized by SM count."""
+        if not self.algorithms:
+            raise NotImplementedError(f"{type(self).__name__} must define launches")
+        return self.algorithm(config).launches(config, shape, device)
 
     def workspace(self, config: Config, shape: Shape) -> dict[str, BufferSpec]:
         """Scratch buffers the launch plan needs besides inputs and outputs."""
+        if self.algorithms:
+            return self.algorithm(config).workspace(config, shape)
         return {}
 
     def infer_shape(self, inputs: Mapping[str, tuple[int, ...]]) -> Shape:
@@ -147,30 +278,58 @@ class KernelSpace(ABC):
         `InvalidArgument` naming the argument that does not fit."""
         raise NotImplementedError(f"{self.name} does not support runtime dispatch")
 
+    @classmethod
+    def infer_dtype(cls, given: Mapping[str, str]) -> str:
+        """The problem dtype from the dtypes of the caller's input arrays (name → dtype name). By default every
+        input has the problem's dtype; `InvalidType` names the argument that does not."""
+        supported = cls.supported_dtypes()
+        names = list(given)
+        first = given[names[0]]
+        for name in names[1:]:
+            if given[name] != first:
+                raise InvalidType(f"{name} has dtype {given[name]} but {names[0]} has {first}: {cls.name} needs "
+                                  f"every input in one dtype")  # fmt: skip
+        if first not in supported:
+            raise InvalidType(f"{names[0]} has dtype {first}; {cls.name} supports {', '.join(supported)}")
+        return first
+
+    def rule_default(self, shape: Shape, device: DeviceInfo) -> Config:
+        """What the dispatcher runs where nothing tuned fits: by default the template's default configuration;
+        a space may pick by the shape's class (a 1-row GEMM wants another tile than a square one)."""
+        return dict(self.default_config)
+
     # --- correctness ----------------------------------------------------------------------------------------
-    @abstractmethod
     def input_specs(self, shape: Shape) -> dict[str, BufferSpec]:
         """The buffers the kernel reads."""
+        raise NotImplementedError
 
-    def inputs(self, shape: Shape, rng: np.random.Generator) -> dict[str, np.ndarray]:
-        """Fresh random inputs (never zeros): uniform in [-1, 1) unless the space knows better."""
+    def inputs(self, shape: Shape, rng: np.random.Generator, kind: str = UNIFORM) -> dict[str, np.ndarray]:
+        """Fresh random inputs (never zeros) as host arrays of the buffers' dtypes (`autotune.dtypes.encode`):
+        uniform in [-1, 1) unless the space knows better. ``kind`` names other input sets the space validates
+        with (`validation_cases`), e.g. wide dynamic range."""
         return {
-            name: rng.uniform(-1.0, 1.0, size=spec.shape).astype(spec.dtype)
+            name: dtypes.encode(rng.uniform(-1.0, 1.0, size=spec.shape), spec.dtype)
             for name, spec in self.input_specs(shape).items()
         }
 
-    @abstractmethod
     def outputs(self, shape: Shape) -> dict[str, BufferSpec]:
         """The buffers the kernel writes, every element of which is checked."""
+        raise NotImplementedError
 
-    @abstractmethod
     def reference(self, inputs: Mapping[str, np.ndarray], shape: Shape) -> dict[str, np.ndarray]:
-        """The right answer in float64, computed with numpy."""
+        """The right answer in float64, computed with numpy from the inputs' exact values (float64 arrays:
+        `decoded_inputs`)."""
+        raise NotImplementedError
+
+    def decoded_inputs(self, inputs: Mapping[str, np.ndarray], shape: Shape) -> dict[str, np.ndarray]:
+        """Host input arrays as the float64 values they hold (ints stay ints): what `reference` is given."""
+        specs = self.input_specs(shape)
+        return {name: dtypes.decode(array, specs[name].dtype) for name, array in inputs.items()}
 
     def device_bytes(self, config: Config | None, shape: Shape) -> int:
         """GPU memory a measurement at ``shape`` needs: inputs, outputs, their fp64 references, workspace."""
         total = sum(s.nbytes for s in self.input_specs(shape).values())
-        total += sum(3 * s.nbytes for s in self.outputs(shape).values())
+        total += sum(s.nbytes + 8 * int(np.prod(s.shape, dtype=np.int64)) for s in self.outputs(shape).values())
         if config is not None:
             total += sum(s.nbytes for s in self.workspace(config, shape).values())
         return total
@@ -178,6 +337,13 @@ class KernelSpace(ABC):
     def tolerance(self, output: str, shape: Shape) -> float:
         """Largest accepted ‖out − ref‖ / ‖ref‖ for ``output``."""
         return 1e-4
+
+    def tolerances(
+        self, inputs: Mapping[str, np.ndarray], refs: Mapping[str, np.ndarray], shape: Shape
+    ) -> dict[str, float]:
+        """The tolerance of each output for these (decoded) inputs and references. By default `tolerance`; a
+        space may tie it to what a plain fp32 computation achieves on the same inputs."""
+        return {name: self.tolerance(name, shape) for name in self.outputs(shape)}
 
     def zero_tolerance(self, output: str, shape: Shape) -> float:
         """Largest RMS error accepted where the whole reference is exactly zero (a relative error is undefined
@@ -188,10 +354,15 @@ class KernelSpace(ABC):
         """Small shapes with ragged edges, checked (with fresh inputs) besides the target shape."""
         return []
 
+    def validation_cases(self, shape: Shape) -> list[tuple[Shape, str]]:
+        """(shape, input kind) pairs checked with fresh inputs before the target shape is: by default the
+        `validation_shapes` with uniform inputs."""
+        return [(tuple(s), UNIFORM) for s in self.validation_shapes(shape)]
+
     # --- metric ---------------------------------------------------------------------------------------------
-    @abstractmethod
     def work(self, shape: Shape) -> float:
         """FLOPs (for TFLOP/s) or bytes moved (for GB/s) of one run of the launch plan."""
+        raise NotImplementedError
 
     def metric(self, shape: Shape, time_ms: float) -> float:
         scale = 1e12 if self.metric_unit == "TFLOP/s" else 1e9
@@ -205,20 +376,43 @@ class KernelSpace(ABC):
         return format_shape(shape)
 
     def domain(self, name: str) -> tuple[Any, ...]:
+        """The values of a parameter, by `Param.key` (or by name where only one parameter has it)."""
         for p in self.params:
-            if p.name == name:
+            if p.key == name:
                 return p.values
+        matches = [p for p in self.params if p.name == name]
+        if len(matches) == 1:
+            return matches[0].values
         raise KeyError(name)
+
+    def _groups(self) -> list[list[Param]]:
+        """The parameter lists of the configurations: one per algorithm (a family), or all of them."""
+        if not self.algorithms:
+            return [list(self.params)]
+        algo_values = self.params[0].values
+        shared = [p for p in self.params[1:] if p.algorithm is None]
+        return [[Param(ALGO, (a,)), *shared, *(p for p in self.params if p.algorithm == a)] for a in algo_values]
 
     def size(self) -> int:
         """Number of configurations in the product of the domains (valid or not)."""
-        return math.prod(len(p.values) for p in self.params)
+        return sum(math.prod(len(p.values) for p in group) for group in self._groups())
 
     def configs(self) -> Iterator[Config]:
-        """Every configuration of the product of the domains, in a fixed order."""
-        names = [p.name for p in self.params]
-        for values in np.ndindex(*(len(p.values) for p in self.params)):
-            yield {n: p.values[i] for n, p, i in zip(names, self.params, values)}
+        """Every configuration of the product of the domains, in a fixed order (algorithm by algorithm)."""
+        for group in self._groups():
+            names = [p.name for p in group]
+            for values in np.ndindex(*(len(p.values) for p in group)):
+                yield {n: p.values[i] for n, p, i in zip(names, group, values)}
+
+    def random_config(self, rng: Any) -> Config:
+        """A configuration drawn uniformly per parameter (``ALGO`` first, then its parameters); ``rng`` is a
+        `random.Random` or a numpy Generator."""
+        config: Config = {}
+        for p in self.params:
+            if p.algorithm is None or p.algorithm == config.get(ALGO):
+                i = int(rng.integers(len(p.values))) if hasattr(rng, "integers") else rng.randrange(len(p.values))
+                config[p.name] = p.values[i]
+        return config
 
     def valid_configs(self, shape: Shape, device: DeviceInfo) -> list[Config]:
         return [c for c in self.configs() if not self.violations(c, shape, device)]
@@ -230,4 +424,6 @@ class KernelSpace(ABC):
 
     def describe(self, config: Config) -> str:
         """A compact one-line rendering for tables."""
+        if self.algorithms and config.get(ALGO) in self.algos:
+            return self.algorithm(config).describe(config)
         return " ".join(f"{k}={v}" for k, v in config.items())

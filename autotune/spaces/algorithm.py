@@ -1,0 +1,61 @@
+"""One way of computing a kernel family: its template, the dtypes it answers, its own tunables and launch plan.
+
+A family (`KernelSpace` with ``algorithms``) offers its algorithms as the values of its ``ALGO`` parameter;
+an algorithm's parameters are sampled only when it is proposed. Adding an algorithm is a template, a module
+with one `Algorithm` subclass, and an entry in its family's ``algorithms``.
+
+Accuracy belongs to the request, not to the algorithm: an algorithm lists in ``dtypes`` only the problem dtypes
+whose tolerance it meets (1×TF32 does not answer float32; 3×TF32 does).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping
+
+from autotune import dtypes
+from autotune.device import DeviceInfo
+from autotune.shape import Shape
+
+if TYPE_CHECKING:
+    from autotune.spaces.base import BufferSpec, Config, KernelSpace, Param, Step
+
+
+class Algorithm(ABC):
+    name: ClassVar[str]  # the value of the family's ALGO parameter
+    template: ClassVar[str | Path]  # a file of kernel_templates/
+    dtypes: ClassVar[tuple[str, ...]]  # problem dtypes it answers at their accuracy
+    min_cc: ClassVar[tuple[int, int]] = (0, 0)  # e.g. (8, 0) for mma.sync, (9, 0) for wgmma
+    parameters: ClassVar[tuple["Param", ...]]
+    default_config: ClassVar["Config"]  # its own parameters only; equal to the template's macro defaults
+
+    def __init__(self, space: "KernelSpace") -> None:
+        self.space = space
+
+    @property
+    def dtype(self) -> str:
+        return self.space.dtype
+
+    def local(self, config: Mapping[str, Any]) -> "Config":
+        """The configuration without the family's ALGO."""
+        names = {p.name for p in self.parameters}
+        return {k: v for k, v in config.items() if k in names}
+
+    @abstractmethod
+    def constraints(self, config: "Config", shape: Shape, device: DeviceInfo) -> list[str]:
+        """Reasons ``config`` cannot work here (the family has checked the domains and ``min_cc``)."""
+
+    def defines(self, config: "Config") -> dict[str, int | str]:
+        """-D defines: its own parameters, and DTYPE (the problem dtype's code, `autotune.dtypes`)."""
+        return {**self.local(config), "DTYPE": dtypes.dtype(self.dtype).code}
+
+    @abstractmethod
+    def launches(self, config: "Config", shape: Shape, device: DeviceInfo) -> list["Step"]:
+        """The launch plan; buffer names are the family's inputs and outputs and this algorithm's workspace."""
+
+    def workspace(self, config: "Config", shape: Shape) -> dict[str, "BufferSpec"]:
+        return {}
+
+    def describe(self, config: "Config") -> str:
+        return self.name + " " + " ".join(f"{k}={v}" for k, v in self.local(config).items())

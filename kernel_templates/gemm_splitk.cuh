@@ -1,0 +1,20 @@
+// Split-K for the GEMM templates. With gridDim.z = S > 1, block z of a GEMM kernel covers K elements
+// [z*k_chunk, min(K, (z+1)*k_chunk)) and writes its fp32 partial tile to partial[z][M][N] (workspace of
+// S*M*N floats); gemm_splitk_reduce then sums the S slices in a fixed order (deterministic) and writes C in the
+// output type. With S = 1 the GEMM kernel writes C itself and this kernel is not launched.
+#pragma once
+#include "dtype.cuh"
+
+#ifndef REDUCE_THREADS
+#define REDUCE_THREADS 256
+#endif
+
+extern "C" __global__ void __launch_bounds__(REDUCE_THREADS)
+    gemm_splitk_reduce(const float* __restrict__ partial, elem_t* __restrict__ C, long long mn, int splits) {
+  const long long stride = (long long)gridDim.x * REDUCE_THREADS;
+  for (long long i = (long long)blockIdx.x * REDUCE_THREADS + threadIdx.x; i < mn; i += stride) {
+    float acc = 0.f;
+    for (int s = 0; s < splits; ++s) acc += __ldcs(partial + (long long)s * mn + i);
+    C[i] = from_f32<elem_t>(acc);
+  }
+}
