@@ -43,7 +43,6 @@ def main() -> None:
     from autotune.device import query_device
     from autotune.spaces import get_space
     from autotune.storage import BestEntry, Database, resolve_url
-    from autotune.templates import template_hash
 
     device = query_device()
     space = get_space("gemm")
@@ -53,7 +52,7 @@ def main() -> None:
     database = Database(resolve_url(db))
     database.save_best(BestEntry(
         device_name=device.name, compute_capability=device.cc, kernel="gemm", shape="64x64x64", dtype="float32",
-        template_hash=template_hash(space.template), params=config, time_ms=0.01, metric=1.0, metric_unit="TFLOP/s",
+        template_hash=space.template_hash(), params=config, time_ms=0.01, metric=1.0, metric_unit="TFLOP/s",
         default_time_ms=None, driver_version=device.driver_version, nvcc_version="", study_name="overhead",
         trial_number=0,
     ))  # fmt: skip
@@ -65,7 +64,7 @@ def main() -> None:
     gemm = autotune.load("gemm", db=db)
     gemm(a, b, out=c)  # compile, load, plan
 
-    compiled = Compiler(device.compile_arch).compile(space.template, space.defines(config))
+    compiled = Compiler(device.compile_arch).compile(space.template_for(config), space.defines(config))
     module = cuda.module_from_file(compiled.cubin)
     func = module.get_function("sgemm")
     (launch,) = space.launches(config, shape, device)

@@ -52,11 +52,10 @@ def main() -> None:
     from autotune.search import tune
     from autotune.spaces import get_space
     from autotune.storage import Database, resolve_url
-    from autotune.templates import template_hash
 
     device = query_device()
     space = get_space("gemm")
-    current_hash = template_hash(space.template)
+    current_hash = space.template_hash()
     compiler = Compiler(device.compile_arch)
     flush = torch.empty(max(2 * device.l2_bytes, 256 << 20), dtype=torch.uint8, device="cuda")
     results = []
@@ -80,7 +79,7 @@ def main() -> None:
         ref = (a.double() @ b.double())
 
         def ours(config: dict) -> tuple:
-            compiled = compiler.compile(space.template, space.defines(config))
+            compiled = compiler.compile(space.template_for(config), space.defines(config))
             assert compiled.ok, compiled.error
             module = cuda.module_from_file(compiled.cubin)
             func = module.get_function("sgemm")

@@ -75,7 +75,6 @@ def main() -> None:
     import autotune
     from autotune.device import query_device
     from autotune.storage import Database, resolve_url
-    from autotune.templates import template_hash
 
     device = query_device()
     flush = torch.empty(max(2 * device.l2_bytes, 256 << 20), dtype=torch.uint8, device="cuda")
@@ -89,7 +88,7 @@ def main() -> None:
     results = []
     for kernel in args.kernels:
         space = autotune.get_space(kernel)
-        current = template_hash(space.template)
+        current = space.template_hash()
         for shape_text in SHAPES[kernel]:
             shape = space.parse_shape(shape_text)
             database = Database(resolve_url(args.db))

@@ -15,9 +15,9 @@ from pathlib import Path
 from autotune.evaluation import Recording
 from autotune.evaluation.gpu import GpuEvaluator
 from autotune.spaces import get_space
-from autotune.templates import template_hash
 
 DOMAINS = {
+    "ALGO": ["simt"],
     "BM": [64, 128],
     "BN": [64, 128],
     "BK": [8, 16],
@@ -51,7 +51,7 @@ def main() -> None:
             shape=shape,
             device=evaluator.device,
             toolchain=evaluator.toolchain,
-            template_hash=template_hash(space.template),
+            template_hash=space.template_hash(),
             domains=DOMAINS,
         )
         for config, future in zip(configs, futures):

@@ -22,7 +22,7 @@ class FakeDeviceArray:
 def test_numpy():
     a = np.zeros((3, 4), np.float32)
     arg = describe("A", a)
-    assert arg.kind == HOST and arg.on_host and arg.shape == (3, 4) and arg.dtype == np.float32
+    assert arg.kind == HOST and arg.on_host and arg.shape == (3, 4) and arg.dtype == "float32"
     assert arg.ptr == a.ctypes.data
 
 
@@ -36,7 +36,7 @@ def test_non_contiguous_is_named():
 
 def test_cuda_array_interface():
     arg = describe("B", FakeDeviceArray((4, 3), strides=(12, 4), stream=5))
-    assert arg.kind == CAI and not arg.on_host and arg.shape == (4, 3) and arg.dtype == np.float32
+    assert arg.kind == CAI and not arg.on_host and arg.shape == (4, 3) and arg.dtype == "float32"
     assert arg.stream == 5
     assert describe("B", FakeDeviceArray((4, 3), stream=1)).stream is None  # the legacy default stream
     assert describe("C", FakeDeviceArray((2, 2), readonly=True)).readonly

@@ -36,7 +36,7 @@ def test_replayed_search_prints_the_leaders(stored_db, runner):
                                  str(stored_db), "--seed", "2"])  # fmt: skip
     assert result.exit_code == 0, result.output
     out = result.output
-    assert "gemm-1024x1024x1024-nvidia-h200-" in out
+    assert "gemm-1024x1024x1024-f32-nvidia-h200-" in out
     assert "measured 30 of 30 (5 this run)" in out, "the second run resumes the first"
     assert "the default configuration" in out and "TFLOP/s" in out
 

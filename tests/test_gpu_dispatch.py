@@ -13,7 +13,6 @@ from autotune.errors import InvalidArgument, InvalidType, NotTuned
 from autotune.selection import DEFAULT, NEAREST, TUNED
 from autotune.spaces import get_space
 from autotune.storage import BestEntry, Database, resolve_url
-from autotune.templates import template_hash
 
 pytestmark = pytest.mark.gpu
 

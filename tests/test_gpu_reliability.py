@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from autotune import studies
 from autotune.cli import app
+from autotune.spaces import get_space
 from autotune.storage import Database, resolve_url
 
 pytestmark = pytest.mark.gpu

@@ -48,7 +48,7 @@ def run(*args: str) -> tuple[int, str]:
 def test_studies_text_and_json(two_studies):
     code, text = run("studies", "--db", str(two_studies))
     assert code == 0
-    assert "gemm-1024x1024x1024-nvidia-h200-" in text and "gemm-2048x2048x2048-nvidia-h200-" in text
+    assert "gemm-1024x1024x1024-f32-nvidia-h200-" in text and "gemm-2048x2048x2048-f32-nvidia-h200-" in text
     assert "40 complete" in text and "x default" in text
     code, out = run("studies", "--json", "--db", str(two_studies))
     rows = {r["shape"]: r for r in json.loads(out)}
@@ -163,7 +163,7 @@ def test_dashboard_in_a_real_browser(two_studies, tmp_path):
             capture_output=True, text=True, timeout=120,
         )  # fmt: skip
         dom = page.stdout
-        assert "gemm-1024x1024x1024-nvidia-h200-" in dom, dom[-3000:]
+        assert "gemm-1024x1024x1024-f32-nvidia-h200-" in dom, dom[-3000:]
         assert "Trial 0" in dom and "Complete" in dom, "the trials are listed"
         for attr in ("outcome", "metric", "registers", "measurement"):
             assert attr in dom, f"our user attribute {attr} is shown"

@@ -8,17 +8,19 @@ import re
 import numpy as np
 import pytest
 
+from autotune import dtypes
 from autotune.compiler import Compiler
 from autotune.spaces import Launch, Zero, config_key, get_space, kernel_names
+from autotune.spaces.base import UNIFORM
 from autotune.templates import _sources, template_path
 
 KERNELS = kernel_names()
 LIBRARY = [k for k in KERNELS if k != "gemm"]  # gemm has its own module
 
 
-def template_defaults(space) -> dict[str, int]:
+def template_defaults(space, config) -> dict[str, int]:
     defaults = {}
-    for _, data in _sources(template_path(space.template)):
+    for _, data in _sources(template_path(space.template_for(config))):
         text = data.decode()
         defaults.update({m[0]: int(m[1]) for m in re.findall(r"#ifndef (\w+)\n#define \1 (-?\d+)[^\n]*\n#endif", text)})
     return defaults
@@ -30,15 +32,25 @@ def test_the_library_is_complete():
     assert expected <= set(KERNELS)
 
 
+def default_configs(space) -> list[dict]:
+    """The default configuration of a plain space; of a family, each algorithm's."""
+    if not space.algos:
+        return [dict(space.default_config)]
+    return [{"ALGO": name, **algo.default_config} for name, algo in space.algos.items()]
+
+
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_default_config_is_the_templates_and_valid_everywhere(kernel, h200):
     space = get_space(kernel)
-    defaults = template_defaults(space)
-    rendered = space.defines(space.default_config)
-    mismatched = {k: (v, defaults.get(k)) for k, v in rendered.items() if k != "OP" and defaults.get(k) != v}
-    assert not mismatched, "space default_config and template macro defaults disagree"
-    for shape in [space.default_shape, *space.validation_shapes(space.default_shape)]:
-        assert space.violations(space.default_config, shape, h200) == [], shape
+    for config in default_configs(space):
+        defaults = template_defaults(space, config)
+        rendered = space.defines(config)
+        skip = ("OP", "DTYPE")  # chosen by the kernel and the problem, not tuned
+        mismatched = {k: (v, defaults.get(k)) for k, v in rendered.items() if k not in skip and defaults.get(k) != v}
+        assert not mismatched, f"default configuration and template macro defaults disagree ({config.get('ALGO')})"
+    config = space.default_config
+    for shape in [space.default_shape, *(s for s, _ in space.validation_cases(space.default_shape))]:
+        assert space.violations(config, shape, h200) == [], shape
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
@@ -65,14 +77,16 @@ def test_launch_plans_name_known_buffers(kernel, h200):
 def test_references_and_shape_inference(kernel):
     space = get_space(kernel)
     rng = np.random.default_rng(0)
-    for shape in space.validation_shapes(space.default_shape)[:4]:
-        inputs = space.inputs(shape, rng)
+    for shape, kind in space.validation_cases(space.default_shape)[:4]:
+        inputs = space.inputs(shape, rng) if kind == UNIFORM else space.inputs(shape, rng, kind)
         specs = space.input_specs(shape)
         assert set(inputs) == set(specs)
         for name, array in inputs.items():
-            assert array.shape == specs[name].shape and array.dtype == np.dtype(specs[name].dtype)
+            assert array.shape == specs[name].shape and array.dtype == np.dtype(dtypes.dtype(specs[name].dtype).host)
+        decoded = space.decoded_inputs(inputs, shape)
+        for name, array in decoded.items():
             assert np.isfinite(array).any() and np.any(array != 0), "never zeros"
-        refs = space.reference(inputs, shape)
+        refs = space.reference(decoded, shape)
         assert set(refs) == set(space.outputs(shape))
         for name, ref in refs.items():
             assert ref.dtype == np.float64 and ref.size == np.prod(space.outputs(shape)[name].shape)
@@ -118,7 +132,7 @@ def test_sampled_configs_of_every_template_compile(h200, cache_dir):
         for kernel in LIBRARY:
             space = get_space(kernel)
             for config in [dict(space.default_config), *sample_valid(space, space.default_shape, h200, 6, seed=7)]:
-                jobs.append((kernel, config, compiler.submit(space.template, space.defines(config))))
+                jobs.append((kernel, config, compiler.submit(space.template_for(config), space.defines(config))))
         failures = []
         for kernel, config, future in jobs:
             result = future.result()
