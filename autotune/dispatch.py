@@ -191,7 +191,7 @@ class TunedKernel:
                 steps.append(step)
                 continue
             assert isinstance(step, Launch)
-            function = self._function(space, config, step.kernel, step.shared_bytes)
+            function = self._function(space, config, shape, step.kernel, step.shared_bytes)
             holders, slots = [], []
             for arg in step.args:
                 if isinstance(arg, str):
@@ -205,14 +205,15 @@ class TunedKernel:
             steps.append(_Step(function, step.grid, step.block, step.shared_bytes, params, slots, holders, launch))
         return _Plan(shape, space.dtype, choice, steps, space.outputs(shape), space.workspace(config, shape))
 
-    def _function(self, space: KernelSpace, config: Config, kernel: str, shared_bytes: int) -> int:
-        key = space.dtype + ":" + config_key(config)
+    def _function(self, space: KernelSpace, config: Config, shape: Shape, kernel: str, shared_bytes: int) -> int:
+        defines = space.compile_defines(config, shape)
+        key = space.dtype + ":" + config_key(defines)
         if key not in self._modules:
             if self._compiler is None:
                 from autotune.compiler import Compiler
 
                 self._compiler = Compiler(self.device.compile_arch)
-            result = self._compiler.compile(space.template_for(config), space.defines(config))
+            result = self._compiler.compile(space.template_for(config), defines)
             if not result.ok or not result.cubin:
                 raise DeviceError(f"{space.name}: configuration {key} does not compile: {result.error}")
             self._driver.make_current(self._context)

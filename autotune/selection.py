@@ -6,7 +6,8 @@ Pure logic over stored rows, so every rule is tested without a GPU:
 2. Rows whose template hash differs from the template as it is now are stale and never used.
 3. The row of the exact shape, if any.
 4. Else the nearest tuned shape (Euclidean distance between the logs of the dimensions) whose configuration
-   is valid for this shape on this device.
+   is valid for this shape on this device, among the shapes of the same key (`KernelSpace.shape_key`: never
+   crossed) and the same class (`KernelSpace.shape_class`: a 1-row GEMM does not borrow a square tile).
 5. Else the space's rule-based default for the shape (`KernelSpace.rule_default`; by default the template's
    default configuration).
 
@@ -80,7 +81,13 @@ def _choose(
     if exact:
         return Choice(exact[0].config, TUNED, "", exact[0])
 
-    ranked = sorted(current, key=lambda r: log_distance(space.parse_shape(r.shape), shape))
+    # Fallbacks stay within the shape's key (never across it) and class (a 1-row GEMM does not borrow a square
+    # tile): where the space has classes and none of this class fits, its rule-based default runs instead.
+    key, klass = space.shape_key(shape), space.shape_class(shape)
+    same = [r for r in current if space.shape_key(space.parse_shape(r.shape)) == key]
+    other_classes = [r for r in same if space.shape_class(space.parse_shape(r.shape)) != klass]
+    same = [r for r in same if r not in other_classes]
+    ranked = sorted(same, key=lambda r: log_distance(space.parse_shape(r.shape), shape))
     rejected = []
     for row in ranked:
         problems = space.violations(row.config, shape, device)
@@ -92,6 +99,8 @@ def _choose(
     why = [f"no configuration of {space.name} tuned for {shape_text} or a compatible shape on {device.name}"]
     if rejected:
         why.append("tuned shapes whose configuration does not fit: " + ", ".join(rejected[:3]))
+    if other_classes:
+        why.append(f"{len(other_classes)} tuned for shapes of another class ({', '.join(sorted({r.shape for r in other_classes})[:3])})")
     if stale:
         why.append(f"{stale} stale (the template changed since they were tuned)")
     if elsewhere and not here:

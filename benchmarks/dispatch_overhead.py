@@ -64,7 +64,7 @@ def main() -> None:
     gemm = autotune.load("gemm", db=db)
     gemm(a, b, out=c)  # compile, load, plan
 
-    compiled = Compiler(device.compile_arch).compile(space.template_for(config), space.defines(config))
+    compiled = Compiler(device.compile_arch).compile(space.template_for(config), space.compile_defines(config, shape))
     module = cuda.module_from_file(compiled.cubin)
     func = module.get_function("sgemm")
     (launch,) = space.launches(config, shape, device)

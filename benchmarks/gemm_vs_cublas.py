@@ -79,7 +79,7 @@ def main() -> None:
         ref = (a.double() @ b.double())
 
         def ours(config: dict) -> tuple:
-            compiled = compiler.compile(space.template_for(config), space.defines(config))
+            compiled = compiler.compile(space.template_for(config), space.compile_defines(config, shape))
             assert compiled.ok, compiled.error
             module = cuda.module_from_file(compiled.cubin)
             func = module.get_function("sgemm")

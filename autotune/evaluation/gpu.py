@@ -178,7 +178,7 @@ class GpuEvaluator(Evaluator):
     # --- evaluation -----------------------------------------------------------------------------------------
     def submit(self, config: Config) -> "Future[Measurement]":
         future: Future[Measurement] = Future()
-        compiling = self.compiler.submit(self.space.template_for(config), self.space.defines(config))
+        compiling = self.compiler.submit(self.space.template_for(config), self.space.compile_defines(config, self.shape))
         compiling.add_done_callback(lambda f: self._compiled(config, f, future))
         return future
 
@@ -231,7 +231,8 @@ class GpuEvaluator(Evaluator):
         return measurement
 
     def retime(self, configs: Sequence[Config], rounds: int) -> list[Timing | None]:
-        compiled = [self.compiler.compile(self.space.template_for(c), self.space.defines(c)) for c in configs]
+        compiled = [self.compiler.compile(self.space.template_for(c), self.space.compile_defines(c, self.shape))
+                    for c in configs]
         items = [(c, r.cubin) for c, r in zip(configs, compiled) if r.ok]
         future: Future[list[Timing | None]] = Future()
         self._queue.put(("retime", items, rounds, future))

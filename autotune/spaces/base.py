@@ -261,6 +261,15 @@ class KernelSpace:
             return self.algorithm(config).defines(config)
         return dict(config)
 
+    def problem_defines(self, shape: Shape) -> dict[str, int | str]:
+        """Compile-time constants the problem fixes, beside the configuration's (e.g. attention's head_dim,
+        which sizes register arrays). A configuration compiled for one value is never run at another."""
+        return {}
+
+    def compile_defines(self, config: Config, shape: Shape) -> dict[str, int | str]:
+        """Everything that renders ``config`` for problems of ``shape``: what the compiler is given."""
+        return {**self.defines(config), **self.problem_defines(shape)}
+
     def launches(self, config: Config, shape: Shape, device: DeviceInfo) -> list[Step]:
         """The launch plan: kernels (and buffer zeroings) in order. ``device``: grids sized by SM count."""
         if not self.algorithms:
@@ -292,6 +301,16 @@ class KernelSpace:
         if first not in supported:
             raise InvalidType(f"{names[0]} has dtype {first}; {cls.name} supports {', '.join(supported)}")
         return first
+
+    def shape_key(self, shape: Shape) -> tuple:
+        """What a tuned shape must share with a problem for its configuration to be used there at all (e.g.
+        attention's head_dim): the dispatcher never falls back across it."""
+        return ()
+
+    def shape_class(self, shape: Shape) -> tuple:
+        """The class of a shape (e.g. GEMM's M bucket and aspect): the dispatcher's fallback prefers configurations
+        tuned for shapes of the same class, and where none fits runs `rule_default`, not another class's winner."""
+        return ()
 
     def rule_default(self, shape: Shape, device: DeviceInfo) -> Config:
         """What the dispatcher runs where nothing tuned fits: by default the template's default configuration;
