@@ -1,7 +1,8 @@
 """GEMM: the stored tuned configuration of each shape and dtype against cuBLAS, in one process.
 
     python benchmarks/gemm_vs_cublas.py [--db PATH] [--dtypes float32 float16 bfloat16] [--shapes 4096x4096x4096 ...]
-                                        [--trials 120] [--trials-more 40] [--fallback] [--out FILE.json]
+                                        [--trials 120] [--trials-more 40] [--algos simt ...] [--fallback]
+                                        [--out FILE.json]
 
 For each dtype and shape, the configuration stored for this GPU is used; where none is stored a search runs first
 (--trials for the first shape of a dtype, --trials-more for the others, which start from the leaders already
@@ -71,6 +72,8 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=120, help="search budget of a dtype's first untuned shape")
     parser.add_argument("--trials-more", type=int, default=40, help="search budget of its other untuned shapes")
     parser.add_argument("--reps", type=int, default=30)
+    parser.add_argument("--algos", nargs="+", default=None,
+                        help="search only these algorithms (use a database of its own: studies do not record it)")
     parser.add_argument("--fallback", action="store_true")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
@@ -102,7 +105,8 @@ def main() -> None:
             if row is None:
                 budget = args.trials_more if tuned_any else args.trials
                 print(f"{dtype} {shape_text}: searching {budget} trials", flush=True)
-                autotune.tune("gemm", shape_text, dtype=dtype, trials=budget, db=args.db, seed=0)
+                domains = {"ALGO": [a for a in args.algos if a in space.algos]} if args.algos else None
+                autotune.tune("gemm", shape_text, dtype=dtype, trials=budget, db=args.db, seed=0, domains=domains)
                 db = Database(resolve_url(args.db))
                 row = stored(db, device, space, shape_text)
                 db.close()
