@@ -1,0 +1,83 @@
+"""Algorithms as a conditional dimension: the search asks ALGO first and only that algorithm's parameters, stores
+and resumes such configurations, and dtypes decide which algorithms exist (tests/toy_family.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import optuna
+import pytest
+
+from autotune import studies
+from autotune.errors import InvalidArgument
+from autotune.evaluation import ReplayEvaluator
+from autotune.search import SearchSettings, tune
+from autotune.spaces import ALGO, config_key, get_space
+from autotune.storage import Database, resolve_url
+
+from conftest import H200
+from toy_family import ToyFamily, make_recording
+
+REF = "toy_family:ToyFamily"
+
+
+def search(tmp_path, dtype, trials, sampler="tpe", seed=0):
+    rec = make_recording(dtype)
+    return tune(REF, (1024,), trials=trials, dtype=dtype, db=str(tmp_path / "t.db"), sampler=sampler, seed=seed,
+                evaluator=ReplayEvaluator(rec), template_hash=rec.template_hash,
+                settings=SearchSettings(trials=trials, patience=2000))  # fmt: skip
+
+
+def test_dtype_decides_the_algorithms():
+    assert ToyFamily(dtype="float32").domain(ALGO) == ("tiled",)
+    assert ToyFamily(dtype="float16").domain(ALGO) == ("tiled", "vector")
+    assert ToyFamily.supported_dtypes() == ("float32", "float16")
+    with pytest.raises(InvalidArgument, match="toy does not support dtype bfloat16"):
+        ToyFamily(dtype="bfloat16")
+
+
+def test_same_parameter_name_in_two_algorithms_keeps_its_own_domain():
+    space = ToyFamily(dtype="float16")
+    assert space.domain("tiled.TILE") == (16, 32, 64, 128) and space.domain("vector.TILE") == (64, 256)
+    assert "is not one of" in space.violations({ALGO: "vector", "TILE": 32, "VEC": 8}, (1024,), H200)[0]
+    narrowed = ToyFamily({"vector.TILE": [256]}, dtype="float16")
+    assert narrowed.domain("vector.TILE") == (256,) and narrowed.domain("tiled.TILE") == (16, 32, 64, 128)
+
+
+def test_min_cc_rejects_before_anything_is_compiled():
+    space = ToyFamily(dtype="float16")
+    ampere = dataclasses.replace(H200, compute_capability=(8, 0))
+    problems = space.violations({ALGO: "vector", "TILE": 64, "VEC": 8}, (1024,), ampere)
+    assert problems == ["algorithm vector needs compute capability 9.0; NVIDIA H200 has 8.0"]
+
+
+def test_search_asks_only_the_proposed_algorithms_parameters(tmp_path):
+    report = search(tmp_path, "float16", 12)
+    study = optuna.load_study(study_name=report.study_name, storage=resolve_url(tmp_path / "t.db"))
+    measured = [t for t in study.trials if studies.is_measured(t)]
+    assert len(measured) == 12
+    space = ToyFamily(dtype="float16")
+    algos = set()
+    for t in measured:
+        algo = t.params[ALGO]
+        algos.add(algo)
+        assert set(t.params) == {ALGO} | {f"{algo}.{p.name}" for p in space.algos[algo].parameters}
+        assert not space.violations(space.config_of(t.params), (1024,), H200)
+    assert algos == {"tiled", "vector"}, "both algorithms explored"
+    assert report.best.config[ALGO] == "vector", "the faster algorithm wins"
+    (row,) = Database(resolve_url(tmp_path / "t.db"), create=False).best("toy")
+    assert row.dtype == "float16" and row.config == report.best.config
+    assert set(row.config) == {ALGO, "TILE", "VEC"}
+    assert "-f16-" in report.study_name
+
+
+def test_resume_and_grid_cover_every_valid_configuration_of_every_algorithm(tmp_path):
+    space = ToyFamily(dtype="float16")
+    valid = {config_key(c) for c in space.valid_configs((1024,), H200)}
+    assert len(valid) == 4 * 3 - 1 + 2 * 3
+    first = search(tmp_path, "float16", 5, sampler="grid")
+    second = search(tmp_path, "float16", len(valid), sampler="grid")
+    assert second.measured_total == len(valid) and second.measured_now == len(valid) - 5
+    study = optuna.load_study(study_name=first.study_name, storage=resolve_url(tmp_path / "t.db"))
+    seen = {config_key(space.config_of(t.params)) for t in study.trials if studies.is_measured(t)}
+    assert seen == valid
