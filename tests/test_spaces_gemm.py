@@ -12,6 +12,8 @@ from autotune.errors import InvalidArgument
 from autotune.spaces import ALGO, config_key, get_space, kernel_names
 from autotune.spaces.gemm import FP32_FLOOR, HALF_TOLERANCE, WIDE
 
+from conftest import H200
+
 SHAPE = (4096, 4096, 4096)
 DTYPES = get_space("gemm").supported_dtypes()
 HALF = [d for d in DTYPES if d != "float32"]
@@ -106,21 +108,33 @@ def test_validation_covers_ragged_shapes_wide_inputs_and_long_k():
     assert any(m % 2 and n % 2 and k % 8 for (m, n, k), _ in cases), "odd M, N; K no multiple of any mma K"
 
 
-def test_fp32_tolerance_is_tied_to_plain_fp32_error_and_excludes_tf32():
+def sequential_fp32(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """C = A·B accumulated along K in fp32, one k at a time (what an FFMA kernel does, less the fused rounding)."""
+    acc = np.zeros((a.shape[0], b.shape[1]), np.float32)
+    a32, b32 = a.astype(np.float32), b.astype(np.float32)
+    for k in range(a.shape[1]):
+        acc += np.outer(a32[:, k], b32[k])
+    return acc.astype(np.float64)
+
+
+def test_fp32_tolerance_is_tied_to_the_simt_kernels_error_and_excludes_tf32():
     space = get_space("gemm")
-    shape = (96, 80, 2048)
-    rng = np.random.default_rng(3)
-    decoded = space.decoded_inputs(space.inputs(shape, rng), shape)
-    refs = space.reference(decoded, shape)
-    tol = space.tolerances(decoded, refs, shape)["C"]
-    plain = (decoded["A"].astype(np.float32) @ decoded["B"].astype(np.float32)).astype(np.float64)
-    err = np.linalg.norm(plain - refs["C"]) / np.linalg.norm(refs["C"])
-    assert tol >= err and tol >= FP32_FLOOR
-    # One TF32 pass (10-bit significands) lands far above the tolerance.
-    a = (decoded["A"].astype(np.float32).view(np.uint32) & 0xFFFFE000).view(np.float32).astype(np.float64)
-    b = (decoded["B"].astype(np.float32).view(np.uint32) & 0xFFFFE000).view(np.float32).astype(np.float64)
-    err_tf32 = np.linalg.norm(a @ b - refs["C"]) / np.linalg.norm(refs["C"])
+    baseline = space.baseline_config()
+    assert baseline[ALGO] == "simt" and not space.violations(baseline, SHAPE, H200)
+    shape = (24, 20, 2048)
+    decoded = space.decoded_inputs(space.inputs(shape, np.random.default_rng(3), WIDE), shape)
+    ref = space.reference(decoded, shape)["C"]
+    simt_error = np.linalg.norm(sequential_fp32(decoded["A"], decoded["B"]) - ref) / np.linalg.norm(ref)
+    tol = space.baseline_tolerance("C", simt_error, shape)
+    assert tol == max(2 * simt_error, FP32_FLOOR)
+    # One TF32 pass (10 explicit significand bits, truncated here) lands far above it.
+    tf32 = {n: (decoded[n].astype(np.float32).view(np.uint32) & 0xFFFFE000).view(np.float32) for n in ("A", "B")}
+    err_tf32 = np.linalg.norm(tf32["A"].astype(np.float64) @ tf32["B"] - ref) / np.linalg.norm(ref)
     assert err_tf32 > 20 * tol
+    with pytest.raises(ValueError, match="baseline is broken"):
+        space.baseline_tolerance("C", 3e-4, shape)
+    for name in HALF:
+        assert get_space("gemm", dtype=name).baseline_config() is None
 
 
 @pytest.mark.parametrize("name", ["float16", "bfloat16"])

@@ -73,6 +73,14 @@ class GpuEvaluator(Evaluator):
         if not compare.ok or not compare.cubin:
             self._kill()
             raise DeviceError(f"cannot build the validation kernel: {compare.error}")
+        baseline = space.baseline_config()
+        baseline_cubin = None
+        if baseline is not None:
+            built = self.compiler.compile(space.template_for(baseline), space.compile_defines(baseline, self.shape))
+            if not built.ok or not built.cubin:
+                self._kill()
+                raise DeviceError(f"cannot build the baseline configuration that sets tolerances: {built.error}")
+            baseline_cubin = built.cubin
         self._setup = Setup(
             space_ref=type(space).ref(),
             shape=self.shape,
@@ -81,6 +89,8 @@ class GpuEvaluator(Evaluator):
             compare_cubin=compare.cubin,
             cache_dir=str(self._cache_dir),
             flush_l2=flush_l2,
+            baseline_config=baseline,
+            baseline_cubin=baseline_cubin,
             min_time_ms=min_time_ms,
             max_reps=max_reps,
         )

@@ -58,6 +58,8 @@ class Setup:
     compare_cubin: str
     cache_dir: str
     flush_l2: bool = True
+    baseline_config: dict | None = None  # see KernelSpace.baseline_config
+    baseline_cubin: str | None = None
     min_time_ms: float = 25.0
     min_reps: int = 5
     max_reps: int = 100
@@ -158,7 +160,11 @@ class GpuSession:
         self.flush_words = max(2 * l2, 64 << 20) // 4
         self.flush = cuda.mem_alloc(self.flush_words * 4) if setup.flush_l2 else None
         self.events = [(cuda.Event(), cuda.Event()) for _ in range(max(setup.max_reps, 64))]
+        self.baseline = None  # (config, module) whose error sets the tolerances (`KernelSpace.baseline_config`)
+        if setup.baseline_cubin:
+            self.baseline = (setup.baseline_config, cuda.module_from_file(setup.baseline_cubin))
         self.target = self._target_dataset()
+        self._calibrate(self.target)
 
     # --- data -----------------------------------------------------------------------------------------------
     def _reference_cache(self) -> Path:
@@ -242,8 +248,20 @@ class GpuSession:
 
     def _check(self, data: DataSet) -> float:
         """Compare every output with its reference; raise CandidateFailed; return the largest relative error."""
-        cuda = self.cuda
         worst = 0.0
+        for name, (rel, zero_ref, where) in self._errors(data).items():
+            limit = data.zero_tolerances[name] if zero_ref else data.tolerances[name]
+            if not rel <= limit:
+                what = "RMS error (zero reference)" if zero_ref else "relative error"
+                raise CandidateFailed("wrong", f"{where}: {what} {rel:.2e} > {limit:.1e}")
+            worst = max(worst, rel)
+        return worst
+
+    def _errors(self, data: DataSet) -> dict[str, tuple[float, bool, str]]:
+        """Per output: (relative error, or RMS error where the reference is all zero; whether it is; where).
+        Raises CandidateFailed for NaN/inf where the reference is finite."""
+        cuda = self.cuda
+        errors = {}
         for name, spec in data.outputs.items():
             n = int(np.prod(spec.shape))
             cuda.memset_d8_async(self.sums, 0, 16, self.stream)
@@ -265,13 +283,31 @@ class GpuSession:
                     "nan", f"{where}: {int(bad[0])} of {n} elements NaN/inf (not written, or overflow)"
                 )
             if sums[1] > 0:
-                rel, limit, what = math.sqrt(sums[0] / sums[1]), data.tolerances[name], "relative error"
+                errors[name] = (math.sqrt(sums[0] / sums[1]), False, where)
             else:  # the reference is exactly zero: an absolute bound
-                rel, limit, what = math.sqrt(sums[0] / max(n, 1)), data.zero_tolerances[name], "RMS error (zero reference)"
-            if not rel <= limit:
-                raise CandidateFailed("wrong", f"{where}: {what} {rel:.2e} > {limit:.1e}")
-            worst = max(worst, rel)
-        return worst
+                errors[name] = (math.sqrt(sums[0] / max(n, 1)), True, where)
+        return errors
+
+    def _calibrate(self, data: DataSet) -> None:
+        """Where the space ties its tolerance to a baseline configuration (fp32 GEMM: the SIMT kernel), run the
+        baseline on these very inputs and set each output's tolerance from its error."""
+        if self.baseline is None:
+            return
+        config, module = self.baseline
+        steps, scratch = self._plan(module, config, data)
+        try:
+            self._poison(data)
+            self._run(steps)
+            self.stream.synchronize()
+            try:
+                errors = self._errors(data)
+            except CandidateFailed as exc:
+                raise RuntimeError(f"the baseline configuration failed: {exc.reason}") from None
+        finally:
+            self._free(scratch)
+        for name, (rel, zero_ref, where) in errors.items():
+            if not zero_ref:
+                data.tolerances[name] = self.space.baseline_tolerance(name, rel, data.shape)
 
     def _poison(self, data: DataSet) -> None:
         for name, spec in data.outputs.items():
@@ -345,6 +381,7 @@ class GpuSession:
                     continue  # e.g. a row cached in registers only fits rows up to some length
                 data = self._fresh_dataset(tuple(vshape), kind)
                 try:
+                    self._calibrate(data)
                     err, _, vscratch = self._validate(module, config, data)
                     self._free(vscratch)
                     worst = max(worst, err)

@@ -364,6 +364,16 @@ class KernelSpace:
         space may tie it to what a plain fp32 computation achieves on the same inputs."""
         return {name: self.tolerance(name, shape) for name in self.outputs(shape)}
 
+    def baseline_config(self) -> Config | None:
+        """A configuration of this space whose error on each validation input sets the tolerance there (see
+        `baseline_tolerance`), e.g. fp32 GEMM's SIMT kernel: an fp32 request is answered only at the accuracy a
+        plain fp32 kernel reaches on the same inputs. None: the tolerances are fixed (`tolerances`)."""
+        return None
+
+    def baseline_tolerance(self, output: str, error: float, shape: Shape) -> float:
+        """The tolerance of ``output`` where the baseline configuration's relative error is ``error``."""
+        return self.tolerance(output, shape)
+
     def zero_tolerance(self, output: str, shape: Shape) -> float:
         """Largest RMS error accepted where the whole reference is exactly zero (a relative error is undefined
         there, e.g. LayerNorm's dx over rows of length 1): an absolute bound on the output's natural scale."""
