@@ -293,13 +293,14 @@ class KernelSpace:
         input has the problem's dtype; `InvalidType` names the argument that does not."""
         supported = cls.supported_dtypes()
         names = list(given)
+        for name in names:
+            if given[name] not in supported:
+                raise InvalidType(f"{name} has dtype {given[name]}; {cls.name} supports {', '.join(supported)}")
         first = given[names[0]]
         for name in names[1:]:
             if given[name] != first:
                 raise InvalidType(f"{name} has dtype {given[name]} but {names[0]} has {first}: {cls.name} needs "
                                   f"every input in one dtype")  # fmt: skip
-        if first not in supported:
-            raise InvalidType(f"{names[0]} has dtype {first}; {cls.name} supports {', '.join(supported)}")
         return first
 
     def shape_key(self, shape: Shape) -> tuple:
