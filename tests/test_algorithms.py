@@ -81,3 +81,17 @@ def test_resume_and_grid_cover_every_valid_configuration_of_every_algorithm(tmp_
     study = optuna.load_study(study_name=first.study_name, storage=resolve_url(tmp_path / "t.db"))
     seen = {config_key(space.config_of(t.params)) for t in study.trials if studies.is_measured(t)}
     assert seen == valid
+
+
+def test_narrowing_algo_drops_the_other_algorithms_parameters():
+    space = ToyFamily({ALGO: ["vector"]}, dtype="float16")
+    assert space.domain(ALGO) == ("vector",)
+    assert space.domain("TILE") == (64, 256), "one TILE left: no ambiguity"
+    assert {p.key for p in space.params} == {ALGO, "vector.TILE", "vector.VEC"}
+    assert space.default_config[ALGO] == "vector" and space.size() == 2 * 3
+    # a configuration of a dropped algorithm still renders (a baseline that sets tolerances may be one)
+    tiled = {ALGO: "tiled", "TILE": 16, "UNROLL": 1}
+    assert space.template_for(tiled) == space.algos["tiled"].template
+    assert "is not one of" in space.violations(tiled, (1024,), H200)[0]
+    with pytest.raises(InvalidArgument, match="outside its domain"):
+        ToyFamily({ALGO: ["nope"]}, dtype="float16")

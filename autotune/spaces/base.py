@@ -121,16 +121,21 @@ class KernelSpace:
     def __init__(self, domains: Mapping[str, Sequence[Any]] | None = None, *, dtype: str | None = None) -> None:
         """``domains`` narrows some parameters to a subset of their values (replay data, quick searches): keyed
         by a parameter's name (every algorithm's parameter of that name) or its `Param.key` (one algorithm's).
+        Narrowing ``ALGO`` leaves out the parameters of the algorithms it drops (so a space of one algorithm has
+        that algorithm's parameters only), while ``algos`` keeps every algorithm of the dtype: a configuration
+        of another one (e.g. the baseline that sets tolerances) still renders and launches.
         ``dtype``: the problem's dtype (default: the family's first)."""
         self.dtype = self._bind_dtype(dtype)
         self.algos: dict[str, Algorithm] = {}
         params = list(self.parameters)
         if self.algorithms:
             self.algos = {a.name: a(self) for a in self.algorithms if self.dtype in a.dtypes}
+            wanted = (domains or {}).get(ALGO, self.algos)
+            offered = [name for name in self.algos if name in wanted]
             params = [Param(ALGO, tuple(self.algos), "algorithm"), *params]
-            for algo in self.algos.values():
-                params += [dataclasses.replace(p, algorithm=algo.name) for p in algo.parameters]
-            first = next(iter(self.algos.values()))
+            for name in offered:
+                params += [dataclasses.replace(p, algorithm=name) for p in self.algos[name].parameters]
+            first = self.algos[offered[0]] if offered else next(iter(self.algos.values()))
             self.default_config = {ALGO: first.name, **first.default_config}
         self.params: tuple[Param, ...] = tuple(self._narrow(params, domains or {}))
 

@@ -3,6 +3,8 @@
 Algorithms (the ``ALGO`` parameter; each with its own template, tunables and constraints):
 
 * ``simt`` (float32): FFMA on the fp32 cores (`autotune.spaces.gemm_simt`).
+* ``tf32x3`` (float32): 3×TF32 on tensor cores, mma.sync, FP32-accurate (`autotune.spaces.gemm_tf32x3`); 1×TF32
+  is the separate family ``gemm_tf32`` (`autotune.spaces.gemm_tf32`).
 * ``gemv`` (every dtype; M = 1 or N = 1 only): batch-1 products stream the matrix once
   (`autotune.spaces.gemm_gemv`).
 
@@ -38,6 +40,7 @@ from autotune.spaces import _gemm_rules
 from autotune.spaces.base import ALGO, UNIFORM, BufferSpec, Config, KernelSpace
 from autotune.spaces.gemm_gemv import GemvGemm
 from autotune.spaces.gemm_simt import SimtGemm
+from autotune.spaces.gemm_tf32x3 import Tf32x3Gemm
 
 WIDE = "wide"  # rows of A and columns of B scaled by 2^e, e uniform in ±WIDE_EXPONENT[dtype]
 WIDE_EXPONENT = {"float32": 20, "bfloat16": 20, "float16": 3}
@@ -52,7 +55,7 @@ class GemmSpace(KernelSpace):
     dims = ("M", "N", "K")
     default_shape = (4096, 4096, 4096)
     metric_unit = "TFLOP/s"
-    algorithms = (SimtGemm, GemvGemm)
+    algorithms = (SimtGemm, Tf32x3Gemm, GemvGemm)
 
     # --- problem --------------------------------------------------------------------------------------------
     def input_specs(self, shape: Shape) -> dict[str, BufferSpec]:
