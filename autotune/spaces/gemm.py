@@ -3,6 +3,8 @@
 Algorithms (the ``ALGO`` parameter; each with its own template, tunables and constraints):
 
 * ``simt`` (float32): FFMA on the fp32 cores (`autotune.spaces.gemm_simt`).
+* ``wgmma`` (float16, bfloat16): Hopper warpgroup MMA from swizzled shared memory, sm_90a only
+  (`autotune.spaces.gemm_wgmma`).
 
 dtype: float32 inputs and output, or float16 / bfloat16 inputs and output with fp32 accumulation.
 
@@ -28,6 +30,7 @@ from autotune.errors import InvalidArgument
 from autotune.shape import Shape
 from autotune.spaces.base import ALGO, UNIFORM, BufferSpec, Config, KernelSpace
 from autotune.spaces.gemm_simt import SimtGemm
+from autotune.spaces.gemm_wgmma import WgmmaGemm
 
 WIDE = "wide"  # rows of A and columns of B scaled by 2^e, e uniform in ±WIDE_EXPONENT[dtype]
 WIDE_EXPONENT = {"float32": 20, "bfloat16": 20, "float16": 3}
@@ -42,7 +45,7 @@ class GemmSpace(KernelSpace):
     dims = ("M", "N", "K")
     default_shape = (4096, 4096, 4096)
     metric_unit = "TFLOP/s"
-    algorithms = (SimtGemm,)
+    algorithms = (SimtGemm, WgmmaGemm)
 
     # --- problem --------------------------------------------------------------------------------------------
     def input_specs(self, shape: Shape) -> dict[str, BufferSpec]:
