@@ -76,12 +76,14 @@ def test_most_of_the_space_is_valid(space, h200):
 
 
 def test_launch_geometry(space, h200):
-    config = {ALGO: "wgmma", "BM": 128, "BN": 128, "WG": 2, "STAGES": 3, "GROUP_M": 1}
+    config = {ALGO: "wgmma", "BM": 128, "BN": 128, "WG": 2, "STAGES": 3, "GROUP_M": 1, "WS": 0}
     (launch,) = space.launches(config, (1000, 300, 77), h200)
     assert isinstance(launch, Launch) and launch.kernel == "gemm_wgmma"
     assert launch.grid == (8 * 3, 1, 1)  # ceil(1000/128) * ceil(300/128)
     assert launch.block == (256, 1, 1)
-    assert launch.shared_bytes == 3 * (128 + 128) * 64 * 2 + 1024
+    assert launch.shared_bytes == 3 * (128 + 128) * 64 * 2 + 1024 + 128
+    (launch,) = space.launches({**config, "WS": 1}, (1000, 300, 77), h200)
+    assert launch.block == (384, 1, 1), "a producer warpgroup besides the two computing ones"
     assert [a for a in launch.args if isinstance(a, str)] == ["A", "B", "C"]
     assert [int(a) for a in launch.args[3:]] == [1000, 300, 77]
     assert all(isinstance(a, np.int32) for a in launch.args[3:])
@@ -117,7 +119,8 @@ def compile_all(space, configs, cache_dir):
 @pytest.mark.nvcc
 def test_sampled_valid_configs_compile_without_spills(space, h200, cache_dir):
     """Random valid configurations (the default among them) compile for sm_90a with no local memory."""
-    configs = [{ALGO: "wgmma", **space.algos["wgmma"].default_config}] + sample_valid(space, h200, 6, seed=1)
+    default = {ALGO: "wgmma", **space.algos["wgmma"].default_config}
+    configs = [default, {**default, "WS": 1}] + sample_valid(space, h200, 6, seed=1)
     results = compile_all(space, configs, cache_dir)
     failed = [(c, r.error) for c, r in zip(configs, results) if not r.ok]
     assert not failed, failed[:3]

@@ -3,7 +3,8 @@ kernel_templates/gemm_wgmma.cu, sm_90a only).
 
 A block of WG warpgroups computes a BM×BN tile, each warpgroup BM/WG rows in m64 slices with one m64nBNk16
 wgmma per slice and k16 step, operands read by the tensor cores from 128-byte-swizzled shared memory; a
-STAGES-deep cp.async ring along K (BK = 64, fixed: one swizzle row of 16-bit elements).
+STAGES-deep cp.async ring along K (BK = 64, fixed: one swizzle row of 16-bit elements), filled either by every
+thread between block barriers (WS = 0) or by a producer warpgroup signalling mbarriers (WS = 1).
 
 Its code is built for sm_90a, which runs on compute capability 9.0 alone (H100, H200): ``min_cc`` and
 ``max_cc`` are both 9.0, so other devices reject it before anything is compiled.
@@ -35,8 +36,9 @@ class WgmmaGemm(Algorithm):
         Param("WG", (1, 2), "warpgroups of 128 threads, splitting BM"),
         Param("STAGES", (3, 4, 5, 6), "shared-memory stages of the cp.async ring (one is held by the wgmma)"),
         Param("GROUP_M", (1, 8, 16), "block rasterisation: consecutive blocks sweep GROUP_M tile rows (L2)"),
+        Param("WS", (0, 1), "warp specialisation: 1 adds a producer warpgroup (cp.async + mbarriers, setmaxnreg)"),
     )
-    default_config = {"BM": 128, "BN": 256, "WG": 2, "STAGES": 4, "GROUP_M": 8}
+    default_config = {"BM": 128, "BN": 256, "WG": 2, "STAGES": 4, "GROUP_M": 8, "WS": 0}
 
     @staticmethod
     def geometry(config: Config) -> dict[str, int]:
@@ -45,10 +47,10 @@ class WgmmaGemm(Algorithm):
         m_tiles = bm // (64 * wg) if bm % (64 * wg) == 0 else 0
         stage = (bm + bn) * BK * 2
         return {
-            "threads": 128 * wg,
+            "threads": 128 * (wg + config["WS"]),
             "m_tiles": m_tiles,
             "accumulators": m_tiles * bn // 2,
-            "smem_bytes": config["STAGES"] * stage + 1024,  # + slack to align the ring to 1024 bytes
+            "smem_bytes": config["STAGES"] * stage + 1024 + 128,  # + slack to align the ring, + mbarriers
         }
 
     def constraints(self, config: Config, shape: Shape, device: DeviceInfo) -> list[str]:
@@ -81,4 +83,4 @@ class WgmmaGemm(Algorithm):
 
     def describe(self, config: Config) -> str:
         c = config
-        return f"wgmma {c['BM']}x{c['BN']}x{BK} wg{c['WG']} s{c['STAGES']} g{c['GROUP_M']}"
+        return f"wgmma {c['BM']}x{c['BN']}x{BK} wg{c['WG']}{'+p' if c['WS'] else ''} s{c['STAGES']} g{c['GROUP_M']}"
