@@ -211,13 +211,16 @@ class KernelSpace:
     # --- constraints ----------------------------------------------------------------------------------------
     def constraints(self, config: Config, shape: Shape, device: DeviceInfo) -> list[str]:
         """Reasons this configuration cannot work on this device for this shape; empty when it can.
-        Families: the algorithm's compute-capability floor, then its own constraints."""
+        Families: the algorithm's compute-capability floor and ceiling, then its own constraints."""
         if not self.algorithms:
             raise NotImplementedError(f"{type(self).__name__} must define constraints")
         algo = self.algorithm(config)
         if tuple(device.compute_capability) < tuple(algo.min_cc):
             need = "%d.%d" % tuple(algo.min_cc)
             return [f"algorithm {algo.name} needs compute capability {need}; {device.name} has {device.cc}"]
+        if algo.max_cc is not None and tuple(device.compute_capability) > tuple(algo.max_cc):
+            most = "%d.%d" % tuple(algo.max_cc)
+            return [f"algorithm {algo.name} runs on compute capability {most} at most; {device.name} has {device.cc}"]
         return algo.constraints(config, shape, device)
 
     def violations(self, config: Config, shape: Shape, device: DeviceInfo) -> list[str]:

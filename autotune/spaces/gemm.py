@@ -5,6 +5,8 @@ Algorithms (the ``ALGO`` parameter; each with its own template, tunables and con
 * ``simt`` (float32): FFMA on the fp32 cores (`autotune.spaces.gemm_simt`).
 * ``tf32x3`` (float32): 3×TF32 on tensor cores, mma.sync, FP32-accurate (`autotune.spaces.gemm_tf32x3`); 1×TF32
   is the separate family ``gemm_tf32`` (`autotune.spaces.gemm_tf32`).
+* ``wgmma`` (float16, bfloat16): Hopper warpgroup MMA from swizzled shared memory, sm_90a only
+  (`autotune.spaces.gemm_wgmma`).
 * ``gemv`` (every dtype; M = 1 or N = 1 only): batch-1 products stream the matrix once
   (`autotune.spaces.gemm_gemv`).
 
@@ -41,6 +43,7 @@ from autotune.spaces.base import ALGO, UNIFORM, BufferSpec, Config, KernelSpace
 from autotune.spaces.gemm_gemv import GemvGemm
 from autotune.spaces.gemm_simt import SimtGemm
 from autotune.spaces.gemm_tf32x3 import Tf32x3Gemm
+from autotune.spaces.gemm_wgmma import WgmmaGemm
 
 WIDE = "wide"  # rows of A and columns of B scaled by 2^e, e uniform in ±WIDE_EXPONENT[dtype]
 WIDE_EXPONENT = {"float32": 20, "bfloat16": 20, "float16": 3}
@@ -55,7 +58,7 @@ class GemmSpace(KernelSpace):
     dims = ("M", "N", "K")
     default_shape = (4096, 4096, 4096)
     metric_unit = "TFLOP/s"
-    algorithms = (SimtGemm, Tf32x3Gemm, GemvGemm)
+    algorithms = (SimtGemm, Tf32x3Gemm, WgmmaGemm, GemvGemm)
 
     # --- problem --------------------------------------------------------------------------------------------
     def input_specs(self, shape: Shape) -> dict[str, BufferSpec]:
