@@ -1,7 +1,9 @@
-// Row kernels (softmax, LayerNorm, RMSNorm): a group of TPR threads owns one row of `cols` floats.
+// Row kernels (softmax, LayerNorm, RMSNorm): a group of TPR threads owns one row of `cols` elements.
+//   DTYPE    x and y: 0 float, 1 half, 2 bfloat16 (dtype.cuh); statistics and arithmetic are fp32
+//   WDTYPE   weights and bias (LayerNorm, RMSNorm): defaults to DTYPE; 0 with a half DTYPE is mixed precision
 //   BLOCK    threads per block
 //   MAPPING  0: a warp per row (BLOCK/32 rows per block); 1: the whole block per row
-//   VEC      floats per access (scalar fall-back where cols % VEC or a pointer is unaligned)
+//   VEC      elements per access (8 halves = 16 B; scalar fall-back where cols % VEC or a pointer is unaligned)
 //   CACHE    1: the row stays in registers between passes (needs cols <= TPR*VEC*ITEMS); 0: re-read
 //   ITEMS    chunks of VEC floats each thread holds when CACHE
 // Thread `lane` of the group owns chunks j = (lane + t*TPR)*VEC, t = 0, 1, …: a warp reads contiguous memory.
@@ -23,6 +25,10 @@
 #ifndef ITEMS
 #define ITEMS 8
 #endif
+#ifndef WDTYPE
+#define WDTYPE DTYPE
+#endif
+typedef ElemOf<WDTYPE>::type weight_t;
 
 #if MAPPING == 0
 #define TPR 32
@@ -57,7 +63,8 @@ struct RowCache {
 #endif
 };
 
-__device__ __forceinline__ void cache_row(RowCache& rc, const float* row, int cols, int lane, bool vec, float pad) {
+template <class T>
+__device__ __forceinline__ void cache_row(RowCache& rc, const T* row, int cols, int lane, bool vec, float pad) {
 #if CACHE
 #pragma unroll
   for (int t = 0; t < ITEMS; ++t) {
@@ -67,8 +74,8 @@ __device__ __forceinline__ void cache_row(RowCache& rc, const float* row, int co
 #endif
 }
 
-template <class F>
-__device__ __forceinline__ void for_chunks(const RowCache& rc, const float* row, int cols, int lane, bool vec,
+template <class T, class F>
+__device__ __forceinline__ void for_chunks(const RowCache& rc, const T* row, int cols, int lane, bool vec,
                                            float pad, F f) {
 #if CACHE
 #pragma unroll
