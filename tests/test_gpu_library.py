@@ -23,6 +23,8 @@ TARGETS = {
     "layernorm_backward": (333, 3001),
     "rmsnorm": (333, 3001),
     "rmsnorm_backward": (333, 3001),
+    "dot": (1_000_003,),
+    "histogram": (1_000_003, 300),
     "add": (1_000_003,),
     "relu": (1_000_003,),
     "sigmoid": (1_000_003,),
@@ -96,7 +98,7 @@ def test_vector_paths_fall_back_on_unaligned_pointers(tmp_path):
 
 # --- dtypes ---------------------------------------------------------------------------------------------------
 HALF = ("float16", "bfloat16")
-HALF_TARGETS = {**{k: v for k, v in TARGETS.items()}, "layernorm_mixed": (333, 3001), "rmsnorm_mixed": (333, 3001),
+HALF_TARGETS = {**{k: v for k, v in TARGETS.items() if k != "histogram"}, "layernorm_mixed": (333, 3001), "rmsnorm_mixed": (333, 3001),
                 "layernorm_backward_mixed": (333, 3001), "rmsnorm_backward_mixed": (333, 3001)}  # fmt: skip
 
 
@@ -126,7 +128,7 @@ def test_half_configs_are_correct(kernel, dtype, device):
 
 @pytest.mark.parametrize("dtype", HALF)
 @pytest.mark.parametrize("kernel", ["softmax", "layernorm", "rmsnorm_mixed", "rmsnorm_backward", "add", "sum",
-                                    "sgemv"])
+                                    "sgemv", "dot"])
 def test_dispatch_picks_the_dtype_of_torch_tensors(kernel, dtype, tmp_path):
     torch = pytest.importorskip("torch")
     import autotune
@@ -160,3 +162,16 @@ def test_mixed_dtypes_get_one_line_naming_the_argument(tmp_path):
     y, mean, rstd = mixed(x, w, torch.zeros(64, device="cuda"))
     torch.testing.assert_close(y, torch.nn.functional.layer_norm(x.float(), [64]).half(), atol=2e-3, rtol=2e-3)
     assert mean.dtype == torch.float32 and y.dtype == torch.float16
+
+
+def test_histogram_matches_bincount_and_drops_bad_values(tmp_path):
+    torch = pytest.importorskip("torch")
+    import autotune
+
+    histogram = autotune.load("histogram", db=str(tmp_path / "none.db"))
+    values = torch.randint(-50, 300, (1_000_001,), device="cuda", dtype=torch.int32)
+    values[::997] = 2**31 - 1
+    values[1::991] = -(2**31)
+    counts = histogram(values, torch.zeros(256, device="cuda", dtype=torch.int32))
+    kept = values[(values >= 0) & (values < 256)].long()
+    assert torch.equal(counts.long(), torch.bincount(kept, minlength=256))

@@ -28,7 +28,7 @@ def template_defaults(space, config) -> dict[str, int]:
 
 def test_the_library_is_complete():
     expected = {"sgemv", "sum", "max", "softmax", "layernorm", "layernorm_backward", "rmsnorm",
-                "add", "relu", "sigmoid", "gelu", "gemm"}  # fmt: skip
+                "add", "relu", "sigmoid", "gelu", "gemm", "rmsnorm_backward", "dot", "histogram"}  # fmt: skip
     assert expected <= set(KERNELS)
 
 
@@ -283,6 +283,8 @@ def test_half_and_mixed_configs_compile_without_spills(h200, cache_dir):
     try:
         for kernel in LIBRARY:
             for dtype in HALF:
+                if dtype not in type(get_space(kernel)).supported_dtypes():
+                    continue
                 space = get_space(kernel, dtype=dtype)
                 shape = space.default_shape
                 for config in [space.rule_default(shape, h200), *sample_valid(space, shape, h200, 1, seed=3)]:
@@ -293,3 +295,35 @@ def test_half_and_mixed_configs_compile_without_spills(h200, cache_dir):
         assert not spills, spills[:3]
     finally:
         compiler.close()
+
+
+# --- dot and histogram ----------------------------------------------------------------------------------------
+def test_histogram_drops_out_of_range_values_and_validates_with_them(h200):
+    space = get_space("histogram")
+    values = np.array([0, 3, 3, -1, 4, 2**31 - 1, -(2**31), 1], dtype=np.int32)
+    base = np.array([10, 0, 0, 5], dtype=np.int32)
+    counts = space.reference({"values": values, "base": base}, (8, 4))["counts"]
+    assert counts.tolist() == [11, 1, 0, 7]  # -1, 4 and the int32 extremes count nowhere
+    inputs = space.inputs((100_003, 256), np.random.default_rng(0))
+    v = inputs["values"]
+    assert (v < 0).any() and (v >= 256).any() and (v == -(2**31)).any() and (v == 2**31 - 1).any()
+    assert space.tolerance("counts", (10, 4)) == 0.0
+    big = {**space.default_config, "SMEM": 1, "REPLICAS": 8}
+    assert "shared memory" in space.violations(big, (1 << 20, 8192), h200)[0]
+    assert space.rule_default((1 << 20, 1 << 20), h200)["SMEM"] == 0  # a million bins: global atomics
+    assert space.infer_shape({"values": (1000,), "base": (256,)}) == (1000, 256)
+
+
+def test_histogram_launch_geometry(h200):
+    space = get_space("histogram")
+    config = {**space.default_config, "REPLICAS": 4}
+    init, main = space.launches(config, (1 << 20, 300), h200)
+    assert init.kernel == "histogram_init" and main.shared_bytes == 4 * 300 * 4
+
+
+def test_dot_answers_half_inputs_with_an_fp32_result():
+    space = get_space("dot", dtype="bfloat16")
+    assert space.outputs((100,))["out"].dtype == "float32" and space.input_specs((100,))["x"].dtype == "bfloat16"
+    inputs = space.decoded_inputs(space.inputs((1000,), np.random.default_rng(0)), (1000,))
+    assert space.reference(inputs, (1000,))["out"][0] == pytest.approx(float(inputs["x"] @ inputs["y"]))
+    assert space.tolerance("out", (1 << 26,)) < 1e-3
