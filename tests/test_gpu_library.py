@@ -175,3 +175,24 @@ def test_histogram_matches_bincount_and_drops_bad_values(tmp_path):
     counts = histogram(values, torch.zeros(256, device="cuda", dtype=torch.int32))
     kept = values[(values >= 0) & (values < 256)].long()
     assert torch.equal(counts.long(), torch.bincount(kept, minlength=256))
+
+
+def test_tune_missing_searches_an_untuned_shape_once_stores_and_logs(tmp_path, caplog):
+    torch = pytest.importorskip("torch")
+    import logging
+
+    import autotune
+
+    db = str(tmp_path / "tuned.db")
+    softmax = autotune.load("softmax", db=db, tune_missing=3)
+    x = torch.randn(64, 1000, device="cuda", dtype=torch.float16)
+    with caplog.at_level(logging.WARNING):
+        y = softmax(x)
+    assert "searching 3 trials now (tune_missing)" in caplog.text
+    assert softmax.choice((64, 1000), "float16").source == "tuned"
+    assert autotune.load("softmax", db=db, strict=True).choice((64, 1000), "float16").source == "tuned"  # stored
+    torch.testing.assert_close(y.float(), torch.softmax(x.float(), dim=1), atol=1e-3, rtol=1e-2)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        softmax(x)
+    assert "tune_missing" not in caplog.text  # once per shape and dtype
