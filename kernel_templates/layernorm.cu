@@ -18,7 +18,7 @@ __device__ __forceinline__ State<3> merge_welford(State<3> a, State<3> b) {
   return {{n, a.f[1] + d * f, a.f[2] + b.f[2] + d * d * a.f[0] * f}};
 }
 
-extern "C" __global__ void __launch_bounds__(BLOCK)
+extern "C" __global__ void __launch_bounds__(BLOCK) ROW_CLUSTER
 layernorm(const elem_t* __restrict__ x, const weight_t* __restrict__ w, const weight_t* __restrict__ b,
           elem_t* __restrict__ y, float* __restrict__ mean_out, float* __restrict__ rstd_out, int rows, int cols,
           float eps) {

@@ -2,7 +2,7 @@
 // Row mapping, vector width, register caching: see rows.cuh. STREAM: streaming loads/stores (common.cuh).
 #include "rows.cuh"
 
-extern "C" __global__ void __launch_bounds__(BLOCK)
+extern "C" __global__ void __launch_bounds__(BLOCK) ROW_CLUSTER
 rmsnorm(const elem_t* __restrict__ x, const weight_t* __restrict__ w, elem_t* __restrict__ y, int rows, int cols,
         float eps) {
   __shared__ float scratch[32];

@@ -25,7 +25,7 @@ __device__ __forceinline__ void online_add(float& m, float& s, float v) {
   }
 }
 
-extern "C" __global__ void __launch_bounds__(BLOCK)
+extern "C" __global__ void __launch_bounds__(BLOCK) ROW_CLUSTER
 softmax(const elem_t* __restrict__ x, elem_t* __restrict__ y, int rows, int cols) {
   __shared__ float scratch[64];
   int row, lane;

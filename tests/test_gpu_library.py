@@ -196,3 +196,25 @@ def test_tune_missing_searches_an_untuned_shape_once_stores_and_logs(tmp_path, c
     with caplog.at_level(logging.WARNING):
         softmax(x)
     assert "tune_missing" not in caplog.text  # once per shape and dtype
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("kernel", ["softmax", "layernorm", "rmsnorm"])
+def test_rows_split_over_a_cluster_are_correct(kernel, dtype, device):
+    """MAPPING=cluster (sm_90): partial statistics exchanged through distributed shared memory, the row cached in
+    registers across the cluster; the rule default for a long row, and explicit cluster sizes."""
+    from autotune.evaluation.gpu import GpuEvaluator
+
+    if tuple(device.compute_capability) < (9, 0):
+        pytest.skip("thread-block clusters need sm_90")
+    space = get_space(kernel, dtype=dtype)
+    shape = (37, 65536)
+    base = space.rule_default(shape, device)
+    assert base["MAPPING"] == "cluster"
+    configs = [base] + [{**base, "CLUSTER": c, "BLOCK": 1024, "ITEMS": 16 // c * (2 if dtype == "float32" else 1)}
+                        for c in (2, 8)]  # fmt: skip
+    configs = [c for c in configs if not space.violations(c, shape, device)]
+    with GpuEvaluator(space, shape, seed=7, min_time_ms=0.2, max_reps=3) as evaluator:
+        results = [f.result() for f in [evaluator.submit(c) for c in configs]]
+    wrong = [(c, m.failure, m.reason) for c, m in zip(configs, results) if not m.ok]
+    assert not wrong, wrong[:4]

@@ -265,7 +265,7 @@ def test_rule_defaults_follow_the_shape(h200):
     sm = get_space("softmax", dtype="float16")
     narrow, wide, one = (sm.rule_default(s, h200) for s in [(8192, 768), (4096, 50257), (1, 12288)])
     assert narrow["MAPPING"] == "warp" and narrow["VEC"] == 8 and narrow["CACHE"] == 1
-    assert wide["MAPPING"] == "block" and wide["VEC"] == 1  # 50257 is odd: no vector keeps rows aligned
+    assert wide["MAPPING"] == "cluster" and wide["VEC"] == 1  # 50257 is odd: no vector keeps rows aligned
     assert one["MAPPING"] == "block" and one["BLOCK"] >= 256
     assert get_space("softmax").rule_default((8192, 768), h200)["VEC"] == 4
     few = get_space("rmsnorm").rule_default((16, 768), h200)
@@ -327,3 +327,24 @@ def test_dot_answers_half_inputs_with_an_fp32_result():
     inputs = space.decoded_inputs(space.inputs((1000,), np.random.default_rng(0)), (1000,))
     assert space.reference(inputs, (1000,))["out"][0] == pytest.approx(float(inputs["x"] @ inputs["y"]))
     assert space.tolerance("out", (1 << 26,)) < 1e-3
+
+
+# --- long rows: a cluster of blocks per row --------------------------------------------------------------------
+def test_cluster_rows_need_sm90_and_cache_long_rows_on_chip(h200):
+    from autotune.device import DeviceInfo
+    import dataclasses
+
+    space = get_space("softmax")
+    config = {**space.default_config, "MAPPING": "cluster", "CLUSTER": 8, "BLOCK": 512, "CACHE": 1, "ITEMS": 4}
+    assert space.violations(config, (1024, 65536), h200) == []  # 8 x 512 threads x 4 x float4 = 65536
+    assert "register cache" in space.violations(config, (1024, 65537), h200)[0]
+    a100 = dataclasses.replace(h200, compute_capability=(8, 0), name="NVIDIA A100")
+    assert any("compute capability 9.0" in p for p in space.violations(config, (1024, 65536), a100))
+    assert space.rule_default((1024, 65536), a100)["MAPPING"] != "cluster"
+    assert "CLUSTER only matters" in space.violations({**space.default_config, "CLUSTER": 4}, (8, 64), h200)[0]
+    (launch,) = space.launches(config, (1000, 65536), h200)
+    assert launch.grid == (8000, 1, 1) and launch.block == (512, 1, 1)
+    for kernel in ("softmax", "layernorm", "rmsnorm"):
+        for shape in [(1024, 65536), (4096, 50257)]:
+            rule = get_space(kernel).rule_default(shape, h200)
+            assert rule["MAPPING"] == "cluster" and rule["CACHE"] == 1, (kernel, shape, rule)  # read once

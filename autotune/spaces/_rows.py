@@ -21,18 +21,21 @@ from autotune.shape import Shape
 from autotune.spaces._precision import dtype_code, infer_dtype_by_specs, output_tolerance, widest_vec
 from autotune.spaces.base import BufferSpec, Config, KernelSpace, Param, ceil_div
 
-MAPPINGS = {"warp": 0, "block": 1}
+MAPPINGS = {"warp": 0, "block": 1, "cluster": 2}
+CLUSTER_MIN_CC = (9, 0)  # thread-block clusters and distributed shared memory
 BASE_REGISTERS = 40  # registers a row kernel uses besides its cache (measured with ptxas: 26 to 57)
 
 ROW_PARAMETERS = (
     Param("BLOCK", (64, 128, 256, 512, 1024), "threads per block"),
-    Param("MAPPING", tuple(MAPPINGS), "a warp per row (several rows per block) or the whole block per row"),
+    Param("MAPPING", tuple(MAPPINGS), "a warp per row (several rows per block), a block per row, or a cluster of "
+          "CLUSTER blocks per row exchanging partial statistics through distributed shared memory (sm_90)"),
+    Param("CLUSTER", (2, 4, 8), "blocks per row with MAPPING=cluster"),
     Param("VEC", (1, 2, 4, 8), "elements per access, 16 B at most (scalar fall-back where rows are unaligned)"),
     Param("CACHE", (0, 1), "keep the row in registers between passes (1) or read it again (0)"),
     Param("ITEMS", (1, 2, 4, 8, 16, 32), "chunks of VEC elements each thread caches (with CACHE=1)"),
     Param("STREAM", (0, 1), "streaming loads/stores (__ldcs/__stcs)"),
 )
-ROW_DEFAULT = {"BLOCK": 256, "MAPPING": "warp", "VEC": 4, "CACHE": 0, "ITEMS": 8, "STREAM": 0}  # any shape
+ROW_DEFAULT = {"BLOCK": 256, "MAPPING": "warp", "CLUSTER": 2, "VEC": 4, "CACHE": 0, "ITEMS": 8, "STREAM": 0}
 
 
 class RowSpace(KernelSpace):
@@ -72,6 +75,8 @@ class RowSpace(KernelSpace):
 
     @staticmethod
     def threads_per_row(config: Config) -> int:
+        if config["MAPPING"] == "cluster":
+            return config["BLOCK"] * config["CLUSTER"]
         return 32 if config["MAPPING"] == "warp" else config["BLOCK"]
 
     def row_constraints(self, config: Config, shape: Shape, device: DeviceInfo) -> list[str]:
@@ -79,6 +84,11 @@ class RowSpace(KernelSpace):
         problems = []
         if config["BLOCK"] > device.max_threads_per_block:
             problems.append(f"{config['BLOCK']} threads per block > device limit")
+        if config["MAPPING"] == "cluster":
+            if tuple(device.compute_capability) < CLUSTER_MIN_CC:
+                problems.append(f"MAPPING=cluster needs compute capability 9.0; {device.name} has {device.cc}")
+        elif config["CLUSTER"] != ROW_DEFAULT["CLUSTER"]:
+            problems.append("CLUSTER only matters with MAPPING=cluster")
         if config["VEC"] * self.itemsize > 16:
             problems.append(f"VEC={config['VEC']} {self.dtype} is {config['VEC'] * self.itemsize} B per access (> 16)")
         if config["CACHE"]:
@@ -113,6 +123,7 @@ class RowSpace(KernelSpace):
         config = dict(self.default_config)
         vec = widest_vec(self.dtype, cols, self.domain("VEC"))
         vectors = ceil_div(cols, vec)
+        cluster_ok = tuple(device.compute_capability) >= CLUSTER_MIN_CC
         if vectors <= 32 * 8:
             mapping = "warp"
             block = 256
@@ -125,9 +136,17 @@ class RowSpace(KernelSpace):
             items = _pow2_at_least(ceil_div(vectors, block))
         config.update(BLOCK=block, MAPPING=mapping, VEC=vec, CACHE=1, ITEMS=max(items, 1))
         config.update(self.rule_extra(config, shape))
-        if self.violations(config, shape, device):  # the row does not fit the cache: read it again each pass
-            config.update(CACHE=0, ITEMS=ROW_DEFAULT["ITEMS"])
-            config.update(self.rule_extra(config, shape))
+        if not self.violations(config, shape, device):
+            return config
+        if mapping == "block" and cluster_ok:  # too long for one block's registers: spread it over a cluster
+            for cluster in self.domain("CLUSTER"):
+                items = _pow2_at_least(ceil_div(vectors, block * cluster))
+                trial = {**config, "MAPPING": "cluster", "CLUSTER": cluster, "ITEMS": items}
+                trial.update(self.rule_extra(trial, shape))
+                if not self.violations(trial, shape, device):
+                    return trial
+        config.update(CACHE=0, ITEMS=ROW_DEFAULT["ITEMS"])  # read the row again each pass
+        config.update(self.rule_extra(config, shape))
         return config
 
     def rule_extra(self, config: Config, shape: Shape) -> Config:
@@ -138,6 +157,8 @@ class RowSpace(KernelSpace):
         return self.row_defines(config)
 
     def grid(self, config: Config, rows: int) -> tuple[int, int, int]:
+        if config["MAPPING"] == "cluster":
+            return (rows * config["CLUSTER"], 1, 1)  # consecutive blocks form a cluster: one row
         return (ceil_div(rows, config["BLOCK"] // self.threads_per_row(config)), 1, 1)
 
     def infer_shape(self, inputs: Mapping[str, tuple[int, ...]]) -> Shape:
