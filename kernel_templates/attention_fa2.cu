@@ -21,9 +21,6 @@
 //   SWIZZLE   1: XOR-swizzled 16-byte chunks (HEAD_DIM 64 or 128); 0: rows padded by 16 bytes
 //   REVERSE   causal: 1 launches the longest (bottom) query blocks first (better tail), 0 in order
 // Problem constants (fixed by the shape, never tuned): HEAD_DIM, CAUSAL, DTYPE (1 fp16, 2 bf16).
-#include <stdint.h>
-
-#include "dtype.cuh"
 
 #ifndef HEAD_DIM
 #define HEAD_DIM 128
@@ -53,14 +50,15 @@
 #define REVERSE 0
 #endif
 
+#ifndef DTYPE
+#define DTYPE 1  // float16: the template compiles without defines
+#endif
 #if DTYPE == 0
 #error "attention_fa2 is a tensor-core kernel: DTYPE must be 1 (float16) or 2 (bfloat16)"
 #endif
 
 #define NT (32 * WARPS)
 #define BR (16 * MT * WARPS)
-#define CHUNKS (HEAD_DIM / 8)  // 16-byte chunks per row
-#define ROW (SWIZZLE ? HEAD_DIM : HEAD_DIM + 8)  // elements per shared-memory row
 #define KT (HEAD_DIM / 16)  // k16 steps of S = Q·Kᵀ
 #define DN (HEAD_DIM / 8)   // n8 tiles of O
 #define SN (BC / 8)         // n8 tiles of S
@@ -68,75 +66,10 @@
 static_assert(HEAD_DIM % 16 == 0 && HEAD_DIM >= 32 && HEAD_DIM <= 256, "HEAD_DIM is a multiple of 16 in [32, 256]");
 static_assert(BC % 16 == 0 && BC >= 16, "BC is a multiple of 16");
 static_assert(STAGES >= 1 && STAGES <= 4, "STAGES is 1..4");
-static_assert(!SWIZZLE || CHUNKS % 8 == 0, "SWIZZLE needs HEAD_DIM a multiple of 64");
+
+#include "attention_mma.cuh"
+
 static_assert(MT * (DN * 4 + SN * 4 + (Q_REGS ? KT * 4 : 0)) <= 200, "register tiles would spill");
-
-// Byte offset of 16-byte chunk c of row r in a tile.
-__device__ __forceinline__ uint32_t tile_offset(int r, int c) {
-#if SWIZZLE
-  return (uint32_t)(r * ROW + ((c ^ (r & 7)) * 8)) * 2u;
-#else
-  return (uint32_t)(r * ROW + c * 8) * 2u;
-#endif
-}
-
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// 16 bytes global → shared; src_bytes 0 zero-fills (rows past the end of the sequence).
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-}
-
-// d += a·b, m16n8k16, fp32 accumulation.
-__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-#if DTYPE == 1
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-               "{%0,%1,%2,%3};\n"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#else
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-               "{%0,%1,%2,%3};\n"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#endif
-}
-
-// Two fp32 values rounded to the input type, packed as one 32-bit A-operand register (lower column first).
-__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
-#if DTYPE == 1
-  __half2 h = __floats2half2_rn(lo, hi);
-#else
-  __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-#endif
-  return *reinterpret_cast<uint32_t*>(&h);
-}
-
-// Copy rows [row0, row0 + rows) of a (seq, HEAD_DIM) matrix into a shared tile; rows at or past `seq` zero-fill.
-template <int ROWS>
-__device__ __forceinline__ void load_tile(uint32_t tile, const elem_t* __restrict__ base, int row0, int seq) {
-#pragma unroll
-  for (int i = threadIdx.x; i < ROWS * CHUNKS; i += NT) {
-    const int r = i / CHUNKS, c = i % CHUNKS;
-    const bool in = row0 + r < seq;
-    const elem_t* src = base + (size_t)(in ? row0 + r : 0) * HEAD_DIM + c * 8;
-    cp_async16(tile + tile_offset(r, c), src, in ? 16 : 0);
-  }
-}
 
 extern "C" __global__ void __launch_bounds__(NT, 1)  // without the 1, ptxas capped 256-thread blocks at 80 registers and spilled
     attention_fa2(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t* __restrict__ V,
@@ -162,12 +95,13 @@ extern "C" __global__ void __launch_bounds__(NT, 1)  // without the 1, ptxas cap
   if (CAUSAL) kv_end = min(seq_kv, q0 + BR + offset);
   const int n_tiles = (kv_end + BC - 1) / BC;
 
-  load_tile<BR>(q_tile, Qh, q0, seq_q);  // committed with the first K/V tile (one group: waits stay in step)
+  // Q is committed with the first K/V tile (one group: the waits below stay in step).
+  load_tile<BR, NT>(q_tile, Qh, q0, seq_q, threadIdx.x);
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
     if (s < n_tiles) {
-      load_tile<BC>(kv_base + (2 * s) * TILE_BYTES, Kh, s * BC, seq_kv);
-      load_tile<BC>(kv_base + (2 * s + 1) * TILE_BYTES, Vh, s * BC, seq_kv);
+      load_tile<BC, NT>(kv_base + (2 * s) * TILE_BYTES, Kh, s * BC, seq_kv, threadIdx.x);
+      load_tile<BC, NT>(kv_base + (2 * s + 1) * TILE_BYTES, Vh, s * BC, seq_kv, threadIdx.x);
     }
     cp_async_commit();
   }
@@ -200,13 +134,13 @@ extern "C" __global__ void __launch_bounds__(NT, 1)  // without the 1, ptxas cap
       const int next = j + STAGES - 1;
       if (next < n_tiles) {
         const int slot = next % STAGES;
-        load_tile<BC>(kv_base + (2 * slot) * TILE_BYTES, Kh, next * BC, seq_kv);
-        load_tile<BC>(kv_base + (2 * slot + 1) * TILE_BYTES, Vh, next * BC, seq_kv);
+        load_tile<BC, NT>(kv_base + (2 * slot) * TILE_BYTES, Kh, next * BC, seq_kv, threadIdx.x);
+        load_tile<BC, NT>(kv_base + (2 * slot + 1) * TILE_BYTES, Vh, next * BC, seq_kv, threadIdx.x);
       }
       cp_async_commit();
     } else {
-      load_tile<BC>(kv_base, Kh, j * BC, seq_kv);
-      load_tile<BC>(kv_base + TILE_BYTES, Vh, j * BC, seq_kv);
+      load_tile<BC, NT>(kv_base, Kh, j * BC, seq_kv, threadIdx.x);
+      load_tile<BC, NT>(kv_base + TILE_BYTES, Vh, j * BC, seq_kv, threadIdx.x);
       cp_async_commit();
       cp_async_wait<0>();
       __syncthreads();

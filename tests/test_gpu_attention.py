@@ -57,3 +57,47 @@ def test_random_valid_configs_are_correct(kernel, dtype, algo, d, device):
     wrong = [(space.describe(c), m.failure, m.reason) for c, m in zip(configs, results) if not m.ok]
     assert not wrong, wrong
     assert all(m.registers and m.spill_bytes == 0 for m in results)
+
+
+def pinned(kernel: str, space, shape, config: dict, device, path) -> object:
+    """The dispatcher running exactly ``config`` at ``shape`` (a scratch database holding that row alone)."""
+    import autotune
+    from autotune.storage import BestEntry, Database, resolve_url
+
+    db = Database(resolve_url(str(path)))
+    db.save_best(BestEntry(
+        device_name=device.name, compute_capability=device.cc, kernel=kernel, shape=space.format_shape(shape),
+        dtype=space.dtype, template_hash=space.template_hash(), params=config, time_ms=1.0, metric=1.0,
+        metric_unit="TFLOP/s", default_time_ms=None, driver_version=device.driver_version, nvcc_version="",
+        study_name="pinned", trial_number=0,
+    ))  # fmt: skip
+    db.close()
+    return autotune.load(kernel, db=str(path), strict=True)
+
+
+SPLIT_SHAPES = [(2, 4, 1, 4097, 128), (1, 3, 7, 3001, 64), (3, 2, 16, 1000, 128)]
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("shape", SPLIT_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_split_kv_matches_the_one_pass_kernel(kernel, shape, device, tmp_path):
+    """Several split counts (1 to more splits than KV tiles: empty splits) against fa2 on the very same inputs."""
+    import numpy as np
+
+    from autotune.spaces.attention import O_TOLERANCE
+
+    space = get_space(kernel, dtype="float16")
+    x = space.inputs(shape, np.random.default_rng(5))
+    q, k, v = (x[n] for n in ("q", "k", "v"))
+    one_pass = pinned(kernel, space, shape, {ALGO: "fa2", **space.algos["fa2"].default_config}, device,
+                      tmp_path / "fa2.db")(q, k, v)  # fmt: skip
+    base = {ALGO: "split_kv", **space.algos["split_kv"].default_config}
+    for i, change in enumerate([{"SPLITS": 1}, {"SPLITS": 4, "WARPS": 2}, {"SPLITS": 128, "WARPS": 2, "STAGES": 3},
+                                {"SPLITS": 8, "WARPS": 1, "STAGES": 1, "SWIZZLE": 1}]):  # fmt: skip
+        config = {**base, **change}
+        assert not space.violations(config, shape, device), space.violations(config, shape, device)
+        o, lse = pinned(kernel, space, shape, config, device, tmp_path / f"split{i}.db")(q, k, v)
+        ref_o = one_pass[0].astype(np.float64)
+        err = np.linalg.norm(o.astype(np.float64) - ref_o) / np.linalg.norm(ref_o)
+        assert err <= O_TOLERANCE["float16"], (change, err)
+        np.testing.assert_allclose(lse, one_pass[1], rtol=1e-5, atol=1e-5, err_msg=str(change))

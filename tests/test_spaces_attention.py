@@ -13,6 +13,7 @@ from autotune.compiler import Compiler
 from autotune.errors import InvalidArgument, InvalidType
 from autotune.spaces import ALGO, config_key, get_space
 from autotune.spaces.attention import HEAD_DIMS, WIDE
+from autotune.spaces.attention_split_kv import MAX_SEQ_Q
 
 SHAPE = (4, 16, 4096, 4096, 128)
 
@@ -155,11 +156,36 @@ def test_validation_cases_are_ragged_and_keep_the_head_dim():
     space = get_space("attention_causal", dtype="float16")
     cases = [s for s, _ in space.validation_cases((1, 8, 4096, 4096, 64))]
     assert all(s[4] == 64 for s in cases), "head_dim is compiled in"
-    tiles = {16 * mt * w for mt in space.domain("MT") for w in space.domain("WARPS")} | set(space.domain("BC"))
+    tiles = {16 * mt * w for mt in space.domain("MT") for w in space.domain("fa2.WARPS")} | set(space.domain("fa2.BC"))
     assert any(all(s[2] % t and s[3] % t for t in tiles) for s in cases)
     assert any(s[2] != s[3] and s[2] > 1 for s in cases), "causal with seq_q != seq_kv"
     assert any(s[2] == 1 for s in cases) and any(s[3] > 4096 for s in cases)
     assert any(kind == WIDE for _, kind in space.validation_cases(SHAPE))
+    assert sum(s[2] <= MAX_SEQ_Q for s in cases) >= 4, "split_kv (decoding only) is validated too"
+
+
+def test_split_kv_plan_and_constraints(h200):
+    space = get_space("attention_causal", dtype="bfloat16")
+    config = {ALGO: "split_kv", **space.algos["split_kv"].default_config, "SPLITS": 32}
+    shape = (1, 32, 1, 65536, 128)
+    assert space.violations(config, shape, h200) == []
+    assert set(space.workspace(config, shape)) == {"o_part", "lse_part"}
+    assert space.workspace(config, shape)["o_part"].shape == (32, 32, 128)
+    main, combine = space.launches(config, shape, h200)
+    assert main.grid == (32, 32, 1) and main.args[3:5] == ("o_part", "lse_part")
+    assert combine.args[:4] == ("o_part", "lse_part", "o", "lse") and int(combine.args[4]) == 32
+    assert "decoding" in space.violations(config, (1, 32, 1000, 65536, 128), h200)[0]
+    assert "blocks" in space.violations({**config, "SPLITS": 128}, (16, 32, 1, 65536, 128), h200)[0]
+    assert "would spill" in space.violations({**config, "BC": 64}, shape, h200)[0]
+
+
+def test_rule_default_decodes_with_split_kv_sized_to_the_gpu(h200):
+    space = get_space("attention", dtype="float16")
+    one = space.rule_default((1, 32, 1, 65536, 128), h200)
+    assert one[ALGO] == "split_kv" and one["SPLITS"] > 1 and 32 * one["SPLITS"] <= 2 * h200.multiprocessors
+    assert space.rule_default((16, 32, 1, 8192, 128), h200)["SPLITS"] == 1
+    assert space.rule_default(SHAPE, h200)[ALGO] == "fa2"
+    assert get_space("attention", dtype="float32").rule_default((1, 32, 1, 65536, 128), h200)[ALGO] == "simt"
 
 
 def sample(space, shape, device, n, seed, **fixed):

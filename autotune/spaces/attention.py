@@ -11,7 +11,9 @@ alone; so no tuned configuration ever crosses it. Head dimension is a compile-ti
 (`problem_defines`) and the `shape_key`: the dispatcher never falls back across it. dtype is keyed by the core.
 `shape_class` separates decoding (SQ ≤ 16) from prefill.
 
-Algorithms (``ALGO``): ``fa2`` (float16, bfloat16: FlashAttention-2 on mma.sync), ``simt`` (float32).
+Algorithms (``ALGO``): ``fa2`` (float16, bfloat16: FlashAttention-2 on mma.sync), ``split_kv`` (float16,
+bfloat16: flash-decoding for seq_q ≤ 64, KV split across blocks, partial results combined by their LSE), ``simt``
+(float32). `rule_default` runs split_kv for decoding shapes (with splits sized to the SM count), fa2 otherwise.
 
 Accuracy contract (relative L2 error against float64 attention on the same rounded inputs): o within
 `O_TOLERANCE` of its dtype (a few units of its rounding: the output's own rounding and P's rounding to the input
@@ -32,6 +34,7 @@ from autotune.errors import InvalidArgument
 from autotune.shape import Shape
 from autotune.spaces.attention_fa2 import Fa2Attention
 from autotune.spaces.attention_simt import SimtAttention
+from autotune.spaces.attention_split_kv import SplitKvAttention
 from autotune.spaces.base import ALGO, UNIFORM, BufferSpec, Config, KernelSpace
 
 HEAD_DIMS = (32, 64, 96, 128)
@@ -53,7 +56,7 @@ class AttentionSpace(KernelSpace):
     dims = ("B", "H", "SQ", "SKV", "D")
     default_shape = (4, 16, 4096, 4096, 128)
     metric_unit = "TFLOP/s"
-    algorithms = (Fa2Attention, SimtAttention)
+    algorithms = (Fa2Attention, SplitKvAttention, SimtAttention)
 
     # --- problem --------------------------------------------------------------------------------------------
     @staticmethod
@@ -120,7 +123,18 @@ class AttentionSpace(KernelSpace):
         return 4.0 * b * h * sq * skv * d / (2 if self.causal else 1)
 
     def rule_default(self, shape: Shape, device: DeviceInfo) -> Config:
-        return dict(self.default_config)
+        b, h, sq, skv, d = shape
+        if sq > DECODE_MAX_SQ or "split_kv" not in self.domain(ALGO):
+            return dict(self.default_config)
+        split_kv = self.algos["split_kv"]
+        config = {ALGO: "split_kv", **split_kv.default_config}
+        # Enough splits for about two blocks per SM, at least four KV tiles of the default size each.
+        splits = 1
+        for s in self.domain("split_kv.SPLITS"):
+            if b * h * s <= 2 * device.multiprocessors and s * 4 * config["BC"] <= skv:
+                splits = s
+        config["SPLITS"] = splits
+        return config
 
     # --- correctness ----------------------------------------------------------------------------------------
     def inputs(self, shape: Shape, rng: np.random.Generator, kind: str = UNIFORM) -> dict[str, np.ndarray]:
@@ -181,6 +195,8 @@ class AttentionSpace(KernelSpace):
             ((3, 1, 5, 1000, d), UNIFORM),
             ((1, 2, 1000, 1000, d), WIDE),
             ((1, 1, 129, 4097, d), WIDE),
+            ((2, 3, 16, 4097, d), WIDE),  # decoding shapes (split_kv runs only these two and the two above)
+            ((1, 2, 3, 1031, d), UNIFORM),
         ]
 
 
