@@ -7,7 +7,10 @@
                                "metric_unit": "TFLOP/s", "default_time_ms": 3.5, "driver_version": "…",
                                "nvcc_version": "…", "study_name": "…", "trial_number": 17}]}]}
 
-`parse` checks a whole file before anything is written and names the first bad field by its path.
+`parse` checks a whole file before anything is written and names the first bad field by its path. Each config
+must hold its space's parameters with values in their domains, and satisfy the space's constraints on the
+device the file names (judged by that device's compute capability: `autotune.device.nominal_device`), so the
+dispatcher never meets a stored configuration that cannot run.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import re
 from pathlib import Path
 from typing import Any, Sequence
 
+from autotune.device import nominal_device
 from autotune.errors import AutotuneError, InvalidArgument
 from autotune.spaces import get_space
 from autotune.storage import BestConfig, BestEntry
@@ -88,6 +92,7 @@ def parse(data: Any) -> list[BestEntry]:
         cc = d.text("compute_capability")
         if not re.fullmatch(r"\d+\.\d+", cc):
             raise InvalidArgument(f"{d.path}.compute_capability: expected e.g. '9.0', got {cc!r}")
+        device = nominal_device(device_name, tuple(int(x) for x in cc.split(".")))  # type: ignore[arg-type]
         for j, config in enumerate(d.get("configs", list)):
             c = _Fields(config, f"{d.path}.configs[{j}]")
             kernel, shape_text, dtype = c.text("kernel"), c.text("shape"), c.text("dtype")
@@ -115,6 +120,10 @@ def parse(data: Any) -> list[BestEntry]:
             missing = sorted(set(domain) - set(params))
             if missing:
                 raise InvalidArgument(f"{c.path}.params: missing {', '.join(missing)}")
+            problems = space.constraints(dict(params), shape, device)
+            if problems:
+                raise InvalidArgument(f"{c.path}.params: not valid for {kernel} {space.format_shape(shape)} on "
+                                      f"{device_name} (cc {cc}): {problems[0]}")  # fmt: skip
             unit = c.text("metric_unit")
             if unit not in METRIC_UNITS:
                 raise InvalidArgument(f"{c.path}.metric_unit: expected one of {METRIC_UNITS}, got {unit!r}")
