@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from autotune import recording
 from autotune.arrays import CAI, CUPY, RAW, TORCH, ArrayArg, check_matches, describe, empty_like, stream_handle
 from autotune.cuda_driver import CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_UNIFIED, Driver
 from autotune.device import DeviceInfo, query_device
@@ -60,6 +62,7 @@ class _Plan:
     steps: list[_Step | Zero]
     outputs: dict[str, BufferSpec]
     workspace: dict[str, BufferSpec]
+    kernel: str = ""  # as `autotune.record` names it
     lock: threading.Lock = field(default_factory=threading.Lock)
     scratch: dict[int, dict[str, int]] = field(default_factory=dict)  # stream → workspace buffers
 
@@ -73,6 +76,8 @@ class _Plan:
     def launch_pointers(self, driver: Driver, slots: list, pointers: list[int], stream: int) -> None:
         """The per-call path of a single-launch plan: pointers in the order `fast_slots` was given."""
         step = self.steps[0]
+        if recording.ACTIVE:
+            recording.note(self.kernel, self.shape, self.dtype)
         with self.lock:
             for holder, position in slots:
                 holder.value = pointers[position]
@@ -81,8 +86,12 @@ class _Plan:
             driver.check(code, "cuLaunchKernel")
 
     def run(self, driver: Driver, pointers: dict[str, int], stream: int) -> None:
+        """Launch on ``pointers`` (inputs, outputs and, where the caller allocates them, the workspace: else
+        the plan allocates its own per stream, once)."""
+        if recording.ACTIVE:
+            recording.note(self.kernel, self.shape, self.dtype)
         with self.lock:  # the parameter blocks are shared: fill and launch one call at a time
-            if self.workspace:
+            if self.workspace and not all(name in pointers for name in self.workspace):
                 scratch = self.scratch.get(stream)
                 if scratch is None:
                     scratch = self.scratch[stream] = {n: driver.alloc(s.nbytes) for n, s in self.workspace.items()}
@@ -203,7 +212,8 @@ class TunedKernel:
             params = (ctypes.c_void_p * len(holders))(*[ctypes.addressof(h) for h in holders])
             launch = self._driver.launcher(function, step.grid, step.block, step.shared_bytes)
             steps.append(_Step(function, step.grid, step.block, step.shared_bytes, params, slots, holders, launch))
-        return _Plan(shape, space.dtype, choice, steps, space.outputs(shape), space.workspace(config, shape))
+        return _Plan(shape, space.dtype, choice, steps, space.outputs(shape), space.workspace(config, shape),
+                     kernel=_record_name(space))
 
     def _function(self, space: KernelSpace, config: Config, shape: Shape, kernel: str, shared_bytes: int) -> int:
         defines = space.compile_defines(config, shape)
@@ -227,6 +237,22 @@ class TunedKernel:
         return functions[kernel]
 
     # --- calling --------------------------------------------------------------------------------------------
+    def prepare(self, *arrays: Any) -> _Plan:
+        """The launch plan for calls on arrays like ``arrays`` (checked, chosen, compiled and loaded once): for
+        callers that allocate outputs and workspaces themselves and launch with `launch` (autotune.torch)."""
+        if len(arrays) != len(self.input_names):
+            raise InvalidType(f"{self.space.name} takes {len(self.input_names)} arrays "
+                              f"({', '.join(self.input_names)}), got {len(arrays)}")  # fmt: skip
+        inputs = [describe(n, a) for n, a in zip(self.input_names, arrays)]
+        key = tuple((a.shape, a.dtype) for a in inputs)
+        return self._plans.get(key) or self._plan(key, inputs)
+
+    def launch(self, plan: _Plan, pointers: dict[str, int], stream: int) -> None:
+        """Run ``plan`` on device pointers (every input and output by name; workspace buffers too, or the plan
+        allocates its own) on ``stream``. Nothing is checked: `prepare` did, for arrays of these shapes."""
+        self._driver.make_current(self._context)
+        plan.run(self._driver, pointers, stream)
+
     def __call__(self, *arrays: Any, out: Any = None, stream: Any = None) -> Any:
         if self._torch_type is not None:
             result = self._call_torch(arrays, out, stream)
@@ -401,6 +427,19 @@ class TunedKernel:
     def __repr__(self) -> str:
         tuned = sorted({f"{r.shape} {r.dtype}" for r in self.rows if r.device_name == self.device.name})
         return f"<autotune {self.space.name} on {self.device.name}: tuned for {', '.join(tuned) or 'no shape'}>"
+
+
+def _record_name(space: KernelSpace) -> str:
+    """A library kernel by its name; a space from elsewhere by its import reference (what a search takes)."""
+    from autotune.spaces import kernel_names, space_class
+
+    cls = type(space)
+    if space.name in kernel_names() and space_class(space.name) is cls:
+        return space.name
+    module = sys.modules.get(cls.__module__)
+    if cls.__module__.startswith("_autotune_space_") and getattr(module, "__file__", None):
+        return f"{module.__file__}:{cls.__qualname__}"  # loaded from a file.py:Class reference
+    return cls.ref()
 
 
 def _torch_current_stream(device: int) -> int:
