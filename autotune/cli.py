@@ -202,8 +202,9 @@ def best(
     db: Optional[str] = typer.Option(None, help=DB_HELP),
 ) -> None:
     """List the stored best configurations (what the runtime dispatcher uses)."""
+    ref = kernel
     if kernel is not None:
-        get_space(kernel)  # unknown kernel: one clear line
+        kernel = get_space(kernel).name  # unknown kernel: one clear line; ./my_space.py:MySpace → its name
     database = Database(resolve_url(db), create=False)
     try:
         rows = database.best(kernel=kernel, device_name=device)
@@ -212,7 +213,7 @@ def best(
     current: dict[tuple[str, str], str | None] = {}
     for key in {(r.kernel, r.dtype) for r in rows}:
         try:
-            current[key] = get_space(key[0], dtype=key[1]).template_hash()
+            current[key] = get_space(ref if ref and ":" in ref else key[0], dtype=key[1]).template_hash()
         except AutotuneError:
             current[key] = None
     if as_json:
@@ -438,6 +439,23 @@ def import_configs(
         markup=False,
         soft_wrap=True,
     )
+
+
+@app.command("new-kernel")
+def new_kernel(
+    name: str = typer.Argument(..., help="the kernel's name (a C identifier), e.g. my_add"),
+    directory: str = typer.Option(".", "--dir", help="where to write NAME.cu and NAME_space.py"),
+) -> None:
+    """Write a kernel of your own to start from: a template and its space that already search and dispatch."""
+    from pathlib import Path
+
+    from autotune import skeleton
+
+    files = skeleton.write(name, Path(directory))
+    where = f"./{files[1].name}" if Path(directory).resolve() == Path.cwd() else str(files[1])
+    ref = f"{where}:{skeleton.class_name(name)}"
+    console.print(f"wrote {', '.join(str(f) for f in files)}\nnext: autotune search {ref} --trials 20",
+                  markup=False, soft_wrap=True)  # fmt: skip
 
 
 def main() -> None:

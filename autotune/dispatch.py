@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import ctypes
 import logging
-import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -436,10 +435,7 @@ def _record_name(space: KernelSpace) -> str:
     cls = type(space)
     if space.name in kernel_names() and space_class(space.name) is cls:
         return space.name
-    module = sys.modules.get(cls.__module__)
-    if cls.__module__.startswith("_autotune_space_") and getattr(module, "__file__", None):
-        return f"{module.__file__}:{cls.__qualname__}"  # loaded from a file.py:Class reference
-    return cls.ref()
+    return cls.ref()  # a file.py:Class space by its file's absolute path
 
 
 def _torch_current_stream(device: int) -> int:
