@@ -15,7 +15,6 @@ import ctypes
 import logging
 import threading
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
@@ -24,7 +23,7 @@ from autotune import recording
 from autotune.arrays import CAI, CUPY, RAW, TORCH, ArrayArg, check_matches, describe, empty_like, stream_handle
 from autotune.cuda_driver import CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_UNIFIED, Driver
 from autotune.device import DeviceInfo, query_device
-from autotune.errors import DeviceError, InvalidArgument, InvalidType, NotTuned
+from autotune.errors import DeviceError, InvalidArgument, InvalidType, NotTuned, ToolchainError
 from autotune.selection import TUNED, Choice, choose, describe_fallback
 from autotune.shape import Shape, format_shape
 from autotune.spaces import get_space
@@ -126,7 +125,6 @@ class TunedKernel:
         self._plans: dict[tuple, _Plan] = {}
         self._modules: dict[str, tuple[int, dict[str, int]]] = {}
         self._lock = threading.RLock()
-        self._compiler: Any = None
         self._torch: Any = None
         self._torch_type: Any = None  # set once torch tensors have been seen
         self._torch_plans: dict[tuple, tuple] = {}
@@ -218,15 +216,14 @@ class TunedKernel:
         defines = space.compile_defines(config, shape)
         key = space.dtype + ":" + config_key(defines)
         if key not in self._modules:
-            if self._compiler is None:
-                from autotune.compiler import Compiler
+            from autotune.binaries import load_cubin
 
-                self._compiler = Compiler(self.device.compile_arch)
-            result = self._compiler.compile(space.template_for(config), defines)
-            if not result.ok or not result.cubin:
-                raise DeviceError(f"{space.name}: configuration {key} does not compile: {result.error}")
+            try:  # a cubin from the binary store, else nvcc, else NVRTC: the runtime needs no toolkit
+                image, _route = load_cubin(space.template_for(config), defines, self.device.compile_arch)
+            except ToolchainError as exc:
+                raise ToolchainError(f"{space.name}: configuration {key}: {exc}") from None
             self._driver.make_current(self._context)
-            self._modules[key] = (self._driver.load_module(Path(result.cubin).read_bytes()), {})
+            self._modules[key] = (self._driver.load_module(image), {})
         module, functions = self._modules[key]
         if kernel not in functions:
             self._driver.make_current(self._context)
