@@ -23,7 +23,6 @@ import os
 import re
 import struct
 import tempfile
-import time
 from pathlib import Path
 from typing import Mapping
 
@@ -33,6 +32,7 @@ from autotune.templates import template_hash, template_path
 
 CACHED, NVCC, NVRTC = "cached", "nvcc", "nvrtc"
 ROUTES = (CACHED, NVCC, NVRTC)
+ROUTE_ENV = "AUTOTUNE_CUBIN_ROUTE"  # forces one route for the runtime (deployment checks, benchmarks/first_call.py)
 _EM_CUDA = 190
 
 
@@ -155,6 +155,9 @@ def load_cubin(template: str | Path, defines: Mapping[str, object], arch: str, *
     """A cubin of ``template`` with ``defines`` for ``arch``, and the route that gave it (`ROUTES`).
     ``route`` forces one route (benchmarks, tests); by default the first that can answer."""
     store = store or BinaryStore()
+    route = route or os.environ.get(ROUTE_ENV) or None
+    if route is not None and route not in ROUTES:
+        raise InvalidArgument(f"cubin route {route!r}: expected one of {', '.join(ROUTES)}")
     key = binary_key(template_hash(template), defines, arch)
     if route in (None, CACHED):
         data = store.get(key, arch)
@@ -186,9 +189,3 @@ def load_cubin(template: str | Path, defines: Mapping[str, object], arch: str, *
     store.put(key, data, arch)
     return data, NVRTC
 
-
-def timed_load(template: str | Path, defines: Mapping[str, object], arch: str, route: str) -> float:
-    """Milliseconds `load_cubin` takes by ``route`` (for benchmarks/first_call.py)."""
-    start = time.perf_counter()
-    load_cubin(template, defines, arch, route=route)
-    return (time.perf_counter() - start) * 1e3
