@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -36,15 +36,16 @@ class _Entry:
 class Launcher:
     """One kernel family on every GPU it is used on."""
 
-    def __init__(self, kernel: str) -> None:
+    def __init__(self, kernel: str, validate: Callable[[Sequence[torch.Tensor]], None] | None = None) -> None:
         self.kernel = kernel
+        self.validate = validate  # raises, in torch's style, for tensors the kernel cannot take
         self._tuned: dict[int, TunedKernel] = {}
         self._entries: dict[tuple, _Entry] = {}
         self._lock = threading.Lock()
 
     def __call__(self, tensors: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
         device = tensors[0].device
-        key = (device.index, *[t.shape for t in tensors], tensors[0].dtype)
+        key = (device.index, *[t.shape for t in tensors], *[t.dtype for t in tensors])
         entry = self._entries.get(key)
         if entry is None:
             entry = self._prepare(key, tensors)
@@ -59,6 +60,8 @@ class Launcher:
         return results
 
     def _prepare(self, key: tuple, tensors: Sequence[torch.Tensor]) -> _Entry:
+        if self.validate is not None:
+            self.validate(tensors)
         ordinal = tensors[0].device.index or 0
         with self._lock:
             tuned = self._tuned.get(ordinal)
@@ -81,4 +84,4 @@ def release() -> Any:
     from autotune.torch import ops
 
     for info in ops.OPS.values():
-        info.launcher = Launcher(info.kernel)
+        info.launcher = Launcher(info.kernel, info.launcher.validate)

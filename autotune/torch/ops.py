@@ -110,11 +110,19 @@ def register(kernel: str) -> OpInfo:
                   tuple(cls.supported_dtypes()), Launcher(kernel))  # fmt: skip
     single = len(info.outputs) == 1
 
-    def impl(*tensors: torch.Tensor) -> Any:
+    def check(tensors: Sequence[torch.Tensor]) -> None:
         info.check_device(tensors)
         info.check_layout(tensors)
         info.problem(tensors)  # dtype and shapes, with torch-style errors, before the dispatcher sees them
-        results = info.launcher(tensors)  # records the call (TunedKernel's plan does)
+
+    def impl(*tensors: torch.Tensor) -> Any:
+        device = tensors[0].device
+        for t in tensors:  # the per-call checks; anything unusual gets the full ones, which explain it
+            if t.device != device or not t.is_contiguous():
+                check(tensors)
+        if device.type != "cuda":
+            check(tensors)
+        results = info.launcher(tensors)  # the first call of a (device, shapes, dtypes) runs `check`
         return results[0] if single else results
 
     def fake(*tensors: torch.Tensor) -> Any:
@@ -125,6 +133,7 @@ def register(kernel: str) -> OpInfo:
                      for spec in space.outputs(shape).values())  # fmt: skip
         return made[0] if single else made
 
+    info.launcher.validate = check
     info.op = torch.library.custom_op(info.qualname, impl, mutates_args=(), schema=_schema(info))
     info.op.register_fake(fake)
     OPS[kernel] = info
