@@ -202,8 +202,9 @@ def best(
     db: Optional[str] = typer.Option(None, help=DB_HELP),
 ) -> None:
     """List the stored best configurations (what the runtime dispatcher uses)."""
+    ref = kernel
     if kernel is not None:
-        get_space(kernel)  # unknown kernel: one clear line
+        kernel = get_space(kernel).name  # unknown kernel: one clear line; ./my_space.py:MySpace → its name
     database = Database(resolve_url(db), create=False)
     try:
         rows = database.best(kernel=kernel, device_name=device)
@@ -212,7 +213,7 @@ def best(
     current: dict[tuple[str, str], str | None] = {}
     for key in {(r.kernel, r.dtype) for r in rows}:
         try:
-            current[key] = get_space(key[0], dtype=key[1]).template_hash()
+            current[key] = get_space(ref if ref and ":" in ref else key[0], dtype=key[1]).template_hash()
         except AutotuneError:
             current[key] = None
     if as_json:
@@ -388,6 +389,9 @@ def export_configs(
     out: str = typer.Option(..., "--out", "-o", help="JSON file to write"),
     device: Optional[str] = typer.Option(None, help="only this device name"),
     kernel: Optional[str] = typer.Option(None, help="only this kernel"),
+    with_binaries: bool = typer.Option(
+        False, "--with-binaries", help="carry each config's cubin for its device (hosts without nvcc run it at once)"
+    ),
     db: Optional[str] = typer.Option(None, help=DB_HELP),
 ) -> None:
     """Write the stored best configurations to a JSON file (for machines that did not tune)."""
@@ -405,14 +409,17 @@ def export_configs(
     target = Path(out)
     if not target.parent.is_dir():
         raise InvalidArgument(f"cannot write {target}: directory {target.parent} does not exist")
-    data = interchange.export(rows)
+    data = interchange.export(rows, with_binaries=with_binaries)
     try:
         target.write_text(json.dumps(data, indent=1) + "\n")
     except OSError as exc:
         raise InvalidArgument(f"cannot write {target}: {exc.strerror}") from None
-    console.print(
-        f"exported {len(rows)} configurations of {len(data['devices'])} devices to {target}", markup=False, soft_wrap=True
-    )
+    carried = ""
+    if with_binaries:
+        n = sum("binary" in c for d in data["devices"] for c in d["configs"])
+        carried = f", {n} with their cubin" + (f" ({len(rows) - n} of stale templates without)" if n < len(rows) else "")
+    console.print(f"exported {len(rows)} configurations of {len(data['devices'])} devices{carried} to {target}",
+                  markup=False, soft_wrap=True)  # fmt: skip
 
 
 @app.command("import")
@@ -426,18 +433,37 @@ def import_configs(
 
     from autotune import interchange
 
-    entries = interchange.read(Path(file))  # every entry checked before anything is written
+    entries, binaries = interchange.read_all(Path(file))  # every entry checked before anything is written
     database = Database(resolve_url(db))
     try:
         counts = database.import_entries(entries, overwrite=overwrite)
     finally:
         database.close()
+    cached = interchange.store_binaries(binaries)
     console.print(
         f"imported {len(entries)} configurations: {counts['added']} added, {counts['replaced']} replaced, "
-        f"{counts['kept']} already stored and kept" + ("" if overwrite else " (--overwrite replaces them)"),
+        f"{counts['kept']} already stored and kept" + ("" if overwrite else " (--overwrite replaces them)")
+        + (f"; {cached} cubins put in the cache" if cached else ""),
         markup=False,
         soft_wrap=True,
     )
+
+
+@app.command("new-kernel")
+def new_kernel(
+    name: str = typer.Argument(..., help="the kernel's name (a C identifier), e.g. my_add"),
+    directory: str = typer.Option(".", "--dir", help="where to write NAME.cu and NAME_space.py"),
+) -> None:
+    """Write a kernel of your own to start from: a template and its space that already search and dispatch."""
+    from pathlib import Path
+
+    from autotune import skeleton
+
+    files = skeleton.write(name, Path(directory))
+    where = f"./{files[1].name}" if Path(directory).resolve() == Path.cwd() else str(files[1])
+    ref = f"{where}:{skeleton.class_name(name)}"
+    console.print(f"wrote {', '.join(str(f) for f in files)}\nnext: autotune search {ref} --trials 20",
+                  markup=False, soft_wrap=True)  # fmt: skip
 
 
 def main() -> None:

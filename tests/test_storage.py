@@ -136,3 +136,35 @@ def test_optuna_storage_shares_the_file(tmp_path):
     tables = sa.inspect(db.engine).get_table_names()
     assert "autotune_best" in tables and "trials" in tables
     db.close()
+
+
+def optuna_only_database(path) -> None:
+    """A file made by Optuna itself (rollback journal, no table of ours), as `optuna create-study` leaves it."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(storage=f"sqlite:///{path}", study_name="plain")
+    study.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=2)
+    study._storage.engine.dispose() if hasattr(study._storage, "engine") else None
+
+
+def test_reading_writes_nothing(tmp_path):
+    path = tmp_path / "optuna.db"
+    optuna_only_database(path)
+    before = file_digest(path)
+    db = Database(resolve_url(path), create=False)
+    assert db.best() == [], "no table of ours: no configuration, not an error"
+    storage = db.optuna_storage(read_only=True)
+    storage.engine.dispose()
+    db.close()
+    assert file_digest(path) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["optuna.db"], "no -wal/-shm companions"
+    assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+
+
+def test_a_reader_refuses_to_write(tmp_path):
+    Database(resolve_url(tmp_path / "r.db")).close()
+    reader = Database(resolve_url(tmp_path / "r.db"), create=False)
+    with pytest.raises(StorageError, match="opened for reading"):
+        reader.import_entries([entry()], overwrite=True)
+    reader.close()
