@@ -104,28 +104,8 @@ def search(
     check_trials(trials)
     make_sampler(sampler, seed)  # an unknown sampler is refused before any work
     for shape_t in shapes:
-        # The bar starts with the first progress event: checks that fail before it print only their error.
-        bar = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TextColumn("{task.fields[best]}"),
-            console=console,
-        )
         label = space.format_shape(shape_t) if shape_t else "(replay)" if replay else space.format_shape(space.default_shape)
-        task = bar.add_task(f"{kernel} {label} {space.dtype}", total=trials, best="")
-
-        def show(p: SearchProgress, task: Any = task, bar: Progress = bar) -> None:
-            if not bar.live.is_started:
-                bar.start()
-            best = ""
-            if p.best is not None:
-                best = f"best {p.best.time_ms:.3f} ms = {p.best.metric:.1f} {space.metric_unit}"
-            extra = f"  rejected {p.rejected}" if p.rejected else ""
-            extra += f"  failed {p.failures}" if p.failures else ""
-            bar.update(task, completed=min(p.measured, trials), best=best + extra)
-
+        bar, show = _progress_bar(f"{kernel} {label} {space.dtype}", trials, space.metric_unit)
         try:
             report = tune(
                 kernel, shape_t, trials=trials, dtype=space.dtype, db=db, sampler=sampler, seed=seed, timeout_s=timeout,
@@ -136,6 +116,59 @@ def search(
                 bar.stop()
         print_report(report, top)
         console.print(f"stored in {resolve_url(db).removeprefix('sqlite:///')}")
+
+
+def _progress_bar(label: str, trials: int, unit: str) -> tuple[Progress, Any]:
+    """A progress bar and the `on_progress` callback that drives it. The bar starts with the first progress
+    event: checks that fail before it print only their error."""
+    bar = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[best]}"),
+        console=console,
+    )
+    task = bar.add_task(label, total=trials, best="")
+
+    def show(p: SearchProgress) -> None:
+        if not bar.live.is_started:
+            bar.start()
+        best = ""
+        if p.best is not None:
+            best = f"best {p.best.time_ms:.3f} ms = {p.best.metric:.1f} {unit}"
+        extra = f"  rejected {p.rejected}" if p.rejected else ""
+        extra += f"  failed {p.failures}" if p.failures else ""
+        bar.update(task, total=p.target, completed=min(p.measured, p.target), best=best + extra)
+
+    return bar, show
+
+
+@app.command()
+def worker(
+    study: str = typer.Argument(..., help="name of the study to join (autotune studies lists them)"),
+    db: str = typer.Option(..., help="the shared database, e.g. postgresql://user@host/autotune"),
+    trials: Optional[int] = typer.Option(None, "--trials", "-n", help="target trials (default: the study's)"),
+    wait: float = typer.Option(0.0, help="seconds to wait for the study to appear (a search starting elsewhere)"),
+    seed: Optional[int] = typer.Option(None, help="seed of this host's sampler and random inputs"),
+    timeout: Optional[float] = typer.Option(None, help="seconds a candidate may take before it counts as hung"),
+    device: int = typer.Option(0, help="CUDA device ordinal of this host's GPU"),
+    top: int = typer.Option(10, help="rows of the final table"),
+    replay: Optional[str] = typer.Option(None, help="simulate: answer from a recorded measurement file"),
+) -> None:
+    """Join STUDY from this host: measure its candidates on this host's GPU until it holds its target trials."""
+    from autotune.join import join
+
+    if wait < 0:
+        raise InvalidArgument(f"--wait must not be negative, got {wait}")
+    bar, show = _progress_bar(f"{study} (worker)", trials or 1, "")
+    try:
+        report = join(study, db=db, trials=trials, seed=seed, timeout_s=timeout, wait_s=wait, replay=replay,
+                      device_ordinal=device, on_progress=show)  # fmt: skip
+    finally:
+        if bar.live.is_started:
+            bar.stop()
+    print_report(report, top)
 
 
 def describe_config(kernel: str, dtype: str, config: dict) -> str:

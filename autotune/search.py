@@ -21,7 +21,7 @@ import time
 import warnings
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import optuna
 from optuna.trial import TrialState
@@ -132,9 +132,11 @@ class Search:
         *,
         on_progress: Callable[[Progress], None] | None = None,
         liveness: studies.Liveness | None = None,
+        seeds: Sequence[tuple[Config, str]] = (),
     ) -> None:
         """``liveness`` keeps in-flight trials' heartbeats: trials of a process that was killed then go stale
-        and are failed by the next run instead of staying RUNNING."""
+        and are failed by the next run instead of staying RUNNING. ``seeds``: (configuration, where it comes
+        from) measured first in a new study, after the default (warm start, `autotune.warmstart`)."""
         self.space = space
         self.shape = tuple(shape)
         self.evaluator = evaluator
@@ -161,9 +163,8 @@ class Search:
         self._seen: set[int] = set()  # trial numbers already counted
         self._fail_stale()
         self._refresh()
-        # A new study measures the template's default configuration first: the baseline of the speedup.
-        default = dict(self.space.default_config)
-        self._default_first = not self.study.trials and not self.space.violations(default, self.shape, self.device)
+        if not self.study.trials:
+            self._enqueue_starts(seeds)
 
     # --- resume, and other processes on the same study -------------------------------------------------------
     def _refresh(self) -> None:
@@ -199,6 +200,22 @@ class Search:
                 number, config, value, self.space.metric(self.shape, value), attrs.get(studies.REGISTERS), False
             )
 
+    def _enqueue_starts(self, seeds: Sequence[tuple[Config, str]]) -> None:
+        """A new study measures the template's default configuration first (the baseline of the speedup), then
+        the warm-start seeds; both are ordinary measured trials, marked by their role."""
+        default = dict(self.space.default_config)
+        queued = set()
+        if not self.space.violations(default, self.shape, self.device):
+            self.study.enqueue_trial(self.space.optuna_params(default), user_attrs={studies.ROLE: "default"})
+            queued.add(config_key(default))
+        for config, source in seeds:
+            key = config_key(config)
+            if key in queued or self.space.violations(config, self.shape, self.device):
+                continue
+            queued.add(key)
+            self.study.enqueue_trial(self.space.optuna_params(config),
+                                     user_attrs={studies.ROLE: studies.SEED, studies.SEED_FROM: source})  # fmt: skip
+
     # --- proposing ------------------------------------------------------------------------------------------
     def _next_grid_config(self) -> Config | None:
         assert self._grid is not None
@@ -211,11 +228,7 @@ class Search:
         return None
 
     def _propose(self) -> None:
-        if self._default_first:
-            self._default_first = False
-            self.study.enqueue_trial(self.space.optuna_params(self.space.default_config),
-                                     user_attrs={studies.ROLE: "default"})  # fmt: skip
-        elif self._grid is not None:
+        if self._grid is not None and not self._waiting():
             config = self._next_grid_config()
             if config is None:
                 self.report.stopped_early = "every valid configuration has been measured"
@@ -238,6 +251,10 @@ class Search:
             if not placed and trial.number in running:
                 self._close_interrupted(trial)
             raise
+
+    def _waiting(self) -> bool:
+        """Enqueued trials (default, seeds) not yet asked for: the grid waits until they are taken."""
+        return bool(self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
 
     def _place(self, trial: optuna.Trial, config: Config) -> None:
         """Reject, answer as a duplicate, or submit a freshly asked trial."""
@@ -461,8 +478,13 @@ def tune(
     template_hash: str | None = None,
     on_progress: Callable[[Progress], None] | None = None,
     settings: SearchSettings | None = None,
+    warm_start: bool = True,
+    from_study: str | None = None,
 ) -> SearchReport:
     """Search the configurations of ``kernel`` at ``shape`` and store the fastest valid one.
+
+    A new study is warm-started (``warm_start``): the leaders of the same kernel at the nearest tuned shapes
+    and on devices of the same architecture, and of ``from_study``, are measured first (`autotune.warmstart`).
 
     Everything is checked before anything is written: bad arguments, the database location, nvcc and the GPU.
     ``domains`` narrows parameters to subsets of their values. ``replay``: a recording file
@@ -519,14 +541,21 @@ def tune(
             name = studies.study_name(space.name, format_shape(shape_t), space.dtype, evaluator.device,
                                       template_hash, hot_cache=hot_cache)  # fmt: skip
             attributes = _study_attributes(space, shape_t, evaluator, template_hash, hot_cache)
+            if from_study is not None:
+                from autotune.warmstart import find_study
+
+                from_study = find_study(storage, from_study)
             study = studies.open_study(storage, name, sampler_obj, attributes)
-            liveness = studies.Liveness(storage, run_settings.heartbeat_s)
-            search = Search(space, shape_t, evaluator, study, run_settings, on_progress=on_progress,
-                            liveness=liveness)  # fmt: skip
-            report = search.run()
-            if report.best is not None:
-                database.save_best(_best_entry(report, space, evaluator, template_hash))
-            return report
+            study.set_user_attr(studies.TARGET, trials)  # what hosts joining with `autotune worker` aim at
+            study.set_user_attr(studies.SAMPLER, sampler)
+            seeds = []
+            if warm_start and not study.trials:
+                from autotune import warmstart
+
+                seeds = warmstart.seeds(storage, space, shape_t, evaluator.device, trials, from_study=from_study,
+                                        exclude=name)
+            return run_study(database, storage, study, space, shape_t, evaluator, template_hash, run_settings,
+                             on_progress=on_progress, seeds=seeds)  # fmt: skip
         finally:
             if storage is not None:
                 storage.engine.dispose()  # close Optuna's connections now: SQLite checkpoints here, not at GC
@@ -534,6 +563,29 @@ def tune(
     finally:
         if owned:
             evaluator.close()
+
+
+def run_study(
+    database: Database,
+    storage: Any,
+    study: optuna.Study,
+    space: KernelSpace,
+    shape: Shape,
+    evaluator: Evaluator,
+    template_hash: str,
+    settings: SearchSettings,
+    *,
+    on_progress: Callable[[Progress], None] | None = None,
+    seeds: Sequence[tuple[Config, str]] = (),
+) -> SearchReport:
+    """Search an opened study to its target and store its winner (`tune`, and hosts joining a study)."""
+    liveness = studies.Liveness(storage, settings.heartbeat_s)
+    search = Search(space, shape, evaluator, study, settings, on_progress=on_progress, liveness=liveness,
+                    seeds=seeds)  # fmt: skip
+    report = search.run()
+    if report.best is not None:
+        database.save_best(_best_entry(report, space, evaluator, template_hash))
+    return report
 
 
 def _study_attributes(

@@ -1,5 +1,6 @@
 import os
 import sqlite3
+import sys
 
 import pytest
 import sqlalchemy as sa
@@ -26,7 +27,9 @@ def test_resolve_url(monkeypatch, tmp_path):
     monkeypatch.setenv("AUTOTUNE_DB", str(tmp_path / "env.db"))
     assert resolve_url(None) == f"sqlite:///{tmp_path / 'env.db'}"
     assert resolve_url(tmp_path / "x.db") == f"sqlite:///{tmp_path / 'x.db'}"
-    assert resolve_url("postgresql://u:p@localhost/autotune") == "postgresql://u:p@localhost/autotune"
+    # psycopg 3 whatever SQLAlchemy's default driver; an explicit driver is kept.
+    assert resolve_url("postgresql://u:p@localhost/autotune") == "postgresql+psycopg://u:p@localhost/autotune"
+    assert resolve_url("postgresql+psycopg://u@h/a") == "postgresql+psycopg://u@h/a"
     with pytest.raises(StorageError, match="no such database kind"):
         resolve_url("notadialect://host/db")
 
@@ -136,3 +139,12 @@ def test_optuna_storage_shares_the_file(tmp_path):
     tables = sa.inspect(db.engine).get_table_names()
     assert "autotune_best" in tables and "trials" in tables
     db.close()
+
+
+def test_missing_postgresql_driver_is_one_line(monkeypatch):
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # import psycopg now fails as where it is not installed
+    with pytest.raises(StorageError) as info:
+        resolve_url("postgresql://u:secret@db.example/autotune")
+    message = str(info.value)
+    assert "psycopg" in message and "autotune[postgres]" in message and "\n" not in message
+    assert "secret" not in message, "the password is not printed"
