@@ -10,7 +10,6 @@ no pycuda) raises `DeviceError`, since no search can go on then.
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import queue
 import threading
 from concurrent.futures import Future
@@ -22,7 +21,8 @@ from autotune.compiler import Compiler, CompileResult, cache_root
 from autotune.device import DeviceInfo
 from autotune.errors import DeviceError, InvalidArgument
 from autotune.evaluation.base import Evaluator, Measurement, Timing, Toolchain
-from autotune.evaluation.worker import Setup, main as worker_main
+from autotune.evaluation.process import start_worker, stop_worker
+from autotune.evaluation.worker import Setup
 from autotune.shape import Shape, format_shape
 from autotune.spaces.base import Config, KernelSpace, Launch
 
@@ -53,7 +53,6 @@ class GpuEvaluator(Evaluator):
         self.device_ordinal = device_ordinal
         self.restarts = 0
         self._slowest_ok = 0.0
-        self._mp = mp.get_context("spawn")
         self._proc: Any = None
         self._conn: Any = None
         self._cache_dir = cache_dir or cache_root()
@@ -102,11 +101,7 @@ class GpuEvaluator(Evaluator):
 
     # --- worker lifecycle -----------------------------------------------------------------------------------
     def _spawn(self) -> DeviceInfo:
-        parent, child = self._mp.Pipe()
-        self._proc = self._mp.Process(target=worker_main, args=(child, self.device_ordinal), daemon=True)
-        self._proc.start()
-        child.close()
-        self._conn = parent
+        self._proc, self._conn = start_worker(self.device_ordinal)
         msg = self._receive(START_TIMEOUT_S, "start")
         if msg[0] != "device":
             self._kill()
@@ -130,8 +125,11 @@ class GpuEvaluator(Evaluator):
             code = self._reap()
             raise DeviceError(f"GPU worker exited during {what} (exit code {code})") from None
 
+    def _alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
     def _ensure_worker(self) -> None:
-        if self._proc is not None and self._proc.is_alive():
+        if self._alive():
             return
         if self._proc is not None:
             self._reap()
@@ -145,14 +143,10 @@ class GpuEvaluator(Evaluator):
             self._conn = None
         if proc is None:
             return None
-        proc.join(10)
-        if proc.is_alive():
-            proc.kill()
-            proc.join(10)
-        return proc.exitcode
+        return stop_worker(proc)
 
     def _kill(self) -> None:
-        if self._proc is not None and self._proc.is_alive():
+        if self._alive():
             self._proc.kill()
         self._reap()
 
@@ -263,7 +257,7 @@ class GpuEvaluator(Evaluator):
         if getattr(self, "_queue", None) is not None:
             self._queue.put(None)
             self._feeder.join(60)
-        if self._proc is not None and self._proc.is_alive() and self._conn is not None:
+        if self._alive() and self._conn is not None:
             try:
                 self._conn.send(("stop", None))
             except OSError:
