@@ -80,11 +80,21 @@ DB_HELP = "database: a path or a SQLAlchemy URL (default: $AUTOTUNE_DB, else stu
 
 @app.command()
 def search(
-    kernel: str = typer.Argument(..., help="kernel to tune: " + ", ".join(kernel_names())),
+    kernel: Optional[str] = typer.Argument(None, help="kernel to tune: " + ", ".join(kernel_names())),
     trials: int = typer.Option(200, "--trials", "-n", help="measured trials the study holds at the end"),
     dtype: Optional[str] = typer.Option(None, help="element type: float32, float16, bfloat16 (default: the kernel's first)"),
     shape: Optional[List[str]] = typer.Option(
-        None, "--shape", "-s", help="problem shape, e.g. 4096x4096x4096; repeat for several (default: the kernel's)"
+        None, "--shape", "-s", help="problem shape, e.g. 4096x4096x4096 or 4096,4096,4096; repeat for several"
+    ),
+    shapes: Optional[str] = typer.Option(None, "--shapes", help="a file of shapes to tune, one per line"),
+    shapes_from: Optional[str] = typer.Option(
+        None, "--shapes-from", help="tune the calls recorded by autotune.record() (shapes.json)"
+    ),
+    from_study: Optional[str] = typer.Option(
+        None, "--from", help="warm-start a new study with the leaders of this study (name or unique prefix)"
+    ),
+    warm_start: bool = typer.Option(
+        True, "--warm-start/--no-warm-start", help="seed a new study with the leaders of related studies"
     ),
     sampler: str = typer.Option(DEFAULT_SAMPLER, help="search strategy: " + " | ".join(SAMPLERS)),
     seed: Optional[int] = typer.Option(None, help="seed of the sampler and of the random inputs"),
@@ -97,24 +107,35 @@ def search(
     replay: Optional[str] = typer.Option(
         None, help="simulate: answer from a recorded measurement file instead of the GPU (try samplers anywhere)"
     ),
+    profile: bool = typer.Option(False, "--profile", help="print where the time went: compile, queue, GPU, Optuna"),
 ) -> None:
-    """Search the configurations of KERNEL and store the fastest valid one for this GPU."""
-    space = get_space(kernel, dtype=dtype)
-    shapes: list[Any] = [space.parse_shape(s) for s in shape] if shape else [None]
+    """Search the configurations of KERNEL and store the fastest valid one for this GPU.
+
+    Several shapes (--shape repeated, --shapes, --shapes-from) are tuned in turn; each new study starts from
+    the leaders of the shapes tuned before it."""
+    from autotune.multishape import plan
+
+    problems = plan(kernel, dtype, shape, shapes, shapes_from)  # every problem checked before any is tuned
     check_trials(trials)
     make_sampler(sampler, seed)  # an unknown sampler is refused before any work
-    for shape_t in shapes:
+    for problem in problems:
+        space = get_space(problem.kernel, dtype=problem.dtype)
+        shape_t = problem.shape
         label = space.format_shape(shape_t) if shape_t else "(replay)" if replay else space.format_shape(space.default_shape)
-        bar, show = _progress_bar(f"{kernel} {label} {space.dtype}", trials, space.metric_unit)
+        bar, show = _progress_bar(f"{space.name} {label} {space.dtype}", trials, space.metric_unit)
         try:
             report = tune(
-                kernel, shape_t, trials=trials, dtype=space.dtype, db=db, sampler=sampler, seed=seed, timeout_s=timeout,
-                hot_cache=hot_cache, on_progress=show, replay=replay,
+                space.name, shape_t, trials=trials, dtype=space.dtype, db=db, sampler=sampler, seed=seed,
+                timeout_s=timeout, hot_cache=hot_cache, on_progress=show, replay=replay, warm_start=warm_start,
+                from_study=from_study,
             )  # fmt: skip
         finally:
             if bar.live.is_started:
                 bar.stop()
         print_report(report, top)
+        if profile:
+            for line in report.profile.lines():
+                console.print(line, markup=False, soft_wrap=True)
         console.print(f"stored in {resolve_url(db).removeprefix('sqlite:///')}")
 
 
@@ -213,6 +234,9 @@ def print_report(report: SearchReport, top: int = 10) -> None:
         f"GPU worker restarts {report.restarts}; {report.wall_s:.1f} s",
         soft_wrap=True,
     )
+    if report.seeds:
+        sources = sorted({s.rsplit("#", 1)[0] for s in report.seeds})
+        console.print(f"warm start: {len(report.seeds)} seeds from {', '.join(sources)}", markup=False, soft_wrap=True)
     for kind, example in sorted(report.failure_examples.items()):
         console.print(f"  {kind}: {example}", soft_wrap=True, markup=False)
     if report.stopped_early:

@@ -30,6 +30,7 @@ from autotune import studies
 from autotune.device import DeviceInfo
 from autotune.errors import InvalidArgument
 from autotune.evaluation.base import Evaluator, Measurement
+from autotune.profile import Profile
 from autotune.samplers import DEFAULT_SAMPLER, learns_from_pruned, make_sampler
 from autotune.shape import Shape, format_shape
 from autotune.spaces import get_space
@@ -88,6 +89,8 @@ class SearchReport:
     failures: collections.Counter = field(default_factory=collections.Counter)  # study-wide, by kind
     failure_examples: dict[str, str] = field(default_factory=dict)
     restarts: int = 0  # GPU worker restarts in this run
+    seeds: list[str] = field(default_factory=list)  # warm-start seeds enqueued by this run: "<study>#<trial>"
+    profile: Profile = field(default_factory=Profile)  # where this run's time went
     ranking: list[Ranked] = field(default_factory=list)
     default: Ranked | None = None
     stopped_early: str | None = None  # why fewer trials than asked were measured
@@ -157,6 +160,7 @@ class Search:
             target=settings.trials,
         )
         self._idle = 0
+        self.profile = self.report.profile
         self._grid = iter(space.configs()) if settings.sampler == "grid" else None
         self._best: Ranked | None = None
         self._liveness = liveness
@@ -213,6 +217,7 @@ class Search:
             if key in queued or self.space.violations(config, self.shape, self.device):
                 continue
             queued.add(key)
+            self.report.seeds.append(source)
             self.study.enqueue_trial(self.space.optuna_params(config),
                                      user_attrs={studies.ROLE: studies.SEED, studies.SEED_FROM: source})  # fmt: skip
 
@@ -301,6 +306,7 @@ class Search:
         pending = self.pending.pop(future)
         del self.pending_keys[pending.key]
         m: Measurement = future.result()  # raises only when the GPU is gone (DeviceError)
+        self.profile.add(m)
         trial = pending.trial
         attrs: dict[str, Any] = {studies.OUTCOME: studies.MEASURED, studies.MEASUREMENT: m.to_dict()}
         if m.ok and m.time_ms is not None:
@@ -360,7 +366,8 @@ class Search:
             while True:
                 now = time.monotonic()
                 if now - last_refresh >= self.settings.refresh_s:
-                    self._refresh()
+                    with self.profile.optuna():
+                        self._refresh()
                     last_refresh = now
                 if now - last_beat >= self.settings.heartbeat_s:
                     self._beat([t for p in self.pending.values() for t in (p.trial, *p.duplicates)])
@@ -375,13 +382,15 @@ class Search:
                             f"{self._idle} proposals in a row were invalid or already measured"
                         )
                         break
-                    self._propose()
+                    with self.profile.optuna():
+                        self._propose()
                 if not self.pending:
                     break
                 done, _ = wait(list(self.pending), timeout=1.0, return_when=FIRST_COMPLETED)
                 # In trial order, so that a replayed search with a fixed seed is reproducible.
                 for future in sorted(done, key=lambda f: self.pending[f].trial.number):
-                    self._finish(future)
+                    with self.profile.optuna():
+                        self._finish(future)
                     self._progress()
         except BaseException:
             self._abandon_pending()
@@ -389,7 +398,10 @@ class Search:
         self.report.restarts = self.evaluator.restarts - restarts0
         self._refresh()
         self._fail_stale()
+        self.profile.wall_s = time.perf_counter() - start
+        retime_start = time.perf_counter()
         self._rank()
+        self.profile.retime_s = time.perf_counter() - retime_start
         self._count_failures()
         total = int(self.study.user_attrs.get("worker_restarts", 0)) + self.report.restarts
         self.study.set_user_attr("worker_restarts", total)

@@ -24,7 +24,7 @@ from optuna.trial import TrialState
 from autotune import studies
 from autotune.device import DeviceInfo
 from autotune.errors import InvalidArgument
-from autotune.shape import Shape, format_shape
+from autotune.shape import Shape
 from autotune.spaces.base import Config, KernelSpace, config_key
 
 FROM_LEADERS = 5  # leaders taken from --from STUDY
@@ -58,7 +58,8 @@ def find_study(storage: Any, name: str) -> str:
         return matches[0]
     if not matches:
         raise InvalidArgument(f"--from {name}: no such study in this database")
-    raise InvalidArgument(f"--from {name}: {len(matches)} studies start with it ({', '.join(matches[:3])}, ...)")
+    more = ", ..." if len(matches) > 3 else ""
+    raise InvalidArgument(f"--from {name}: {len(matches)} studies start with it ({', '.join(matches[:3])}{more})")
 
 
 def leaders(storage: Any, name: str, count: int) -> list[tuple[dict[str, Any], int]]:
@@ -138,9 +139,3 @@ def seeds(
             if len(out) >= limit:
                 return out
     return out
-
-
-def describe(found: list[tuple[Config, str]], shape: Shape) -> str:
-    """One line for the CLI: how many seeds and from how many studies."""
-    sources = {source.rsplit("#", 1)[0] for _, source in found}
-    return f"warm start at {format_shape(shape)}: {len(found)} seeds from {len(sources)} studies"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from concurrent.futures import Future
 from dataclasses import asdict
 from pathlib import Path
@@ -198,17 +199,21 @@ class GpuEvaluator(Evaluator):
                                    compile_cached=result.cached)  # fmt: skip
             )
             return
-        self._queue.put(("evaluate", config, result, future))
+        self._queue.put(("evaluate", config, result, future, time.perf_counter()))
 
     def _feed(self) -> None:
         while True:
             item = self._queue.get()
             if item is None:
                 return
-            kind, future = item[0], item[-1]
+            kind = item[0]
+            future = item[3]
             try:
                 if kind == "evaluate":
-                    future.set_result(self._evaluate(item[1], item[2]))
+                    queued = time.perf_counter() - item[4]
+                    measurement = self._evaluate(item[1], item[2])
+                    measurement.queue_s = queued
+                    future.set_result(measurement)
                 else:
                     future.set_result(self._retime(item[1], item[2]))
             except BaseException as exc:  # DeviceError when the worker cannot be restarted

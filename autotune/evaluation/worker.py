@@ -389,13 +389,15 @@ class GpuSession:
                     data.free()
             err, steps, scratch = self._validate(module, config, self.target)
             worst = max(worst, err)
+            validated = time.perf_counter()
             # Estimate one run (warm, L2 flushed) to choose the repetitions.
             estimate = self._time([steps], 1)[0][0]
             s = self.setup
             reps = min(s.max_reps, max(s.min_reps, math.ceil(s.min_time_ms / max(estimate, 1e-3))))
             samples = self._time([steps], reps)[0]
             return Measurement(
-                ok=True, timing=Timing.of(samples), max_rel_error=worst, evaluate_s=time.perf_counter() - t0
+                ok=True, timing=Timing.of(samples), max_rel_error=worst, evaluate_s=time.perf_counter() - t0,
+                validate_s=validated - t0,
             )
         finally:
             self._free(scratch)
