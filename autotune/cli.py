@@ -108,6 +108,9 @@ def search(
         None, help="simulate: answer from a recorded measurement file instead of the GPU (try samplers anywhere)"
     ),
     profile: bool = typer.Option(False, "--profile", help="print where the time went: compile, queue, GPU, Optuna"),
+    devices: Optional[str] = typer.Option(
+        None, help="GPUs that measure: all, or numbers like 0,1 (one study per GPU model; default: GPU 0)"
+    ),
 ) -> None:
     """Search the configurations of KERNEL and store the fastest valid one for this GPU.
 
@@ -118,7 +121,12 @@ def search(
     problems = plan(kernel, dtype, shape, shapes, shapes_from)  # every problem checked before any is tuned
     check_trials(trials)
     make_sampler(sampler, seed)  # an unknown sampler is refused before any work
-    for problem in problems:
+    groups: list[Any] = [None]
+    if devices is not None and replay is None:
+        from autotune.evaluation.multi import host_devices
+
+        groups = host_devices(devices)  # GPUs of one model share a study; other models get their own
+    for problem, group in [(p, g) for p in problems for g in groups]:
         space = get_space(problem.kernel, dtype=problem.dtype)
         shape_t = problem.shape
         label = space.format_shape(shape_t) if shape_t else "(replay)" if replay else space.format_shape(space.default_shape)
@@ -127,7 +135,7 @@ def search(
             report = tune(
                 space.name, shape_t, trials=trials, dtype=space.dtype, db=db, sampler=sampler, seed=seed,
                 timeout_s=timeout, hot_cache=hot_cache, on_progress=show, replay=replay, warm_start=warm_start,
-                from_study=from_study,
+                from_study=from_study, devices=group,
             )  # fmt: skip
         finally:
             if bar.live.is_started:

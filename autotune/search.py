@@ -492,11 +492,13 @@ def tune(
     settings: SearchSettings | None = None,
     warm_start: bool = True,
     from_study: str | None = None,
+    devices: Sequence[int] | None = None,
 ) -> SearchReport:
     """Search the configurations of ``kernel`` at ``shape`` and store the fastest valid one.
 
     A new study is warm-started (``warm_start``): the leaders of the same kernel at the nearest tuned shapes
     and on devices of the same architecture, and of ``from_study``, are measured first (`autotune.warmstart`).
+    ``devices``: CUDA ordinals of GPUs of one model that measure for this one study (default: GPU 0).
 
     Everything is checked before anything is written: bad arguments, the database location, nvcc and the GPU.
     ``domains`` narrows parameters to subsets of their values. ``replay``: a recording file
@@ -539,7 +541,13 @@ def tune(
 
         find_nvcc()  # fail before starting the GPU worker
         template_hash = space.template_hash()
-        evaluator = GpuEvaluator(space, shape_t, seed=seed, timeout_s=timeout_s, flush_l2=not hot_cache)
+        options = dict(seed=seed, timeout_s=timeout_s, flush_l2=not hot_cache)
+        if devices is not None and len(devices) > 1:
+            from autotune.evaluation.multi import MultiGpuEvaluator
+
+            evaluator = MultiGpuEvaluator(space, shape_t, devices, **options)
+        else:
+            evaluator = GpuEvaluator(space, shape_t, device_ordinal=devices[0] if devices else 0, **options)
     elif template_hash is None:
         template_hash = space.template_hash()
     try:

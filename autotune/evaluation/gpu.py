@@ -47,8 +47,13 @@ class GpuEvaluator(Evaluator):
         device_ordinal: int = 0,
         cache_dir: Path | None = None,
         compiler: Compiler | None = None,
+        work_queue: "queue.Queue[tuple | None] | None" = None,
     ) -> None:
+        """``compiler`` and ``work_queue``: shared with the evaluators of other GPUs (`MultiGpuEvaluator`), which
+        then owns them: compiled candidates go to whichever GPU's feeder is free first."""
         self.space = space
+        self._owns_compiler = compiler is None
+        self._owns_queue = work_queue is None
         self.shape = tuple(shape)
         self.timeout_s = timeout_s
         self.device_ordinal = device_ordinal
@@ -96,7 +101,7 @@ class GpuEvaluator(Evaluator):
         )
         self._configure()
 
-        self._queue: "queue.Queue[tuple | None]" = queue.Queue()
+        self._queue: "queue.Queue[tuple | None]" = work_queue if work_queue is not None else queue.Queue()
         self._feeder = threading.Thread(target=self._feed, name="gpu-feeder", daemon=True)
         self._feeder.start()
 
@@ -259,7 +264,7 @@ class GpuEvaluator(Evaluator):
         return [Timing(**t) if t else None for t in reply[1]]
 
     def close(self) -> None:
-        if getattr(self, "_queue", None) is not None:
+        if getattr(self, "_queue", None) is not None and self._owns_queue:
             self._queue.put(None)
             self._feeder.join(60)
         if self._alive() and self._conn is not None:
@@ -268,5 +273,5 @@ class GpuEvaluator(Evaluator):
             except OSError:
                 pass
         self._reap()
-        if getattr(self, "compiler", None) is not None:
+        if getattr(self, "compiler", None) is not None and self._owns_compiler:
             self.compiler.close()
