@@ -557,6 +557,12 @@ def tune(
             run_settings = dataclasses.replace(
                 settings or SearchSettings(trials=trials), trials=trials, sampler=sampler, seed=seed
             )
+            jobs = getattr(getattr(evaluator, "compiler", None), "jobs", None)
+            if settings is None and owned and jobs:
+                # Compilation is the bottleneck of a cold search: every nvcc job stays busy while a few compiled
+                # candidates wait for, or are on, the GPU(s).
+                gpus = len(getattr(evaluator, "evaluators", ())) or 1
+                run_settings.in_flight = max(run_settings.in_flight, jobs + 2 * gpus)
             storage = database.optuna_storage(heartbeat_s=run_settings.heartbeat_s)
             name = studies.study_name(space.name, format_shape(shape_t), space.dtype, evaluator.device,
                                       template_hash, hot_cache=hot_cache)  # fmt: skip

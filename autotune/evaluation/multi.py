@@ -92,6 +92,7 @@ class MultiGpuEvaluator(Evaluator):
             raise InvalidArgument(f"--devices: GPUs of different models ({', '.join(sorted(names))}) need their own studies")
         self.device = first.device
         self.toolchain = first.toolchain
+        self.compiler = first.compiler  # shared; the first evaluator closes it
 
     @property  # type: ignore[override]
     def restarts(self) -> int:
