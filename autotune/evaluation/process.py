@@ -1,4 +1,5 @@
-"""Starting the GPU worker as ``python -m autotune.evaluation.worker``, not through multiprocessing.
+"""Starting the GPU worker as a plain Python subprocess running only the worker module, not through
+multiprocessing.
 
 multiprocessing's spawn start method re-imports the caller's main module in the child: a script that calls
 ``autotune.tune(...)`` at its top level, without ``if __name__ == "__main__":``, would run again there and fail.
@@ -8,27 +9,27 @@ pair, wrapped as multiprocessing connections (the same pickled-tuple protocol, `
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from multiprocessing import Pipe
 from multiprocessing.connection import Connection
-from pathlib import Path
 
-import autotune
-
-# The directory that holds the autotune package: the worker imports the same autotune as its parent, even where
-# the caller put it on sys.path by hand.
-_PACKAGE_ROOT = str(Path(autotune.__file__).resolve().parent.parent)
+# The worker imports with the parent's sys.path, as multiprocessing's spawn does (spaces named by an import
+# reference, e.g. a test's "faults.space:FaultyGemmSpace", must resolve the same way), set before autotune is
+# imported: the worker uses the same autotune as its parent, even one put on sys.path by hand.
+_BOOT = (
+    "import json, os, sys; sys.path[:] = json.loads(os.environ['AUTOTUNE_WORKER_SYS_PATH']); "
+    "from autotune.evaluation.worker import _entry; _entry(sys.argv[1:])"
+)
 
 
 def start_worker(device_ordinal: int) -> tuple[subprocess.Popen, Connection]:
     """Start a worker process for the GPU ``device_ordinal``; returns it and the parent's connection."""
     parent, child = Pipe(duplex=True)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
-    command = [sys.executable or "python3", "-m", "autotune.evaluation.worker",
-               "--fd", str(child.fileno()), "--device", str(device_ordinal)]  # fmt: skip
+    env = dict(os.environ, AUTOTUNE_WORKER_SYS_PATH=json.dumps([p or os.getcwd() for p in sys.path]))
+    command = [sys.executable or "python3", "-c", _BOOT, "--fd", str(child.fileno()), "--device", str(device_ordinal)]
     try:
         proc = subprocess.Popen(command, pass_fds=(child.fileno(),), env=env, stdin=subprocess.DEVNULL)
     finally:
