@@ -4,6 +4,7 @@ and resumes such configurations, and dtypes decide which algorithms exist (tests
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import optuna
 import pytest
@@ -105,7 +106,7 @@ def test_narrowing_algo_drops_the_other_algorithms_parameters():
     assert space.default_config[ALGO] == "vector" and space.size() == 2 * 3
     # a configuration of a dropped algorithm still renders (a baseline that sets tolerances may be one)
     tiled = {ALGO: "tiled", "TILE": 16, "UNROLL": 1}
-    assert space.template_for(tiled) == space.algos["tiled"].template
+    assert Path(space.template_for(tiled)).name == space.algos["tiled"].template
     assert "is not one of" in space.violations(tiled, (1024,), H200)[0]
     with pytest.raises(InvalidArgument, match="outside its domain"):
         ToyFamily({ALGO: ["nope"]}, dtype="float16")
