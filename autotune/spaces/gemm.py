@@ -122,9 +122,9 @@ class GemmSpace(KernelSpace):
 
     def validation_cases(self, shape: Shape) -> list[tuple[Shape, str]]:
         # Ragged against every tile size: the first keeps N and K multiples of 8 (vector paths with edges), the
-        # second makes every row unaligned (scalar fall-back paths) and K no multiple of any mma K; the last two
-        # span a wide dynamic range, one of them along K = 16384. One row and one column: the GEMV algorithm's
-        # shapes (every other algorithm computes them too).
+        # second makes every row unaligned (scalar fall-back paths) and K no multiple of any mma K; the third and
+        # fourth span a wide dynamic range, one of them along K = 16384. Then one row and one column (the GEMV
+        # algorithm's shapes; every other algorithm computes them too), the last of them wide-range.
         return [
             ((333, 264, 104), UNIFORM),
             ((67, 131, 33), UNIFORM),
