@@ -3,6 +3,7 @@
 Algorithms (the ``ALGO`` parameter; each with its own template, tunables and constraints):
 
 * ``simt`` (float32): FFMA on the fp32 cores (`autotune.spaces.gemm_simt`).
+* ``mma`` (float16, bfloat16): mma.sync m16n8k16 tensor cores, fp32 accumulation (`autotune.spaces.gemm_mma`).
 
 dtype: float32 inputs and output, or float16 / bfloat16 inputs and output with fp32 accumulation.
 
@@ -27,6 +28,7 @@ from autotune import dtypes
 from autotune.errors import InvalidArgument
 from autotune.shape import Shape
 from autotune.spaces.base import ALGO, UNIFORM, BufferSpec, Config, KernelSpace
+from autotune.spaces.gemm_mma import MmaGemm
 from autotune.spaces.gemm_simt import SimtGemm
 
 WIDE = "wide"  # rows of A and columns of B scaled by 2^e, e uniform in ±WIDE_EXPONENT[dtype]
@@ -42,7 +44,7 @@ class GemmSpace(KernelSpace):
     dims = ("M", "N", "K")
     default_shape = (4096, 4096, 4096)
     metric_unit = "TFLOP/s"
-    algorithms = (SimtGemm,)
+    algorithms = (SimtGemm, MmaGemm)
 
     # --- problem --------------------------------------------------------------------------------------------
     def input_specs(self, shape: Shape) -> dict[str, BufferSpec]:
