@@ -192,9 +192,13 @@ def compile_all(space, configs, cache_dir, arch="sm_90a"):
 @pytest.mark.nvcc
 def test_default_config_issues_hmma_without_spilling(cache_dir, h200):
     space = get_space("gemm", {ALGO: ["mma"]}, dtype="float16")
-    (result,) = compile_all(space, [{ALGO: "mma", **MmaGemm.default_config}], cache_dir)
+    default = {ALGO: "mma", **MmaGemm.default_config}
+    deeper = {**default, "BK": 64, "STAGES": 3}  # the largest single-set configuration the estimate admits
+    assert not space.violations(deeper, SHAPE, h200)
+    result, result64 = compile_all(space, [default, deeper], cache_dir)
     assert result.ok, result.error
     assert result.spill_bytes == 0 and result.registers <= 255
+    assert result64.ok and result64.spill_bytes == 0, (result64.error, result64.spill_bytes)
     assert {"gemm_mma", "gemm_splitk_reduce"} <= set(result.kernels)
     sass = sass_of(result)
     if sass is not None:

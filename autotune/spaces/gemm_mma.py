@@ -26,7 +26,7 @@ MAX_ACCUMULATORS = 128  # fp32 accumulators per thread (the template's static_as
 # (2 each) and per ldmatrix of a stage (1 each) live across the K loop, plus about 36 more (indices, bounds,
 # loop state); a second fragment set costs three times its own registers (ptxas hoists more ldmatrix then).
 # Calibrated on sm_90a compiles of random configurations (128x256x32 with 64x64 warp tiles: 252 registers,
-# unspilled; with a second fragment set it spills).
+# unspilled, 251 with BK = 64; with a second fragment set it spills).
 BASE_REGISTERS = 36
 MAX_CHUNKS_PER_THREAD = 12  # 16-byte copies per thread per stage: beyond, too few threads for the tile (spills)
 REDUCE_THREADS = 256  # gemm_splitk.cuh's default
@@ -95,8 +95,9 @@ class MmaGemm(Algorithm):
             )
         # __launch_bounds__(threads, 1): ptxas may use 65536 / threads registers (at most 255).
         cap = min(255, device.registers_per_multiprocessor // g["threads"])
-        need = (g["accumulators"] + g["fragment_registers"] * (config["BK"] // 32) + g["address_registers"]
-                + BASE_REGISTERS)
+        # Two fragment sets over more k-steps keep more ldmatrix results in flight (BK = 64 doubles them).
+        fragments = g["fragment_registers"] * (config["BK"] // 32 if config["DOUBLE_FRAGS"] else 1)
+        need = g["accumulators"] + fragments + g["address_registers"] + BASE_REGISTERS
         if need > cap:
             problems.append(f"about {need} registers per thread > {cap} for {g['threads']} threads: would spill")
         if g["smem_bytes"] > device.smem_per_block_optin:
