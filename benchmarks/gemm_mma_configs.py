@@ -20,7 +20,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "128x256 s5": {"STAGES": 5},
     "128x256 BK64 s3": {"BK": 64, "STAGES": 3},
     "128x256 pad": {"SWIZZLE": 0},
-    "128x128 warps 64x64 (2 blocks/SM)": {"BN": 128, "STAGES": 3},
+    "128x128 warps 64x64 (2 blocks/SM)": {"BN": 128, "STAGES": 3, "MIN_BLOCKS": 2},
     "128x128 warps 64x32 dfrag": {"BN": 128, "WN": 32, "DOUBLE_FRAGS": 1},
     "split-K 4, 128x128": {"BN": 128, "SPLIT_K": 4},
     "32x128 warps 32x32": {"BM": 32, "BN": 128, "WM": 32, "WN": 32},

@@ -7,13 +7,15 @@
 // Tunables (compile-time defines; the defaults below are autotune's "default configuration"):
 //   BM BN BK WM WN   tile hierarchy (WM, WN multiples of 16; BK 32 or 64)
 //   STAGES           cp.async pipeline depth, 2..5 (STAGES-1 tiles in flight while one is computed)
-//   SWIZZLE          shared-memory layout: 1 XOR-swizzled 16-byte chunks, 0 rows padded by 16 bytes; both make
-//                    ldmatrix and the cp.async stores bank-conflict free
+//   SWIZZLE          shared-memory layout: 1 XOR-swizzled 16-byte chunks (ldmatrix and cp.async stores both
+//                    bank-conflict free), 0 rows padded by 16 bytes (ldmatrix conflict free; the stores of 64-byte
+//                    rows, BK = 32 or BN = 32, see 2-way conflicts)
 //   SPLIT_K          K split over gridDim.z blocks: 1 writes C; >1 writes fp32 partial tiles to the workspace,
 //                    summed by gemm_splitk_reduce (gemm_splitk.cuh)
 //   GROUP_M          blocks sweep GROUP_M tile rows before moving right (L2 reuse of B)
 //   DOUBLE_FRAGS     1: two fragment sets, k-step s+1's loaded (ldmatrix) while k-step s's mmas issue, across
 //                    stage boundaries too; 0: one set (fewer registers; other warps hide the ldmatrix latency)
+//   MIN_BLOCKS       __launch_bounds__ occupancy hint: ptxas caps registers so this many blocks fit an SM
 //
 // Edges: every copy is predicated; out-of-range chunks are zero-filled (cp.async src-size 0), so ragged M, N and
 // K add zeros. A row is copied in 16-byte chunks only where its length is a multiple of 8 elements (then every
@@ -52,6 +54,9 @@
 #ifndef DOUBLE_FRAGS
 #define DOUBLE_FRAGS 0
 #endif
+#ifndef MIN_BLOCKS
+#define MIN_BLOCKS 1
+#endif
 
 #define WARPS_M (BM / WM)
 #define WARPS_N (BN / WN)
@@ -81,7 +86,7 @@ static_assert(BN % 32 == 0, "BN is a multiple of 32 (whole 64-byte swizzle lines
 static_assert(STAGES >= 2 && STAGES <= 5, "STAGES is 2..5");
 static_assert(NT <= 1024, "at most 32 warps per block");
 static_assert(MI * NI * 4 <= 128, "at most 128 fp32 accumulators per thread (WM*WN <= 4096)");
-static_assert(SPLIT_K >= 1 && GROUP_M >= 1, "SPLIT_K and GROUP_M are positive");
+static_assert(SPLIT_K >= 1 && GROUP_M >= 1 && MIN_BLOCKS >= 1, "SPLIT_K, GROUP_M and MIN_BLOCKS are positive");
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
 #error "mma.sync m16n8k16 with bf16, ldmatrix and cp.async need sm_80 or newer"
@@ -337,7 +342,7 @@ __device__ __forceinline__ void mainloop(float (&acc)[MI][NI][4], unsigned smem_
 }
 
 // `out`: C (elem_t, SPLIT_K = 1) or the fp32 partial workspace [SPLIT_K][M][N].
-extern "C" __global__ void __launch_bounds__(NT, 1)
+extern "C" __global__ void __launch_bounds__(NT, MIN_BLOCKS)
 gemm_mma(const elem_t* __restrict__ A, const elem_t* __restrict__ B, void* __restrict__ out, int M, int N, int K) {
   extern __shared__ uint4 smem_u4[];
   const unsigned smem_s = static_cast<unsigned>(__cvta_generic_to_shared(smem_u4));

@@ -68,6 +68,9 @@ def test_needs_sm80(space, h200):
         ({"BM": 256, "BN": 256, "WM": 32, "WN": 32}, "threads per block"),
         ({"BM": 256, "BN": 256, "WM": 64, "WN": 32}, "registers"),
         ({"BK": 64, "DOUBLE_FRAGS": 1}, "registers"),
+        ({"MIN_BLOCKS": 2}, "registers"),
+        ({"BN": 128, "STAGES": 5, "BK": 64, "MIN_BLOCKS": 2}, "do not fit the SM's shared memory"),
+        ({"BM": 16, "BN": 256, "BK": 64, "WM": 16, "WN": 128}, "too few threads"),
     ],
 )
 def test_constraints_explain_themselves(space, h200, change, reason):
@@ -96,7 +99,8 @@ def test_launch_plan_without_split(space, h200):
     assert launch.grid == (16 * 3, 1, 1)
     assert launch.block == (32 * 2 * 2, 1, 1)
     assert launch.args[:3] == ("A", "B", "C")
-    assert [int(a) for a in launch.args[3:]] == [1000, 300, 77] and all(isinstance(a, np.int32) for a in launch.args[3:])
+    assert [int(a) for a in launch.args[3:]] == [1000, 300, 77]
+    assert all(isinstance(a, np.int32) for a in launch.args[3:])
     assert space.workspace(config, (1000, 300, 77)) == {}
 
 

@@ -50,10 +50,11 @@ class MmaGemm(Algorithm):
         Param("DOUBLE_FRAGS", (0, 1), "two fragment register sets: the next k-step's ldmatrix overlaps the mmas"),
         Param("SPLIT_K", (1, 2, 3, 4, 6, 8), "K split over this many blocks, fp32 partials reduced after"),
         Param("GROUP_M", (1, 4, 8, 16), "block rasterisation: consecutive blocks sweep GROUP_M tile rows (L2)"),
+        Param("MIN_BLOCKS", (1, 2), "occupancy hint to ptxas: registers capped so this many blocks fit an SM"),
     )
     default_config = {
         "BM": 128, "BN": 256, "BK": 32, "WM": 64, "WN": 64, "STAGES": 4, "SWIZZLE": 1, "DOUBLE_FRAGS": 0,
-        "SPLIT_K": 1, "GROUP_M": 8,
+        "SPLIT_K": 1, "GROUP_M": 8, "MIN_BLOCKS": 1,
     }  # fmt: skip
 
     # --- derived geometry -----------------------------------------------------------------------------------
@@ -93,13 +94,17 @@ class MmaGemm(Algorithm):
                 f"{g['threads']} threads copy {g['chunks_per_thread']} chunks each per stage "
                 f"(> {MAX_CHUNKS_PER_THREAD}): too few threads for the tile"
             )
-        # __launch_bounds__(threads, 1): ptxas may use 65536 / threads registers (at most 255).
-        cap = min(255, device.registers_per_multiprocessor // g["threads"])
+        # __launch_bounds__(threads, MIN_BLOCKS): ptxas may use 65536 / (threads · MIN_BLOCKS) registers (≤ 255).
+        blocks = config["MIN_BLOCKS"]
+        cap = min(255, device.registers_per_multiprocessor // (g["threads"] * blocks) // 8 * 8)
         # Two fragment sets over more k-steps keep more ldmatrix results in flight (BK = 64 doubles them).
         fragments = g["fragment_registers"] * (config["BK"] // 32 if config["DOUBLE_FRAGS"] else 1)
         need = g["accumulators"] + fragments + g["address_registers"] + BASE_REGISTERS
         if need > cap:
-            problems.append(f"about {need} registers per thread > {cap} for {g['threads']} threads: would spill")
+            what = f"{blocks} blocks of {g['threads']} threads" if blocks > 1 else f"{g['threads']} threads"
+            problems.append(f"about {need} registers per thread > {cap} for {what}: would spill")
+        if blocks > 1 and blocks * (g["smem_bytes"] + 1024) > device.smem_per_multiprocessor:
+            problems.append(f"MIN_BLOCKS={blocks} blocks of {g['smem_bytes']} B do not fit the SM's shared memory")
         if g["smem_bytes"] > device.smem_per_block_optin:
             problems.append(f"{g['smem_bytes']} B of shared memory > device limit {device.smem_per_block_optin} B")
         return problems
@@ -140,5 +145,5 @@ class MmaGemm(Algorithm):
         return (
             f"mma {c['BM']}x{c['BN']}x{c['BK']} warp {c['WM']}x{c['WN']} s{c['STAGES']} "
             f"{'swz' if c['SWIZZLE'] else 'pad'}{' dfrag' if c['DOUBLE_FRAGS'] else ''} "
-            f"splitk{c['SPLIT_K']} g{c['GROUP_M']}"
+            f"splitk{c['SPLIT_K']} g{c['GROUP_M']} mb{c['MIN_BLOCKS']}"
         )
