@@ -5,6 +5,7 @@ Algorithms (the ``ALGO`` parameter; each with its own template, tunables and con
 * ``simt`` (float32): FFMA on the fp32 cores (`autotune.spaces.gemm_simt`).
 * ``tf32x3`` (float32): 3×TF32 on tensor cores, mma.sync, FP32-accurate (`autotune.spaces.gemm_tf32x3`); 1×TF32
   is the separate family ``gemm_tf32`` (`autotune.spaces.gemm_tf32`).
+* ``mma`` (float16, bfloat16): mma.sync m16n8k16 tensor cores, fp32 accumulation (`autotune.spaces.gemm_mma`).
 * ``wgmma`` (float16, bfloat16): Hopper warpgroup MMA from swizzled shared memory, sm_90a only
   (`autotune.spaces.gemm_wgmma`).
 * ``gemv`` (every dtype; M = 1 or N = 1 only): batch-1 products stream the matrix once
@@ -21,8 +22,8 @@ Accuracy contract. A float32 request is answered only at fp32 accuracy: the tole
 is tied to the error the SIMT kernel (its default configuration: FFMA, fp32 accumulation along K) makes on the
 very same inputs, measured by the worker before each check: `FP32_FACTOR` times it, at least `FP32_FLOOR`.
 1×TF32 (about 3e-4) and half accumulation miss it by orders of magnitude; 3×TF32 meets it. (numpy's float32
-matmul is no stand-in: its blocked accumulation is 2–3× more accurate than a K-sequential kernel at K = 16384.) Half-precision outputs are held to a small multiple
-of their own rounding (`HALF_TOLERANCE`), which fp32 accumulation meets and half accumulation, over the
+matmul is no stand-in: its blocked accumulation is 2–3× more accurate than a K-sequential kernel at K = 16384.)
+Half-precision outputs are held to a small multiple of their own rounding (`HALF_TOLERANCE`), which fp32 accumulation meets and half accumulation, over the
 K = 16384 validation case, does not. Inputs are uniform in [-1, 1) and, in a second case, rows of A and columns
 of B scaled by powers of two over a wide range (2^±20 for float32 and bfloat16, 2^±3 for float16, whose range
 is narrow).
@@ -41,6 +42,7 @@ from autotune.shape import Shape
 from autotune.spaces import _gemm_rules
 from autotune.spaces.base import ALGO, UNIFORM, BufferSpec, Config, KernelSpace
 from autotune.spaces.gemm_gemv import GemvGemm
+from autotune.spaces.gemm_mma import MmaGemm
 from autotune.spaces.gemm_simt import SimtGemm
 from autotune.spaces.gemm_tf32x3 import Tf32x3Gemm
 from autotune.spaces.gemm_wgmma import WgmmaGemm
@@ -58,7 +60,7 @@ class GemmSpace(KernelSpace):
     dims = ("M", "N", "K")
     default_shape = (4096, 4096, 4096)
     metric_unit = "TFLOP/s"
-    algorithms = (SimtGemm, Tf32x3Gemm, WgmmaGemm, GemvGemm)
+    algorithms = (SimtGemm, Tf32x3Gemm, MmaGemm, WgmmaGemm, GemvGemm)
 
     # --- problem --------------------------------------------------------------------------------------------
     def input_specs(self, shape: Shape) -> dict[str, BufferSpec]:
