@@ -30,9 +30,14 @@
 //   BM BN BK WARPS_M WARPS_N   tiles       STAGES  cp.async ring depth (2..5)     GROUP_M  block rasterisation
 //   FOLD   k-tiles per level-1 accumulation (0: one level)                      MIN_BLOCKS  __launch_bounds__ hint
 //
+// Split-K (a launch choice, no define): with gridDim.z = S > 1, block z computes K tiles [z*per, (z+1)*per) of
+// its output tile (per = ceil(ceil(K/BK) / S)) and C is the fp32 partial workspace [S][M][N], summed by
+// gemm_splitk_reduce (gemm_splitk.cuh); a block with no K tile writes zeros. S = 1: C is the output.
+//
 // Edges: out-of-range elements are zero-filled by cp.async (src-size 0); rows whose length is not a multiple of 4
 // floats fall back to 4-byte copies; every store is bounds-checked.
 #include "dtype.cuh"
+#include "gemm_splitk.cuh"
 
 #ifndef BM
 #define BM 128
@@ -268,7 +273,12 @@ gemm_tf32(const float* __restrict__ A, const float* __restrict__ B, float* __res
   // 16-byte copies need every row to start 16-byte aligned.
   const bool a_aligned = (K % 4) == 0;
   const bool b_aligned = (N % 4) == 0;
-  const int k_tiles = (K + BK - 1) / BK;
+  // This block's share of the K tiles (all of them without split-K) and its slice of the partial workspace.
+  const int all_tiles = (K + BK - 1) / BK;
+  const int per_split = (all_tiles + gridDim.z - 1) / gridDim.z;
+  const int kt0 = blockIdx.z * per_split;
+  const int k_tiles = max(0, min(all_tiles, kt0 + per_split) - kt0);
+  C += (size_t)blockIdx.z * M * N;
 
   float acc[MI][NI][4];
 #if FOLD
@@ -292,7 +302,7 @@ gemm_tf32(const float* __restrict__ A, const float* __restrict__ B, float* __res
   for (int s = 0; s < STAGES - 1; ++s) {
     if (s < k_tiles) {
       float* st = smem + s * STAGE_FLOATS;
-      issue_tile(st, st + A_TILE, A, B, M, N, K, bm0, bn0, s * BK, a_aligned, b_aligned);
+      issue_tile(st, st + A_TILE, A, B, M, N, K, bm0, bn0, (kt0 + s) * BK, a_aligned, b_aligned);
     }
     cp_async_commit();
   }
@@ -302,7 +312,7 @@ gemm_tf32(const float* __restrict__ A, const float* __restrict__ B, float* __res
     const int next = t + STAGES - 1;
     if (next < k_tiles) {
       float* st = smem + (next % STAGES) * STAGE_FLOATS;
-      issue_tile(st, st + A_TILE, A, B, M, N, K, bm0, bn0, next * BK, a_aligned, b_aligned);
+      issue_tile(st, st + A_TILE, A, B, M, N, K, bm0, bn0, (kt0 + next) * BK, a_aligned, b_aligned);
     }
     cp_async_commit();
     const float* cur = smem + (t % STAGES) * STAGE_FLOATS;
