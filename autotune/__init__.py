@@ -19,6 +19,7 @@ from autotune.errors import (
     UnknownKernel,
 )
 from autotune.dispatch import TunedKernel, load
+from autotune.recording import load_shapes, record
 from autotune.search import SearchReport, SearchSettings, tune
 from autotune.spaces import KernelSpace, get_space, kernel_names
 
@@ -41,5 +42,7 @@ __all__ = [
     "get_space",
     "kernel_names",
     "load",
+    "load_shapes",
+    "record",
     "tune",
 ]

@@ -105,3 +105,48 @@ def query_device(ordinal: int = 0) -> DeviceInfo:
         driver_version=_kernel_module_version() or api_text,
         cuda_driver_api=api_text,
     )
+
+
+# Per-compute-capability limits from the CUDA programming guide's technical specifications: (shared memory per
+# multiprocessor, per block after opting in). Threads per block (1024) and registers (64 K per block and per
+# multiprocessor) are the same on every architecture autotune builds for.
+_SMEM_LIMITS: dict[tuple[int, int], tuple[int, int]] = {
+    (7, 0): (98304, 98304),
+    (7, 2): (98304, 98304),
+    (7, 5): (65536, 65536),
+    (8, 0): (167936, 166912),
+    (8, 6): (102400, 101376),
+    (8, 7): (167936, 166912),
+    (8, 9): (102400, 101376),
+    (9, 0): (233472, 232448),
+    (10, 0): (233472, 232448),
+    (10, 3): (233472, 232448),
+    (12, 0): (102400, 101376),
+    (12, 1): (102400, 101376),
+}
+
+
+def nominal_device(name: str, compute_capability: tuple[int, int]) -> DeviceInfo:
+    """A device known only by name and compute capability (an imported file names no more), with the limits
+    that capability guarantees: what space constraints need to judge a configuration for it. Its count of
+    multiprocessors, L2 and memory are unknown (zero): launch geometry must come from the real device.
+    A capability missing from the table takes the nearest older one's limits (the oldest's, below all)."""
+    cc = tuple(compute_capability)
+    known = sorted(_SMEM_LIMITS)
+    older = [k for k in known if k <= cc]
+    per_sm, optin = _SMEM_LIMITS[older[-1] if older else known[0]]
+    return DeviceInfo(
+        name=name,
+        compute_capability=(int(cc[0]), int(cc[1])),
+        multiprocessors=0,
+        l2_bytes=0,
+        total_memory=0,
+        max_threads_per_block=1024,
+        smem_per_block=49152,
+        smem_per_block_optin=optin,
+        smem_per_multiprocessor=per_sm,
+        registers_per_block=65536,
+        registers_per_multiprocessor=65536,
+        driver_version="",
+        cuda_driver_api="",
+    )

@@ -15,15 +15,15 @@ import ctypes
 import logging
 import threading
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
+from autotune import recording
 from autotune.arrays import CAI, CUPY, RAW, TORCH, ArrayArg, check_matches, describe, empty_like, stream_handle
 from autotune.cuda_driver import CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_UNIFIED, Driver
 from autotune.device import DeviceInfo, query_device
-from autotune.errors import DeviceError, InvalidArgument, InvalidType, NotTuned
+from autotune.errors import AutotuneError, DeviceError, InvalidArgument, InvalidType, NotTuned, ToolchainError
 from autotune.selection import TUNED, Choice, choose, describe_fallback
 from autotune.shape import Shape, format_shape
 from autotune.spaces import get_space
@@ -60,6 +60,7 @@ class _Plan:
     steps: list[_Step | Zero]
     outputs: dict[str, BufferSpec]
     workspace: dict[str, BufferSpec]
+    kernel: str = ""  # as `autotune.record` names it
     lock: threading.Lock = field(default_factory=threading.Lock)
     scratch: dict[int, dict[str, int]] = field(default_factory=dict)  # stream → workspace buffers
 
@@ -73,6 +74,8 @@ class _Plan:
     def launch_pointers(self, driver: Driver, slots: list, pointers: list[int], stream: int) -> None:
         """The per-call path of a single-launch plan: pointers in the order `fast_slots` was given."""
         step = self.steps[0]
+        if recording.ACTIVE:
+            recording.note(self.kernel, self.shape, self.dtype)
         with self.lock:
             for holder, position in slots:
                 holder.value = pointers[position]
@@ -81,8 +84,12 @@ class _Plan:
             driver.check(code, "cuLaunchKernel")
 
     def run(self, driver: Driver, pointers: dict[str, int], stream: int) -> None:
+        """Launch on ``pointers`` (inputs, outputs and, where the caller allocates them, the workspace: else
+        the plan allocates its own per stream, once)."""
+        if recording.ACTIVE:
+            recording.note(self.kernel, self.shape, self.dtype)
         with self.lock:  # the parameter blocks are shared: fill and launch one call at a time
-            if self.workspace:
+            if self.workspace and not all(name in pointers for name in self.workspace):
                 scratch = self.scratch.get(stream)
                 if scratch is None:
                     scratch = self.scratch[stream] = {n: driver.alloc(s.nbytes) for n, s in self.workspace.items()}
@@ -100,8 +107,11 @@ class _Plan:
 class TunedKernel:
     """A kernel family ready to run with its tuned configurations; made by `load`."""
 
-    def __init__(self, kernel: str, *, db: str | None = None, strict: bool = False, device: int = 0) -> None:
+    def __init__(self, kernel: str, *, db: str | None = None, strict: bool = False, device: int = 0,
+                 tune_missing: int = 0) -> None:
         self._kernel = kernel
+        self._db = db
+        self.tune_missing = tune_missing
         self.space = get_space(kernel)  # at the family's first dtype; `space_for` gives the others
         self._spaces: dict[str, KernelSpace] = {self.space.dtype: self.space}
         self._hashes: dict[str, str] = {}
@@ -118,7 +128,6 @@ class TunedKernel:
         self._plans: dict[tuple, _Plan] = {}
         self._modules: dict[str, tuple[int, dict[str, int]]] = {}
         self._lock = threading.RLock()
-        self._compiler: Any = None
         self._torch: Any = None
         self._torch_type: Any = None  # set once torch tensors have been seen
         self._torch_plans: dict[tuple, tuple] = {}
@@ -175,6 +184,8 @@ class TunedKernel:
             for arg in inputs:
                 check_matches(arg, specs[arg.name].shape, specs[arg.name].dtype)
             choice = self.choice(shape, dtype)
+            if choice.source != TUNED and self.tune_missing > 0 and not self.strict:
+                choice = self._tune_now(space, shape, dtype, choice)
             if choice.source != TUNED:
                 # Once per (kernel, shape, dtype): plans are cached by shape and dtype.
                 log.warning("autotune: %s %s %s: %s; %s", space.name, format_shape(shape), dtype, choice.reason,
@@ -182,6 +193,23 @@ class TunedKernel:
             plan = self._build(space, shape, choice)
             self._plans[key] = plan
             return plan
+
+    def _tune_now(self, space: KernelSpace, shape: Shape, dtype: str, fallback: Choice) -> Choice:
+        """``tune_missing``: search this untuned shape now (once per shape and dtype: plans are cached), store
+        the result, and run it. A search that fails leaves the fallback in place, with the reason logged."""
+        from autotune.search import tune
+
+        text = format_shape(shape)
+        log.warning("autotune: %s %s %s has no tuned configuration: searching %d trials now (tune_missing), "
+                    "result stored in the database", space.name, text, dtype, self.tune_missing)  # fmt: skip
+        try:
+            tune(self._kernel, text, dtype=dtype, trials=self.tune_missing, db=self._db)
+        except AutotuneError as exc:
+            log.warning("autotune: the search for %s %s %s failed (%s); %s", space.name, text, dtype, exc,
+                        describe_fallback(fallback))  # fmt: skip
+            return fallback
+        self.rows = self._read_rows(self._db)
+        return self.choice(shape, dtype)
 
     def _build(self, space: KernelSpace, shape: Shape, choice: Choice) -> _Plan:
         config = choice.config
@@ -203,21 +231,21 @@ class TunedKernel:
             params = (ctypes.c_void_p * len(holders))(*[ctypes.addressof(h) for h in holders])
             launch = self._driver.launcher(function, step.grid, step.block, step.shared_bytes)
             steps.append(_Step(function, step.grid, step.block, step.shared_bytes, params, slots, holders, launch))
-        return _Plan(shape, space.dtype, choice, steps, space.outputs(shape), space.workspace(config, shape))
+        return _Plan(shape, space.dtype, choice, steps, space.outputs(shape), space.workspace(config, shape),
+                     kernel=_record_name(space))
 
     def _function(self, space: KernelSpace, config: Config, shape: Shape, kernel: str, shared_bytes: int) -> int:
         defines = space.compile_defines(config, shape)
         key = space.dtype + ":" + config_key(defines)
         if key not in self._modules:
-            if self._compiler is None:
-                from autotune.compiler import Compiler
+            from autotune.binaries import load_cubin
 
-                self._compiler = Compiler(self.device.compile_arch)
-            result = self._compiler.compile(space.template_for(config), defines)
-            if not result.ok or not result.cubin:
-                raise DeviceError(f"{space.name}: configuration {key} does not compile: {result.error}")
+            try:  # a cubin from the binary store, else nvcc, else NVRTC: the runtime needs no toolkit
+                image, _route = load_cubin(space.template_for(config), defines, self.device.compile_arch)
+            except ToolchainError as exc:
+                raise ToolchainError(f"{space.name}: configuration {key}: {exc}") from None
             self._driver.make_current(self._context)
-            self._modules[key] = (self._driver.load_module(Path(result.cubin).read_bytes()), {})
+            self._modules[key] = (self._driver.load_module(image), {})
         module, functions = self._modules[key]
         if kernel not in functions:
             self._driver.make_current(self._context)
@@ -227,6 +255,22 @@ class TunedKernel:
         return functions[kernel]
 
     # --- calling --------------------------------------------------------------------------------------------
+    def prepare(self, *arrays: Any) -> _Plan:
+        """The launch plan for calls on arrays like ``arrays`` (checked, chosen, compiled and loaded once): for
+        callers that allocate outputs and workspaces themselves and launch with `launch` (autotune.torch)."""
+        if len(arrays) != len(self.input_names):
+            raise InvalidType(f"{self.space.name} takes {len(self.input_names)} arrays "
+                              f"({', '.join(self.input_names)}), got {len(arrays)}")  # fmt: skip
+        inputs = [describe(n, a) for n, a in zip(self.input_names, arrays)]
+        key = tuple((a.shape, a.dtype) for a in inputs)
+        return self._plans.get(key) or self._plan(key, inputs)
+
+    def launch(self, plan: _Plan, pointers: dict[str, int], stream: int) -> None:
+        """Run ``plan`` on device pointers (every input and output by name; workspace buffers too, or the plan
+        allocates its own) on ``stream``. Nothing is checked: `prepare` did, for arrays of these shapes."""
+        self._driver.make_current(self._context)
+        plan.run(self._driver, pointers, stream)
+
     def __call__(self, *arrays: Any, out: Any = None, stream: Any = None) -> Any:
         if self._torch_type is not None:
             result = self._call_torch(arrays, out, stream)
@@ -403,6 +447,16 @@ class TunedKernel:
         return f"<autotune {self.space.name} on {self.device.name}: tuned for {', '.join(tuned) or 'no shape'}>"
 
 
+def _record_name(space: KernelSpace) -> str:
+    """A library kernel by its name; a space from elsewhere by its import reference (what a search takes)."""
+    from autotune.spaces import kernel_names, space_class
+
+    cls = type(space)
+    if space.name in kernel_names() and space_class(space.name) is cls:
+        return space.name
+    return cls.ref()  # a file.py:Class space by its file's absolute path
+
+
 def _torch_current_stream(device: int) -> int:
     import torch
 
@@ -412,10 +466,13 @@ def _torch_current_stream(device: int) -> int:
     return torch.cuda.current_stream(device).cuda_stream
 
 
-def load(kernel: str, *, db: str | None = None, strict: bool = False, device: int = 0) -> TunedKernel:
+def load(kernel: str, *, db: str | None = None, strict: bool = False, device: int = 0,
+         tune_missing: int = 0) -> TunedKernel:
     """The tuned kernel ``kernel`` for GPU ``device``: call it on arrays.
 
     ``strict=True`` raises `NotTuned` where no configuration was tuned for the exact shape on this GPU model
     with the current template, instead of falling back to the nearest tuned shape or the default.
+    ``tune_missing=N``: the first call on a shape (and dtype) with no tuned configuration runs a search of N
+    trials there, stores its result in ``db`` and runs it (logged: the call takes as long as the search).
     """
-    return TunedKernel(kernel, db=db, strict=strict, device=device)
+    return TunedKernel(kernel, db=db, strict=strict, device=device, tune_missing=tune_missing)

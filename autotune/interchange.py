@@ -7,18 +7,32 @@
                                "metric_unit": "TFLOP/s", "default_time_ms": 3.5, "driver_version": "…",
                                "nvcc_version": "…", "study_name": "…", "trial_number": 17}]}]}
 
-`parse` checks a whole file before anything is written and names the first bad field by its path.
+``--with-binaries`` adds to each config whose template is the current one ``"binary": {"arch": "sm_90a",
+"defines": {…}, "sha256": "…", "cubin": "<base64>"}``: the machine code for the device's compute capability,
+so that a host without nvcc runs it at once (`autotune.binaries`). Its arch must be the named device's, the
+cubin's ELF header must say so, its digest must match and its defines must be those this autotune compiles the
+config with; ``import`` then puts it in the binary store.
+
+`parse` checks a whole file before anything is written and names the first bad field by its path. Each config
+must hold its space's parameters with values in their domains, and satisfy the space's constraints on the
+device the file names (judged by that device's compute capability: `autotune.device.nominal_device`), so the
+dispatcher never meets a stored configuration that cannot run.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import datetime as dt
+import hashlib
 import json
 import math
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from autotune.device import nominal_device
 from autotune.errors import AutotuneError, InvalidArgument
 from autotune.spaces import get_space
 from autotune.storage import BestConfig, BestEntry
@@ -27,11 +41,45 @@ FORMAT = "autotune-configs/1"
 METRIC_UNITS = ("TFLOP/s", "GB/s")
 
 
-def export(rows: Sequence[BestConfig]) -> dict[str, Any]:
+@dataclass
+class Binary:
+    """A cubin carried by an exported file, checked and ready for the binary store."""
+
+    key: str  # autotune.binaries.binary_key
+    arch: str
+    cubin: bytes
+
+
+def _cc_tuple(cc: str) -> tuple[int, int]:
+    major, minor = cc.split(".")
+    return int(major), int(minor)
+
+
+def binary_of(row: BestConfig) -> dict[str, Any] | None:
+    """The ``binary`` field of an exported config: its cubin for the row's device (from the binary store, nvcc or
+    NVRTC); None where the stored template hash is not the current template's (its code cannot be rebuilt)."""
+    from autotune.binaries import load_cubin
+
+    space = get_space(row.kernel, dtype=row.dtype)
+    if space.template_hash() != row.template_hash:
+        return None
+    config = row.config
+    defines = space.compile_defines(config, space.parse_shape(row.shape))
+    arch = nominal_device(row.device_name, _cc_tuple(row.compute_capability)).compile_arch
+    cubin, _route = load_cubin(space.template_for(config), defines, arch)
+    return {"arch": arch, "defines": {k: defines[k] for k in sorted(defines)},
+            "sha256": hashlib.sha256(cubin).hexdigest(), "cubin": base64.b64encode(cubin).decode()}  # fmt: skip
+
+
+def export(rows: Sequence[BestConfig], *, with_binaries: bool = False) -> dict[str, Any]:
     devices: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for row in rows:
         entry = row.to_dict()
         key = (entry.pop("device_name"), entry.pop("compute_capability"))
+        if with_binaries:
+            binary = binary_of(row)
+            if binary is not None:
+                entry["binary"] = binary
         devices.setdefault(key, []).append(entry)
     return {
         "format": FORMAT,
@@ -76,8 +124,49 @@ class _Fields:
         return float(value)
 
 
+def _binary(c: _Fields, space: Any, params: dict, shape: Any, device: Any, template_hash: str) -> Binary | None:
+    """The checked cubin of one config (None without one, or where the template is not this autotune's)."""
+    from autotune.binaries import arch_sm, binary_key, cubin_sm
+
+    if c.data.get("binary") is None:
+        return None
+    b = _Fields(c.data["binary"], f"{c.path}.binary")
+    arch = b.text("arch")
+    if arch != device.compile_arch:
+        raise InvalidArgument(f"{b.path}.arch: {arch!r} is not the code of compute capability {device.cc} "
+                              f"({device.compile_arch})")  # fmt: skip
+    try:
+        cubin = base64.b64decode(b.text("cubin"), validate=True)
+    except (binascii.Error, ValueError):
+        raise InvalidArgument(f"{b.path}.cubin: not base64") from None
+    if hashlib.sha256(cubin).hexdigest() != b.text("sha256"):
+        raise InvalidArgument(f"{b.path}.cubin: its sha256 is not the one recorded (damaged file)")
+    try:
+        sm = cubin_sm(cubin)
+    except InvalidArgument as exc:
+        raise InvalidArgument(f"{b.path}.cubin: {exc}") from None
+    if sm != arch_sm(arch):
+        raise InvalidArgument(f"{b.path}.cubin: built for sm_{sm}, not {arch}: never loaded")
+    given = b.get("defines", dict)
+    if template_hash != space.template_hash():
+        return None  # a stale template here: the dispatcher will not run this row, nor its code
+    defines = space.compile_defines(params, shape)
+    if {k: str(v) for k, v in given.items()} != {k: str(v) for k, v in defines.items()}:
+        raise InvalidArgument(f"{b.path}.defines: not those this autotune compiles the config with (another "
+                              f"version wrote the file): export without --with-binaries")  # fmt: skip
+    from autotune.templates import template_hash as hash_of
+
+    return Binary(binary_key(hash_of(space.template_for(params)), defines, arch), arch, cubin)
+
+
 def parse(data: Any) -> list[BestEntry]:
     """Entries of an exported file; raises `InvalidArgument` at the first problem, naming where it is."""
+    return parse_all(data)[0]
+
+
+def parse_all(data: Any) -> tuple[list[BestEntry], list[Binary]]:
+    """Entries and carried cubins of an exported file, all checked before anything is written."""
+    binaries: list[Binary] = []
     top = _Fields(data, "file")
     if top.get("format", str) != FORMAT:
         raise InvalidArgument(f"file.format: expected {FORMAT!r}, got {data.get('format')!r}")
@@ -88,6 +177,7 @@ def parse(data: Any) -> list[BestEntry]:
         cc = d.text("compute_capability")
         if not re.fullmatch(r"\d+\.\d+", cc):
             raise InvalidArgument(f"{d.path}.compute_capability: expected e.g. '9.0', got {cc!r}")
+        device = nominal_device(device_name, tuple(int(x) for x in cc.split(".")))  # type: ignore[arg-type]
         for j, config in enumerate(d.get("configs", list)):
             c = _Fields(config, f"{d.path}.configs[{j}]")
             kernel, shape_text, dtype = c.text("kernel"), c.text("shape"), c.text("dtype")
@@ -115,6 +205,13 @@ def parse(data: Any) -> list[BestEntry]:
             missing = sorted(set(domain) - set(params))
             if missing:
                 raise InvalidArgument(f"{c.path}.params: missing {', '.join(missing)}")
+            problems = space.constraints(dict(params), shape, device)
+            if problems:
+                raise InvalidArgument(f"{c.path}.params: not valid for {kernel} {space.format_shape(shape)} on "
+                                      f"{device_name} (cc {cc}): {problems[0]}")  # fmt: skip
+            binary = _binary(c, space, dict(params), shape, device, template_hash)
+            if binary is not None:
+                binaries.append(binary)
             unit = c.text("metric_unit")
             if unit not in METRIC_UNITS:
                 raise InvalidArgument(f"{c.path}.metric_unit: expected one of {METRIC_UNITS}, got {unit!r}")
@@ -140,10 +237,24 @@ def parse(data: Any) -> list[BestEntry]:
                     trial_number=trial,
                 )
             )
-    return entries
+    return entries, binaries
 
 
 def read(path: Path) -> list[BestEntry]:
+    return read_all(path)[0]
+
+
+def store_binaries(binaries: Sequence[Binary]) -> int:
+    """Put checked cubins in the binary store; how many."""
+    from autotune.binaries import BinaryStore
+
+    store = BinaryStore()
+    for b in binaries:
+        store.put(b.key, b.cubin, b.arch)
+    return len(binaries)
+
+
+def read_all(path: Path) -> tuple[list[BestEntry], list[Binary]]:
     try:
         text = Path(path).read_text()
     except OSError as exc:
@@ -153,6 +264,6 @@ def read(path: Path) -> list[BestEntry]:
     except json.JSONDecodeError as exc:
         raise InvalidArgument(f"{path} is not JSON: {exc.msg} at line {exc.lineno}") from None
     try:
-        return parse(data)
+        return parse_all(data)
     except InvalidArgument as exc:
         raise InvalidArgument(f"{path}: {exc}") from None

@@ -21,7 +21,7 @@ import time
 import warnings
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import optuna
 from optuna.trial import TrialState
@@ -30,6 +30,7 @@ from autotune import studies
 from autotune.device import DeviceInfo
 from autotune.errors import InvalidArgument
 from autotune.evaluation.base import Evaluator, Measurement
+from autotune.profile import Profile
 from autotune.samplers import DEFAULT_SAMPLER, learns_from_pruned, make_sampler
 from autotune.shape import Shape, format_shape
 from autotune.spaces import get_space
@@ -88,6 +89,8 @@ class SearchReport:
     failures: collections.Counter = field(default_factory=collections.Counter)  # study-wide, by kind
     failure_examples: dict[str, str] = field(default_factory=dict)
     restarts: int = 0  # GPU worker restarts in this run
+    seeds: list[str] = field(default_factory=list)  # warm-start seeds enqueued by this run: "<study>#<trial>"
+    profile: Profile = field(default_factory=Profile)  # where this run's time went
     ranking: list[Ranked] = field(default_factory=list)
     default: Ranked | None = None
     stopped_early: str | None = None  # why fewer trials than asked were measured
@@ -132,9 +135,11 @@ class Search:
         *,
         on_progress: Callable[[Progress], None] | None = None,
         liveness: studies.Liveness | None = None,
+        seeds: Sequence[tuple[Config, str]] = (),
     ) -> None:
         """``liveness`` keeps in-flight trials' heartbeats: trials of a process that was killed then go stale
-        and are failed by the next run instead of staying RUNNING."""
+        and are failed by the next run instead of staying RUNNING. ``seeds``: (configuration, where it comes
+        from) measured first in a new study, after the default (warm start, `autotune.warmstart`)."""
         self.space = space
         self.shape = tuple(shape)
         self.evaluator = evaluator
@@ -155,15 +160,15 @@ class Search:
             target=settings.trials,
         )
         self._idle = 0
+        self.profile = self.report.profile
         self._grid = iter(space.configs()) if settings.sampler == "grid" else None
         self._best: Ranked | None = None
         self._liveness = liveness
         self._seen: set[int] = set()  # trial numbers already counted
         self._fail_stale()
         self._refresh()
-        # A new study measures the template's default configuration first: the baseline of the speedup.
-        default = dict(self.space.default_config)
-        self._default_first = not self.study.trials and not self.space.violations(default, self.shape, self.device)
+        if not self.study.trials:
+            self._enqueue_starts(seeds)
 
     # --- resume, and other processes on the same study -------------------------------------------------------
     def _refresh(self) -> None:
@@ -199,6 +204,23 @@ class Search:
                 number, config, value, self.space.metric(self.shape, value), attrs.get(studies.REGISTERS), False
             )
 
+    def _enqueue_starts(self, seeds: Sequence[tuple[Config, str]]) -> None:
+        """A new study measures the template's default configuration first (the baseline of the speedup), then
+        the warm-start seeds; both are ordinary measured trials, marked by their role."""
+        default = dict(self.space.default_config)
+        queued = set()
+        if not self.space.violations(default, self.shape, self.device):
+            self.study.enqueue_trial(self.space.optuna_params(default), user_attrs={studies.ROLE: "default"})
+            queued.add(config_key(default))
+        for config, source in seeds:
+            key = config_key(config)
+            if key in queued or self.space.violations(config, self.shape, self.device):
+                continue
+            queued.add(key)
+            self.report.seeds.append(source)
+            self.study.enqueue_trial(self.space.optuna_params(config),
+                                     user_attrs={studies.ROLE: studies.SEED, studies.SEED_FROM: source})  # fmt: skip
+
     # --- proposing ------------------------------------------------------------------------------------------
     def _next_grid_config(self) -> Config | None:
         assert self._grid is not None
@@ -211,11 +233,7 @@ class Search:
         return None
 
     def _propose(self) -> None:
-        if self._default_first:
-            self._default_first = False
-            self.study.enqueue_trial(self.space.optuna_params(self.space.default_config),
-                                     user_attrs={studies.ROLE: "default"})  # fmt: skip
-        elif self._grid is not None:
+        if self._grid is not None and not self._waiting():
             config = self._next_grid_config()
             if config is None:
                 self.report.stopped_early = "every valid configuration has been measured"
@@ -238,6 +256,10 @@ class Search:
             if not placed and trial.number in running:
                 self._close_interrupted(trial)
             raise
+
+    def _waiting(self) -> bool:
+        """Enqueued trials (default, seeds) not yet asked for: the grid waits until they are taken."""
+        return bool(self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
 
     def _place(self, trial: optuna.Trial, config: Config) -> None:
         """Reject, answer as a duplicate, or submit a freshly asked trial."""
@@ -284,6 +306,7 @@ class Search:
         pending = self.pending.pop(future)
         del self.pending_keys[pending.key]
         m: Measurement = future.result()  # raises only when the GPU is gone (DeviceError)
+        self.profile.add(m)
         trial = pending.trial
         attrs: dict[str, Any] = {studies.OUTCOME: studies.MEASURED, studies.MEASUREMENT: m.to_dict()}
         if m.ok and m.time_ms is not None:
@@ -343,7 +366,8 @@ class Search:
             while True:
                 now = time.monotonic()
                 if now - last_refresh >= self.settings.refresh_s:
-                    self._refresh()
+                    with self.profile.optuna():
+                        self._refresh()
                     last_refresh = now
                 if now - last_beat >= self.settings.heartbeat_s:
                     self._beat([t for p in self.pending.values() for t in (p.trial, *p.duplicates)])
@@ -358,13 +382,15 @@ class Search:
                             f"{self._idle} proposals in a row were invalid or already measured"
                         )
                         break
-                    self._propose()
+                    with self.profile.optuna():
+                        self._propose()
                 if not self.pending:
                     break
                 done, _ = wait(list(self.pending), timeout=1.0, return_when=FIRST_COMPLETED)
                 # In trial order, so that a replayed search with a fixed seed is reproducible.
                 for future in sorted(done, key=lambda f: self.pending[f].trial.number):
-                    self._finish(future)
+                    with self.profile.optuna():
+                        self._finish(future)
                     self._progress()
         except BaseException:
             self._abandon_pending()
@@ -372,7 +398,10 @@ class Search:
         self.report.restarts = self.evaluator.restarts - restarts0
         self._refresh()
         self._fail_stale()
+        self.profile.wall_s = time.perf_counter() - start
+        retime_start = time.perf_counter()
         self._rank()
+        self.profile.retime_s = time.perf_counter() - retime_start
         self._count_failures()
         total = int(self.study.user_attrs.get("worker_restarts", 0)) + self.report.restarts
         self.study.set_user_attr("worker_restarts", total)
@@ -461,8 +490,15 @@ def tune(
     template_hash: str | None = None,
     on_progress: Callable[[Progress], None] | None = None,
     settings: SearchSettings | None = None,
+    warm_start: bool = True,
+    from_study: str | None = None,
+    devices: Sequence[int] | None = None,
 ) -> SearchReport:
     """Search the configurations of ``kernel`` at ``shape`` and store the fastest valid one.
+
+    A new study is warm-started (``warm_start``): the leaders of the same kernel at the nearest tuned shapes
+    and on devices of the same architecture, and of ``from_study``, are measured first (`autotune.warmstart`).
+    ``devices``: CUDA ordinals of GPUs of one model that measure for this one study (default: GPU 0).
 
     Everything is checked before anything is written: bad arguments, the database location, nvcc and the GPU.
     ``domains`` narrows parameters to subsets of their values. ``replay``: a recording file
@@ -505,7 +541,13 @@ def tune(
 
         find_nvcc()  # fail before starting the GPU worker
         template_hash = space.template_hash()
-        evaluator = GpuEvaluator(space, shape_t, seed=seed, timeout_s=timeout_s, flush_l2=not hot_cache)
+        options = dict(seed=seed, timeout_s=timeout_s, flush_l2=not hot_cache)
+        if devices is not None and len(devices) > 1:
+            from autotune.evaluation.multi import MultiGpuEvaluator
+
+            evaluator = MultiGpuEvaluator(space, shape_t, devices, **options)
+        else:
+            evaluator = GpuEvaluator(space, shape_t, device_ordinal=devices[0] if devices else 0, **options)
     elif template_hash is None:
         template_hash = space.template_hash()
     try:
@@ -515,18 +557,31 @@ def tune(
             run_settings = dataclasses.replace(
                 settings or SearchSettings(trials=trials), trials=trials, sampler=sampler, seed=seed
             )
+            jobs = getattr(getattr(evaluator, "compiler", None), "jobs", None)
+            if settings is None and owned and jobs:
+                # Compilation is the bottleneck of a cold search: every nvcc job stays busy while a few compiled
+                # candidates wait for, or are on, the GPU(s).
+                gpus = len(getattr(evaluator, "evaluators", ())) or 1
+                run_settings.in_flight = max(run_settings.in_flight, jobs + 2 * gpus)
             storage = database.optuna_storage(heartbeat_s=run_settings.heartbeat_s)
             name = studies.study_name(space.name, format_shape(shape_t), space.dtype, evaluator.device,
                                       template_hash, hot_cache=hot_cache)  # fmt: skip
             attributes = _study_attributes(space, shape_t, evaluator, template_hash, hot_cache)
+            if from_study is not None:
+                from autotune.warmstart import find_study
+
+                from_study = find_study(storage, from_study)
             study = studies.open_study(storage, name, sampler_obj, attributes)
-            liveness = studies.Liveness(storage, run_settings.heartbeat_s)
-            search = Search(space, shape_t, evaluator, study, run_settings, on_progress=on_progress,
-                            liveness=liveness)  # fmt: skip
-            report = search.run()
-            if report.best is not None:
-                database.save_best(_best_entry(report, space, evaluator, template_hash))
-            return report
+            study.set_user_attr(studies.TARGET, trials)  # what hosts joining with `autotune worker` aim at
+            study.set_user_attr(studies.SAMPLER, sampler)
+            seeds = []
+            if warm_start and not study.trials:
+                from autotune import warmstart
+
+                seeds = warmstart.seeds(storage, space, shape_t, evaluator.device, trials, from_study=from_study,
+                                        exclude=name)
+            return run_study(database, storage, study, space, shape_t, evaluator, template_hash, run_settings,
+                             on_progress=on_progress, seeds=seeds)  # fmt: skip
         finally:
             if storage is not None:
                 storage.engine.dispose()  # close Optuna's connections now: SQLite checkpoints here, not at GC
@@ -534,6 +589,29 @@ def tune(
     finally:
         if owned:
             evaluator.close()
+
+
+def run_study(
+    database: Database,
+    storage: Any,
+    study: optuna.Study,
+    space: KernelSpace,
+    shape: Shape,
+    evaluator: Evaluator,
+    template_hash: str,
+    settings: SearchSettings,
+    *,
+    on_progress: Callable[[Progress], None] | None = None,
+    seeds: Sequence[tuple[Config, str]] = (),
+) -> SearchReport:
+    """Search an opened study to its target and store its winner (`tune`, and hosts joining a study)."""
+    liveness = studies.Liveness(storage, settings.heartbeat_s)
+    search = Search(space, shape, evaluator, study, settings, on_progress=on_progress, liveness=liveness,
+                    seeds=seeds)  # fmt: skip
+    report = search.run()
+    if report.best is not None:
+        database.save_best(_best_entry(report, space, evaluator, template_hash))
+    return report
 
 
 def _study_attributes(

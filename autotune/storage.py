@@ -7,6 +7,9 @@
   (`MIGRATIONS`); an older program refuses a newer file instead of damaging it.
 * SQLite runs in WAL mode with a busy timeout: readers never block the writer and short write transactions
   wait for each other instead of failing with "database is locked".
+* Readers never write: ``Database(url, create=False)`` opens an SQLite file read-only (``mode=ro``) and leaves
+  its journal mode alone, so a file made by Optuna itself keeps every byte (a file already in WAL mode gets
+  SQLite's usual -wal/-shm companions while it is read: they belong to WAL, not to a change of the file).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import json
 import os
 import sqlite3
 import time
+import urllib.parse
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +38,8 @@ ENV_DB = "AUTOTUNE_DB"
 SCHEMA_VERSION = 1
 BUSY_TIMEOUT_S = 120
 SQLITE_MAGIC = b"SQLite format 3\x00"
+# PostgreSQL through psycopg 3 (SQLAlchemy 2.1's default for postgresql://; the `postgres` extra installs it).
+POSTGRES_DRIVER = "postgresql+psycopg"
 
 
 class Base(DeclarativeBase):
@@ -103,13 +109,31 @@ def resolve_url(db: str | os.PathLike[str] | None = None) -> str:
     value = str(db) if db is not None else os.environ.get(ENV_DB) or str(DEFAULT_DB)
     if "://" in value:
         try:
-            make_url(value).get_dialect()
+            parsed = make_url(value)
+            if parsed.drivername == "postgresql":  # our driver whatever SQLAlchemy's default (2.0: psycopg2)
+                value = parsed.set(drivername=POSTGRES_DRIVER).render_as_string(hide_password=False)
+            dialect = make_url(value).get_dialect()
         except NoSuchModuleError:  # (a subclass of ArgumentError)
             raise StorageError(f"database URL {value!r}: SQLAlchemy knows no such database kind") from None
         except ArgumentError:
             raise StorageError(f"malformed database URL {value!r}") from None
+        _check_driver(dialect, value)
         return value
     return f"sqlite:///{Path(value).expanduser().absolute()}"
+
+
+def _check_driver(dialect: Any, url: str) -> None:
+    """The database's Python driver must be importable: one line naming the package, not a traceback later."""
+    try:
+        dialect.import_dbapi()
+    except ImportError as exc:
+        driver = getattr(dialect, "driver", "?")
+        if getattr(dialect, "name", "") == "postgresql" and driver == "psycopg":
+            hint = "pip install 'autotune[postgres]' (psycopg 3)"
+        else:
+            hint = f"pip install the {driver} package"
+        missing = getattr(exc, "name", None) or driver
+        raise StorageError(f"database {_display(url)} needs the Python module {missing}: {hint}") from None
 
 
 def sqlite_path(url: str) -> Path | None:
@@ -151,6 +175,14 @@ def check_database(url: str, *, create: bool) -> None:
         raise StorageError(f"cannot create database {path}: directory {parent} is not writable")
 
 
+def read_only_url(url: str) -> str:
+    """The URL that opens the same SQLite file read-only (SQLite's URI form, ``mode=ro``); other URLs as given."""
+    path = sqlite_path(url)
+    if path is None:
+        return url
+    return f"sqlite:///file:{urllib.parse.quote(str(path))}?mode=ro&uri=true"
+
+
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     if isinstance(dbapi_connection, sqlite3.Connection):
         cursor = dbapi_connection.cursor()
@@ -160,10 +192,19 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
         cursor.close()
 
 
-def tune_engine(engine: Engine) -> Engine:
-    """WAL and a busy timeout on every new SQLite connection of ``engine`` (ours and Optuna's)."""
-    if engine.dialect.name == "sqlite" and not event.contains(engine, "connect", _sqlite_pragmas):
-        event.listen(engine, "connect", _sqlite_pragmas)
+def _sqlite_read_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    if isinstance(dbapi_connection, sqlite3.Connection):
+        cursor = dbapi_connection.cursor()
+        cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_S * 1000}")  # a connection setting: writes nothing
+        cursor.close()
+
+
+def tune_engine(engine: Engine, *, read_only: bool = False) -> Engine:
+    """WAL and a busy timeout on every new SQLite connection of ``engine`` (ours and Optuna's); read-only
+    engines get the busy timeout alone (switching to WAL would rewrite the file's header)."""
+    listener = _sqlite_read_pragmas if read_only else _sqlite_pragmas
+    if engine.dialect.name == "sqlite" and not event.contains(engine, "connect", listener):
+        event.listen(engine, "connect", listener)
         engine.dispose()  # connections opened before the listener get replaced
     return engine
 
@@ -196,23 +237,31 @@ class BestEntry:
 
 
 class Database:
-    """Our tables in the database at ``url``; also hands Optuna its storage on the same database."""
+    """Our tables in the database at ``url``; also hands Optuna its storage on the same database.
+
+    ``create=False``: a reader. The database must exist; an SQLite file is opened read-only and nothing is
+    created, upgraded or switched to WAL; a file without our tables reads as holding no configuration."""
 
     def __init__(self, url: str, *, create: bool = True) -> None:
         self.url = url
+        self.read_only = not create
+        self._engine_url = read_only_url(url) if self.read_only else url
         check_database(url, create=create)
         path = sqlite_path(url)
         if create and path is not None and path == DEFAULT_DB.absolute():
             path.parent.mkdir(exist_ok=True)
         try:
-            self.engine = tune_engine(sa.create_engine(url, **engine_kwargs(url)))
+            engine = sa.create_engine(self._engine_url, **engine_kwargs(url))
+            self.engine = tune_engine(engine, read_only=self.read_only)
             _retry_initialisation(lambda: self._upgrade(create))
+            with self.engine.connect() as conn:
+                self.has_best_table = sa.inspect(conn).has_table(BestConfig.__tablename__)
         except SQLAlchemyError as exc:
             raise StorageError(f"cannot open database {_display(url)}: {_one_line(exc)}") from None
 
     # --- schema ---------------------------------------------------------------------------------------------
     def _upgrade(self, create: bool) -> None:
-        with self.engine.begin() as conn:
+        with self.engine.connect() if not create else self.engine.begin() as conn:
             inspector = sa.inspect(conn)
             if inspector.has_table(Meta.__tablename__):
                 row = conn.execute(sa.select(Meta.value).where(Meta.key == "schema_version")).first()
@@ -252,18 +301,18 @@ class Database:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # heartbeat_interval
                 return optuna.storages.RDBStorage(
-                    self.url,
+                    self._engine_url,
                     engine_kwargs=engine_kwargs(self.url),
                     heartbeat_interval=heartbeat_s,
                     grace_period=4 * heartbeat_s if heartbeat_s else None,
-                    skip_table_creation=read_only,
+                    skip_table_creation=read_only or self.read_only,
                 )
 
         try:
             storage = _retry_initialisation(create)
         except Exception as exc:  # optuna raises RuntimeError / SQLAlchemyError for a foreign or newer schema
             raise StorageError(f"cannot open Optuna's tables in {_display(self.url)}: {_one_line(exc)}") from None
-        tune_engine(storage.engine)
+        tune_engine(storage.engine, read_only=self.read_only)
         return storage
 
     # --- best configurations --------------------------------------------------------------------------------
@@ -306,6 +355,8 @@ class Database:
 
     def import_entries(self, entries: list[BestEntry], *, overwrite: bool) -> dict[str, int]:
         """Write ``entries`` in one transaction: all of them or, on any error, none."""
+        if self.read_only:
+            raise StorageError(f"database {_display(self.url)} was opened for reading")
         for attempt in range(2):
             counts = {"added": 0, "replaced": 0, "kept": 0}
             try:
@@ -332,6 +383,8 @@ class Database:
             query = query.where(BestConfig.device_name == device_name)
         if dtype:
             query = query.where(BestConfig.dtype == dtype)
+        if not self.has_best_table:
+            return []  # e.g. a file holding only Optuna's studies: no tuned configuration yet
         try:
             with Session(self.engine, expire_on_commit=False) as session:
                 return list(session.scalars(query))

@@ -1,7 +1,7 @@
-// Elementwise out = f(x [, y]) over n floats.
+// Elementwise out = f(x [, y]) over n elements of DTYPE (float, half, bfloat16; fp32 arithmetic).
 //   OP      0 add (x + y), 1 relu, 2 sigmoid, 3 gelu (exact, with erf: torch's default)
 //   BLOCK   threads per block
-//   VEC     floats per load (1, 2, 4); falls back to scalars when any pointer is not VEC-aligned
+//   VEC     elements per load (1, 2, 4, 8: 8 halves = 16 B); falls back to scalars when any pointer is not VEC-aligned
 //   ITEMS   vectors per thread per step (independent loads in flight)
 //   GRID_STRIDE  1: a fixed grid (BLOCKS_PER_SM per SM, chosen on the host) strides over the data;
 //                0: one step per thread, the grid covers n
@@ -37,8 +37,8 @@ __device__ __forceinline__ float apply(float a, float b) {
 }
 
 template <int N>
-__device__ __forceinline__ void process(const float* __restrict__ x, const float* __restrict__ y,
-                                        float* __restrict__ out, long long i) {
+__device__ __forceinline__ void process(const elem_t* __restrict__ x, const elem_t* __restrict__ y,
+                                        elem_t* __restrict__ out, long long i) {
   const Vec<N> a = load_vec<N>(x + i * N);
 #if OP == 0
   const Vec<N> b = load_vec<N>(y + i * N);
@@ -57,8 +57,8 @@ __device__ __forceinline__ void process(const float* __restrict__ x, const float
 
 // Vectors [0, nvec) of width N: each thread takes ITEMS of them per step, consecutive threads adjacent ones.
 template <int N>
-__device__ __forceinline__ void sweep(const float* __restrict__ x, const float* __restrict__ y,
-                                      float* __restrict__ out, long long nvec) {
+__device__ __forceinline__ void sweep(const elem_t* __restrict__ x, const elem_t* __restrict__ y,
+                                      elem_t* __restrict__ out, long long nvec) {
   const long long step = (long long)gridDim.x * BLOCK * ITEMS;
   long long base = (long long)blockIdx.x * BLOCK * ITEMS + threadIdx.x;
   do {
@@ -72,10 +72,11 @@ __device__ __forceinline__ void sweep(const float* __restrict__ x, const float* 
 }
 
 extern "C" __global__ void __launch_bounds__(BLOCK)
-elementwise(const float* __restrict__ x, const float* __restrict__ y, float* __restrict__ out, long long n) {
-  const bool vec = aligned_to(x, 4 * VEC) && aligned_to(out, 4 * VEC)
+elementwise(const elem_t* __restrict__ x, const elem_t* __restrict__ y, elem_t* __restrict__ out, long long n) {
+  const int vb = (int)sizeof(elem_t) * VEC;
+  const bool vec = aligned_to(x, vb) && aligned_to(out, vb)
 #if OP == 0
-                   && aligned_to(y, 4 * VEC)
+                   && aligned_to(y, vb)
 #endif
       ;
   if (vec) {

@@ -1,4 +1,4 @@
-// LayerNorm forward over each row: y = (x - mean) * rstd * w + b, rstd = 1 / sqrt(var + eps); writes mean, rstd.
+// LayerNorm forward over each row (x, y: DTYPE; w, b: WDTYPE; mean, rstd and all arithmetic: fp32): y = (x - mean) * rstd * w + b, rstd = 1 / sqrt(var + eps); writes mean, rstd.
 // Row mapping, vector width, register caching: see rows.cuh. STREAM: streaming loads/stores (common.cuh).
 //   STATS  0: two passes (mean, then the mean of squared deviations)
 //          1: Welford (one pass; per-thread mean and M2, merged with Chan's formula)
@@ -18,17 +18,18 @@ __device__ __forceinline__ State<3> merge_welford(State<3> a, State<3> b) {
   return {{n, a.f[1] + d * f, a.f[2] + b.f[2] + d * d * a.f[0] * f}};
 }
 
-extern "C" __global__ void __launch_bounds__(BLOCK)
-layernorm(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ b,
-          float* __restrict__ y, float* __restrict__ mean_out, float* __restrict__ rstd_out, int rows, int cols,
+extern "C" __global__ void __launch_bounds__(BLOCK) ROW_CLUSTER
+layernorm(const elem_t* __restrict__ x, const weight_t* __restrict__ w, const weight_t* __restrict__ b,
+          elem_t* __restrict__ y, float* __restrict__ mean_out, float* __restrict__ rstd_out, int rows, int cols,
           float eps) {
   __shared__ float scratch[96];
   int row, lane;
   if (!my_row(rows, row, lane)) return;
-  const float* xr = x + (size_t)row * cols;
-  float* yr = y + (size_t)row * cols;
-  const bool vec = cols % VEC == 0 && aligned_to(x, 4 * VEC) && aligned_to(y, 4 * VEC) &&
-                   aligned_to(w, 4 * VEC) && aligned_to(b, 4 * VEC);
+  const elem_t* xr = x + (size_t)row * cols;
+  elem_t* yr = y + (size_t)row * cols;
+  const int vb = (int)sizeof(elem_t) * VEC, wb = (int)sizeof(weight_t) * VEC;
+  const bool vec = cols % VEC == 0 && aligned_to(x, vb) && aligned_to(y, vb) && aligned_to(w, wb) &&
+                   aligned_to(b, wb);
   RowCache rc;
   cache_row(rc, xr, cols, lane, vec, 0.f);
   const float n = (float)cols;
@@ -66,7 +67,7 @@ layernorm(const float* __restrict__ x, const float* __restrict__ w, const float*
   mean = all.f[1];
   var = all.f[2] / n;
 #else
-  const float k = __ldg(xr);
+  const float k = load_one(xr);
   float s1 = 0.f, s2 = 0.f;
   for_chunks(rc, xr, cols, lane, vec, 0.f, [&](int j, const Vec<VEC>& v) {
 #pragma unroll

@@ -1,4 +1,4 @@
-// Softmax over each row of a rows×cols float matrix: y = exp(x - max) / sum(exp(x - max)).
+// Softmax over each row of a rows×cols matrix (float, half or bfloat16: DTYPE; fp32 arithmetic): y = exp(x - max) / sum(exp(x - max)).
 // Row mapping, vector width and register caching: see rows.cuh.
 //   ONLINE  0: three passes (max, sum of exponentials, write); 1: one pass for max and sum together (the
 //           running sum is rescaled when the maximum grows), then the write
@@ -25,14 +25,15 @@ __device__ __forceinline__ void online_add(float& m, float& s, float v) {
   }
 }
 
-extern "C" __global__ void __launch_bounds__(BLOCK)
-softmax(const float* __restrict__ x, float* __restrict__ y, int rows, int cols) {
+extern "C" __global__ void __launch_bounds__(BLOCK) ROW_CLUSTER
+softmax(const elem_t* __restrict__ x, elem_t* __restrict__ y, int rows, int cols) {
   __shared__ float scratch[64];
   int row, lane;
   if (!my_row(rows, row, lane)) return;
-  const float* xr = x + (size_t)row * cols;
-  float* yr = y + (size_t)row * cols;
-  const bool vec = cols % VEC == 0 && aligned_to(x, 4 * VEC) && aligned_to(y, 4 * VEC);
+  const elem_t* xr = x + (size_t)row * cols;
+  elem_t* yr = y + (size_t)row * cols;
+  const int vb = (int)sizeof(elem_t) * VEC;
+  const bool vec = cols % VEC == 0 && aligned_to(x, vb) && aligned_to(y, vb);
   RowCache rc;
   cache_row(rc, xr, cols, lane, vec, -INFINITY);
 

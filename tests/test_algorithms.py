@@ -51,6 +51,20 @@ def test_min_cc_rejects_before_anything_is_compiled():
     assert problems == ["algorithm vector needs compute capability 9.0; NVIDIA H200 has 8.0"]
 
 
+def test_max_cc_rejects_newer_devices(monkeypatch):
+    """Arch-specific code (sm_90a) runs on its own capability alone: a ceiling rejects newer devices too."""
+    from toy_family import Vector
+
+    monkeypatch.setattr(Vector, "max_cc", (9, 0))
+    space = ToyFamily(dtype="float16")
+    config = {ALGO: "vector", "TILE": 64, "VEC": 8}
+    blackwell = dataclasses.replace(H200, compute_capability=(10, 0))
+    assert space.violations(config, (1024,), blackwell) == [
+        "algorithm vector runs on compute capability 9.0 at most; NVIDIA H200 has 10.0"
+    ]
+    assert space.violations(config, (1024,), H200) == []
+
+
 def test_search_asks_only_the_proposed_algorithms_parameters(tmp_path):
     report = search(tmp_path, "float16", 12)
     study = optuna.load_study(study_name=report.study_name, storage=resolve_url(tmp_path / "t.db"))

@@ -122,3 +122,23 @@ def test_no_nvcc_and_no_gpu_are_one_line(tmp_path, runner, monkeypatch):
         assert result.output.startswith("error:") and len(result.output.strip().splitlines()) == 1
         assert "pycuda" in result.output or "GPU" in result.output
         assert not db.exists(), "nothing is created when there is no GPU"
+
+
+def test_reading_commands_leave_an_optuna_file_untouched(tmp_path, runner):
+    """`studies`, `show` and `export` on a file made by Optuna alone: same bytes, no -wal/-shm, and export
+    writes an empty list (there is no tuned configuration) instead of failing."""
+    from test_storage import optuna_only_database
+
+    path = tmp_path / "plain.db"
+    optuna_only_database(path)
+    before = file_digest(path)
+    for args in (["studies"], ["studies", "--json"], ["show", "plain"], ["show", "plain", "--json"]):
+        result = runner.invoke(app, [*args, "--db", str(path)])
+        assert result.exit_code == 0, (args, result.output)
+    out = tmp_path / "configs.json"
+    result = runner.invoke(app, ["export", "--out", str(out), "--db", str(path)])
+    assert result.exit_code == 0, result.output
+    assert json.loads(out.read_text())["devices"] == []
+    assert "exported 0 configurations" in result.output
+    assert file_digest(path) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["configs.json", "plain.db"]

@@ -89,7 +89,7 @@ MUTATIONS = [
     ("unknown kernel", lambda d: second(d).update(kernel="fft"), "unknown kernel 'fft'"),
     ("bad shape", lambda d: second(d).update(shape="4096x"), "malformed shape"),
     ("zero dim", lambda d: second(d).update(shape="0x1x1"), "positive integer"),
-    ("dtype", lambda d: second(d).update(dtype="float16"), "dtype"),
+    ("dtype", lambda d: second(d).update(dtype="float64"), "dtype"),
     ("hash", lambda d: second(d).update(template_hash="xyz"), "template_hash"),
     ("unknown param", lambda d: second(d)["params"].update(XX=1), "no parameter 'XX'"),
     ("param value", lambda d: second(d)["params"].update(BM=96), "params.BM"),
@@ -99,6 +99,12 @@ MUTATIONS = [
     ("string time", lambda d: second(d).update(time_ms="3"), "time_ms: expected"),
     ("unit", lambda d: second(d).update(metric_unit="flops"), "metric_unit"),
     ("trial", lambda d: second(d).update(trial_number=True), "trial_number"),
+    # Every value in its domain, but the warp tile 8x16 cannot hold 32 threads of 8x4: the dispatcher would fail.
+    ("constraints", lambda d: second(d)["params"].update(BM=32, BN=64, WARPS_M=4, WARPS_N=4, TM=8, TN=4),
+     "params: not valid for gemm 4096x4096x4096 on NVIDIA H200 (cc 9.0): warp tile 8x16"),
+    # 66560 B of shared memory: fine on a 9.0 device, beyond a 7.5 one's 64 KiB.
+    ("device limits", lambda d: (d["devices"][0].update(compute_capability="7.5"), second(d)["params"].update(BK=32)),
+     "on NVIDIA H200 (cc 7.5): 66560 B of shared memory"),
 ]
 
 
@@ -115,6 +121,23 @@ def test_malformed_files_are_refused_whole(tmp_path, source_db, name, mutate, me
     assert message in result.output and result.output.startswith("error:"), result.output
     assert len(result.output.strip().splitlines()) == 1
     assert file_digest(source_db) == before, "nothing written, not even the good first entry"
+
+
+def test_overwrite_refuses_a_config_the_space_forbids(tmp_path, source_db):
+    """--overwrite replaces stored rows, but only with configurations that can run: one bad entry refuses all."""
+    data = valid_file()
+    data["devices"][0]["configs"][0]["shape"] = "1024x1024x1024"  # both keys are stored in source_db
+    second(data)["params"].update(BM=32, BN=64, WARPS_M=4, WARPS_N=4, TM=8, TN=4)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    before = file_digest(source_db)
+    result = CliRunner().invoke(app, ["import", str(path), "--overwrite", "--db", str(source_db)])
+    assert result.exit_code == 2 and "not valid for gemm" in result.output, result.output
+    assert file_digest(source_db) == before
+    second(data)["params"].update(BK=32, BM=128, BN=128, WARPS_M=2, WARPS_N=4, TM=4, TN=4)  # valid on cc 9.0
+    path.write_text(json.dumps(data))
+    result = CliRunner().invoke(app, ["import", str(path), "--overwrite", "--db", str(source_db)])
+    assert result.exit_code == 0 and "2 replaced" in result.output, result.output
 
 
 def test_not_json(tmp_path):

@@ -1,5 +1,6 @@
 import os
 import sqlite3
+import sys
 
 import pytest
 import sqlalchemy as sa
@@ -26,7 +27,9 @@ def test_resolve_url(monkeypatch, tmp_path):
     monkeypatch.setenv("AUTOTUNE_DB", str(tmp_path / "env.db"))
     assert resolve_url(None) == f"sqlite:///{tmp_path / 'env.db'}"
     assert resolve_url(tmp_path / "x.db") == f"sqlite:///{tmp_path / 'x.db'}"
-    assert resolve_url("postgresql://u:p@localhost/autotune") == "postgresql://u:p@localhost/autotune"
+    # psycopg 3 whatever SQLAlchemy's default driver; an explicit driver is kept.
+    assert resolve_url("postgresql://u:p@localhost/autotune") == "postgresql+psycopg://u:p@localhost/autotune"
+    assert resolve_url("postgresql+psycopg://u@h/a") == "postgresql+psycopg://u@h/a"
     with pytest.raises(StorageError, match="no such database kind"):
         resolve_url("notadialect://host/db")
 
@@ -136,3 +139,44 @@ def test_optuna_storage_shares_the_file(tmp_path):
     tables = sa.inspect(db.engine).get_table_names()
     assert "autotune_best" in tables and "trials" in tables
     db.close()
+
+
+def optuna_only_database(path) -> None:
+    """A file made by Optuna itself (rollback journal, no table of ours), as `optuna create-study` leaves it."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(storage=f"sqlite:///{path}", study_name="plain")
+    study.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=2)
+    study._storage.engine.dispose() if hasattr(study._storage, "engine") else None
+
+
+def test_reading_writes_nothing(tmp_path):
+    path = tmp_path / "optuna.db"
+    optuna_only_database(path)
+    before = file_digest(path)
+    db = Database(resolve_url(path), create=False)
+    assert db.best() == [], "no table of ours: no configuration, not an error"
+    storage = db.optuna_storage(read_only=True)
+    storage.engine.dispose()
+    db.close()
+    assert file_digest(path) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["optuna.db"], "no -wal/-shm companions"
+    assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+
+
+def test_a_reader_refuses_to_write(tmp_path):
+    Database(resolve_url(tmp_path / "r.db")).close()
+    reader = Database(resolve_url(tmp_path / "r.db"), create=False)
+    with pytest.raises(StorageError, match="opened for reading"):
+        reader.import_entries([entry()], overwrite=True)
+    reader.close()
+
+
+def test_missing_postgresql_driver_is_one_line(monkeypatch):
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # import psycopg now fails as where it is not installed
+    with pytest.raises(StorageError) as info:
+        resolve_url("postgresql://u:secret@db.example/autotune")
+    message = str(info.value)
+    assert "psycopg" in message and "autotune[postgres]" in message and "\n" not in message
+    assert "secret" not in message, "the password is not printed"

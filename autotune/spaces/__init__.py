@@ -59,9 +59,12 @@ def kernel_names() -> list[str]:
 
 def _load_reference(ref: str) -> type[KernelSpace]:
     module_name, _, attr = ref.rpartition(":")
+    path = None
     try:
         if module_name.endswith(".py"):
             path = Path(module_name).resolve()
+            if not path.is_file():
+                raise UnknownKernel(f"cannot load kernel space {ref!r}: {path} does not exist")
             mod_name = f"_autotune_space_{abs(hash(str(path)))}"
             module = sys.modules.get(mod_name)
             if module is None:
@@ -70,15 +73,45 @@ def _load_reference(ref: str) -> type[KernelSpace]:
                     raise ImportError(f"cannot load {path}")
                 module = importlib.util.module_from_spec(spec)
                 sys.modules[mod_name] = module
-                spec.loader.exec_module(module)
+                try:
+                    spec.loader.exec_module(module)
+                except BaseException:
+                    del sys.modules[mod_name]
+                    raise
         else:
             module = importlib.import_module(module_name)
         cls = getattr(module, attr)
     except (ImportError, AttributeError, OSError) as exc:
         raise UnknownKernel(f"cannot load kernel space {ref!r}: {exc}") from None
+    except UnknownKernel:
+        raise
+    except Exception as exc:  # the user's module itself fails: a syntax error, a NameError at import
+        raise UnknownKernel(f"cannot load kernel space {ref!r}: {type(exc).__name__}: {exc}") from None
     if not (inspect.isclass(cls) and issubclass(cls, KernelSpace)):
         raise UnknownKernel(f"{ref!r} is not a KernelSpace subclass")
+    missing = cls.missing()
+    if missing:
+        raise UnknownKernel(f"kernel space {ref!r} is incomplete: it lacks {', '.join(missing)}")
+    if path is not None and "_file_reference" not in vars(cls):
+        cls._file_reference = f"{path}:{attr}"  # type: ignore[attr-defined]  # what worker processes load
+    _check_templates(cls, ref)
     return cls
+
+
+def _check_templates(cls: type[KernelSpace], ref: str) -> None:
+    """Every template of a user's space exists (beside the space's file or in the library)."""
+    from autotune.spaces.base import locate_template
+    from autotune.templates import template_path
+
+    owners = [(a, a.template) for a in cls.algorithms] if cls.algorithms else [(cls, cls.template)]
+    for owner, template in owners:
+        try:
+            template_path(locate_template(owner, template))
+        except UnknownKernel:
+            module_file = getattr(sys.modules.get(owner.__module__), "__file__", None)
+            where = f"beside {module_file} nor " if module_file else ""
+            raise UnknownKernel(f"kernel space {ref!r}: template {str(template)!r} is {where}in the library's "
+                                f"kernel_templates/") from None  # fmt: skip
 
 
 def space_class(name_or_ref: str) -> type[KernelSpace]:

@@ -27,6 +27,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Mapping, Sequence
@@ -98,6 +99,20 @@ Step = Launch | Zero
 def config_key(config: Mapping[str, Any]) -> str:
     """Canonical text of a configuration: equal configurations give equal keys."""
     return json.dumps({k: config[k] for k in sorted(config)}, separators=(",", ":"))
+
+
+def locate_template(owner: type, template: str | Path) -> str | Path:
+    """A relative template path names a file beside the module that defines ``owner`` where one exists there
+    (a user's space keeps its template next to it), else a template of the library's kernel_templates/."""
+    path = Path(template)
+    if path.is_absolute():
+        return path
+    module_file = getattr(sys.modules.get(owner.__module__), "__file__", None)
+    if module_file:
+        beside = Path(module_file).resolve().parent / path
+        if beside.is_file():
+            return beside
+    return template
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -211,13 +226,16 @@ class KernelSpace:
     # --- constraints ----------------------------------------------------------------------------------------
     def constraints(self, config: Config, shape: Shape, device: DeviceInfo) -> list[str]:
         """Reasons this configuration cannot work on this device for this shape; empty when it can.
-        Families: the algorithm's compute-capability floor, then its own constraints."""
+        Families: the algorithm's compute-capability floor and ceiling, then its own constraints."""
         if not self.algorithms:
             raise NotImplementedError(f"{type(self).__name__} must define constraints")
         algo = self.algorithm(config)
         if tuple(device.compute_capability) < tuple(algo.min_cc):
             need = "%d.%d" % tuple(algo.min_cc)
             return [f"algorithm {algo.name} needs compute capability {need}; {device.name} has {device.cc}"]
+        if algo.max_cc is not None and tuple(device.compute_capability) > tuple(algo.max_cc):
+            most = "%d.%d" % tuple(algo.max_cc)
+            return [f"algorithm {algo.name} runs on compute capability {most} at most; {device.name} has {device.cc}"]
         return algo.constraints(config, shape, device)
 
     def violations(self, config: Config, shape: Shape, device: DeviceInfo) -> list[str]:
@@ -242,13 +260,16 @@ class KernelSpace:
     # --- templates, rendering and launching -----------------------------------------------------------------
     def template_for(self, config: Mapping[str, Any]) -> str | Path:
         """The template that computes ``config``."""
-        return self.algorithm(config).template if self.algorithms else self.template
+        if self.algorithms:
+            algo = self.algorithm(config)
+            return locate_template(type(algo), algo.template)
+        return locate_template(type(self), self.template)
 
     def templates(self) -> list[str | Path]:
         """Every template this space (at its dtype) may compile."""
         if self.algorithms:
-            return list(dict.fromkeys(a.template for a in self.algos.values()))
-        return [self.template]
+            return list(dict.fromkeys(locate_template(type(a), a.template) for a in self.algos.values()))
+        return [locate_template(type(self), self.template)]
 
     def template_hash(self) -> str:
         """The fingerprint stored with results: they go stale when any template of this space (at its dtype)
@@ -454,8 +475,24 @@ class KernelSpace:
 
     @classmethod
     def ref(cls) -> str:
-        """Import reference ``module:Class`` by which a worker process rebuilds this space."""
-        return f"{cls.__module__}:{cls.__qualname__}"
+        """Import reference ``module:Class`` (or ``/path/file.py:Class`` for a space loaded from a file) by which
+        a worker process rebuilds this space."""
+        return vars(cls).get("_file_reference") or f"{cls.__module__}:{cls.__qualname__}"
+
+    @classmethod
+    def missing(cls) -> list[str]:
+        """What a space class lacks to be searched and dispatched (empty when complete): a user's space is
+        checked when it is loaded, so the error names every missing piece at once."""
+        absent = [a for a in ("name", "dims", "default_shape", "metric_unit") if not hasattr(cls, a)]
+        if not cls.algorithms:
+            absent += [a for a in ("template", "default_config") if not hasattr(cls, a)]
+            if not cls.parameters:
+                absent.append("parameters (or algorithms)")
+        methods = ["input_specs", "outputs", "reference", "work"]  # infer_shape: for autotune.load only
+        if not cls.algorithms:
+            methods += ["constraints", "launches"]
+        absent += [f"{m}()" for m in methods if getattr(cls, m) is getattr(KernelSpace, m)]
+        return absent
 
     def describe(self, config: Config) -> str:
         """A compact one-line rendering for tables."""

@@ -5,6 +5,15 @@ Algorithms (the ``ALGO`` parameter; each with its own template, tunables and con
 * ``simt`` (float32): FFMA on the fp32 cores (`autotune.spaces.gemm_simt`).
 * ``tf32x3`` (float32): 3×TF32 on tensor cores, mma.sync, FP32-accurate (`autotune.spaces.gemm_tf32x3`); 1×TF32
   is the separate family ``gemm_tf32`` (`autotune.spaces.gemm_tf32`).
+* ``wgmma`` (float16, bfloat16): Hopper warpgroup MMA from swizzled shared memory, sm_90a only
+  (`autotune.spaces.gemm_wgmma`).
+* ``gemv`` (every dtype; M = 1 or N = 1 only): batch-1 products stream the matrix once
+  (`autotune.spaces.gemm_gemv`).
+
+Shape classes (`GemmSpace.shape_class`): M bucket (1, ≤16, ≤64, ≤256, large) and aspect (one column, narrow N,
+deep K, or wide). The dispatcher borrows a tuned configuration only within a class and otherwise runs
+`GemmSpace.rule_default`: GEMV for a row or a column, small block tiles with split-K for small M, split-K where
+the output has too few tiles to fill the GPU.
 
 dtype: float32 inputs and output, or float16 / bfloat16 inputs and output with fp32 accumulation.
 
@@ -26,11 +35,15 @@ from typing import Mapping
 import numpy as np
 
 from autotune import dtypes
+from autotune.device import DeviceInfo
 from autotune.errors import InvalidArgument
 from autotune.shape import Shape
+from autotune.spaces import _gemm_rules
 from autotune.spaces.base import ALGO, UNIFORM, BufferSpec, Config, KernelSpace
+from autotune.spaces.gemm_gemv import GemvGemm
 from autotune.spaces.gemm_simt import SimtGemm
 from autotune.spaces.gemm_tf32x3 import Tf32x3Gemm
+from autotune.spaces.gemm_wgmma import WgmmaGemm
 
 WIDE = "wide"  # rows of A and columns of B scaled by 2^e, e uniform in ±WIDE_EXPONENT[dtype]
 WIDE_EXPONENT = {"float32": 20, "bfloat16": 20, "float16": 3}
@@ -45,7 +58,7 @@ class GemmSpace(KernelSpace):
     dims = ("M", "N", "K")
     default_shape = (4096, 4096, 4096)
     metric_unit = "TFLOP/s"
-    algorithms = (SimtGemm, Tf32x3Gemm)
+    algorithms = (SimtGemm, Tf32x3Gemm, WgmmaGemm, GemvGemm)
 
     # --- problem --------------------------------------------------------------------------------------------
     def input_specs(self, shape: Shape) -> dict[str, BufferSpec]:
@@ -70,6 +83,13 @@ class GemmSpace(KernelSpace):
     def work(self, shape: Shape) -> float:
         m, n, k = shape
         return 2.0 * m * n * k
+
+    # --- fallback -------------------------------------------------------------------------------------------
+    def shape_class(self, shape: Shape) -> tuple:
+        return _gemm_rules.shape_class(shape)
+
+    def rule_default(self, shape: Shape, device: DeviceInfo) -> Config:
+        return _gemm_rules.rule_default(self, shape, device)
 
     # --- correctness ----------------------------------------------------------------------------------------
     def inputs(self, shape: Shape, rng: np.random.Generator, kind: str = UNIFORM) -> dict[str, np.ndarray]:
@@ -103,10 +123,14 @@ class GemmSpace(KernelSpace):
     def validation_cases(self, shape: Shape) -> list[tuple[Shape, str]]:
         # Ragged against every tile size: the first keeps N and K multiples of 8 (vector paths with edges), the
         # second makes every row unaligned (scalar fall-back paths) and K no multiple of any mma K; the last two
-        # span a wide dynamic range, one of them along K = 16384.
+        # span a wide dynamic range, one of them along K = 16384. One row and one column: the GEMV algorithm's
+        # shapes (every other algorithm computes them too).
         return [
             ((333, 264, 104), UNIFORM),
             ((67, 131, 33), UNIFORM),
             ((129, 72, 264), WIDE),
             ((61, 70, 16384), WIDE),
+            ((1, 131, 33), UNIFORM),
+            ((67, 1, 33), UNIFORM),
+            ((1, 70, 4099), WIDE),
         ]

@@ -1,0 +1,65 @@
+"""autotune's tuned kernels inside PyTorch: custom operators with fake implementations and autograd, drop-in
+modules, and `patch`.
+
+    import autotune.torch as att
+    report = att.patch(model)                 # nn.LayerNorm / nn.RMSNorm → the tuned kernels, same parameters
+    y = att.functional.softmax(x)             # or the functions, or torch.ops.autotune.<kernel> directly
+    torch.compile(model, fullgraph=True)      # no graph breaks: every operator has a fake implementation
+
+* Operators: ``torch.ops.autotune.{layernorm, layernorm_backward, rmsnorm, softmax, gemm}`` (and ``attention``
+  where that family is installed), each built from its kernel space (`autotune.torch.ops`).
+* Autograd: layernorm through the tuned backward kernel, gemm through gemm, rmsnorm and softmax through torch
+  (`autotune.torch.autograd`).
+* CUDA graphs: after one warm-up call per shape, a call allocates only through torch's caching allocator and
+  never synchronises (`autotune.torch.launch`).
+* Bad input: `WrongDevice` and `WrongDtype` (RuntimeError), `NotContiguous` and `WrongShape` (ValueError), each
+  naming the argument. The raw operators refuse non-contiguous tensors; functions and modules copy them.
+* Configurations come from the default database ($AUTOTUNE_DB, else studies/autotune.db) or `set_database`.
+
+PyTorch is an optional dependency (``pip install 'autotune[torch]'``): ``import autotune`` never imports it.
+"""
+
+from __future__ import annotations
+
+from autotune.errors import AutotuneError
+
+
+class TorchMissing(AutotuneError, ImportError):
+    """autotune.torch was imported where PyTorch is not installed."""
+
+
+try:
+    import torch as _torch  # noqa: F401
+except ImportError:
+    raise TorchMissing("autotune.torch needs PyTorch: pip install 'autotune[torch]'") from None
+
+from autotune.torch import functional  # noqa: E402
+from autotune.torch.autograd import register_autograd  # noqa: E402
+from autotune.torch.errors import NotContiguous, TensorError, WrongDevice, WrongDtype, WrongShape  # noqa: E402
+from autotune.torch.launch import set_database  # noqa: E402
+from autotune.torch.modules import LayerNorm, PatchReport, RMSNorm, patch  # noqa: E402
+from autotune.torch.ops import OPS, op, register  # noqa: E402
+from autotune.torch.ops import register_library as _register_library  # noqa: E402
+
+OPERATORS = _register_library()
+WITH_AUTOGRAD = register_autograd()
+
+__all__ = [
+    "LayerNorm",
+    "NotContiguous",
+    "OPERATORS",
+    "OPS",
+    "PatchReport",
+    "RMSNorm",
+    "TensorError",
+    "TorchMissing",
+    "WITH_AUTOGRAD",
+    "WrongDevice",
+    "WrongDtype",
+    "WrongShape",
+    "functional",
+    "op",
+    "patch",
+    "register",
+    "set_database",
+]

@@ -1,0 +1,152 @@
+"""The library's kernel families as PyTorch custom operators, ``torch.ops.autotune.<kernel>``.
+
+Each operator is built from its kernel space alone: the schema from the space's input and output buffers, the
+fake (meta) implementation from its shape inference and output specs, the real one from the dispatcher. So an
+operator exists for every family in `FAMILIES` that is present when this module is imported (``attention``
+appears once its space has landed) and for any space given to `register`.
+
+The raw operators take the space's exact shapes (e.g. layernorm's x is 2-D (rows, cols)) and refuse
+non-contiguous tensors (`NotContiguous`); `autotune.torch.functional` reshapes and copies for you.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import torch
+
+from autotune import recording
+from autotune.arrays import dtype_name
+from autotune.errors import AutotuneError
+from autotune.spaces import KernelSpace, get_space, kernel_names, space_class
+from autotune.torch.errors import NotContiguous, WrongDevice, WrongDtype, WrongShape
+from autotune.torch.launch import Launcher
+
+NAMESPACE = "autotune"
+# Library families offered as operators, where present (others' spaces may land later: see module docstring).
+FAMILIES = ("layernorm", "layernorm_backward", "rmsnorm", "softmax", "gemm", "attention", "attention_backward")
+
+
+@dataclass
+class OpInfo:
+    """One operator: its kernel, buffer names, and launch path."""
+
+    kernel: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    dtypes: tuple[str, ...]
+    launcher: Launcher
+    op: Any = None  # torch.library.CustomOpDef
+    _spaces: dict[str, KernelSpace] = field(default_factory=dict)
+
+    @property
+    def qualname(self) -> str:
+        return f"{NAMESPACE}::{self.kernel}"
+
+    def space(self, dtype: str) -> KernelSpace:
+        space = self._spaces.get(dtype)
+        if space is None:
+            space = self._spaces[dtype] = get_space(self.kernel, dtype=dtype)
+        return space
+
+    def problem(self, tensors: Sequence[torch.Tensor]) -> tuple[KernelSpace, tuple[Any, ...]]:
+        """The space and problem shape of a call; metadata only (fake tensors too). Raises in torch's style."""
+        given = {name: dtype_name(t.dtype) for name, t in zip(self.inputs, tensors)}
+        try:
+            dtype = type(self.space(self.dtypes[0])).infer_dtype(given)
+        except AutotuneError as exc:
+            raise WrongDtype(f"autotune.{self.kernel}: {exc}") from None
+        space = self.space(dtype)
+        try:
+            shape = space.infer_shape({name: tuple(t.shape) for name, t in zip(self.inputs, tensors)})
+        except AutotuneError as exc:
+            raise WrongShape(f"autotune.{self.kernel}: {exc}") from None
+        return space, shape
+
+    def check_device(self, tensors: Sequence[torch.Tensor]) -> None:
+        first = tensors[0].device
+        for name, t in zip(self.inputs, tensors):
+            if t.device.type != "cuda":
+                raise WrongDevice(f"autotune.{self.kernel}: {name} is on {t.device}; autotune's kernels take CUDA "
+                                  f"tensors")  # fmt: skip
+            if t.device != first:
+                raise WrongDevice(f"autotune.{self.kernel}: {name} is on {t.device} but {self.inputs[0]} is on "
+                                  f"{first}")  # fmt: skip
+
+    def check_layout(self, tensors: Sequence[torch.Tensor]) -> None:
+        """Contiguous inputs only, checked when tracing too (the fake implementation) so that torch.compile
+        reports it where the eager call would."""
+        for name, t in zip(self.inputs, tensors):
+            if not t.is_contiguous():
+                raise NotContiguous(f"autotune.{self.kernel}: {name} is not contiguous (shape {tuple(t.shape)}, "
+                                    f"strides {t.stride()}): pass {name}.contiguous(), or use "
+                                    f"autotune.torch.functional, which copies")  # fmt: skip
+
+
+OPS: dict[str, OpInfo] = {}
+
+
+def _schema(info: OpInfo) -> str:
+    args = ", ".join(f"Tensor {name}" for name in info.inputs)
+    if len(info.outputs) == 1:
+        return f"({args}) -> Tensor"
+    return f"({args}) -> ({', '.join('Tensor' for _ in info.outputs)})"
+
+
+def _note(space: KernelSpace, shape: tuple[Any, ...]) -> None:
+    if recording.ACTIVE and all(type(d) is int for d in shape):  # symbolic sizes (torch.compile) are not recorded
+        recording.note(space.name, shape, space.dtype)
+
+
+def register(kernel: str) -> OpInfo:
+    """The operator ``torch.ops.autotune.<kernel>`` for a kernel space (defined once, then reused)."""
+    if kernel in OPS:
+        return OPS[kernel]
+    cls = space_class(kernel)
+    space = get_space(kernel)
+    default = space.default_shape
+    info = OpInfo(kernel, tuple(space.input_specs(default)), tuple(space.outputs(default)),
+                  tuple(cls.supported_dtypes()), Launcher(kernel))  # fmt: skip
+    single = len(info.outputs) == 1
+
+    def check(tensors: Sequence[torch.Tensor]) -> None:
+        info.check_device(tensors)
+        info.check_layout(tensors)
+        info.problem(tensors)  # dtype and shapes, with torch-style errors, before the dispatcher sees them
+
+    def impl(*tensors: torch.Tensor) -> Any:
+        device = tensors[0].device
+        for t in tensors:  # the per-call checks; anything unusual gets the full ones, which explain it
+            if t.device != device or not t.is_contiguous():
+                check(tensors)
+        if device.type != "cuda":
+            check(tensors)
+        results = info.launcher(tensors)  # the first call of a (device, shapes, dtypes) runs `check`
+        return results[0] if single else results
+
+    def fake(*tensors: torch.Tensor) -> Any:
+        info.check_layout(tensors)
+        space, shape = info.problem(tensors)
+        _note(space, shape)  # with meta tensors, a model's problems are recorded without a GPU
+        made = tuple(tensors[0].new_empty(spec.shape, dtype=getattr(torch, spec.dtype))
+                     for spec in space.outputs(shape).values())  # fmt: skip
+        return made[0] if single else made
+
+    info.launcher.validate = check
+    info.op = torch.library.custom_op(info.qualname, impl, mutates_args=(), schema=_schema(info))
+    info.op.register_fake(fake)
+    OPS[kernel] = info
+    return info
+
+
+def op(kernel: str) -> Any:
+    """``torch.ops.autotune.<kernel>`` (the overload packet), registering it if needed."""
+    register(kernel)
+    return getattr(torch.ops.autotune, kernel)
+
+
+def register_library() -> list[str]:
+    """Register every family of `FAMILIES` present in this installation; their names."""
+    present = set(kernel_names())
+    return [register(name).kernel for name in FAMILIES if name in present]

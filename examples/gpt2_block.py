@@ -1,0 +1,122 @@
+"""A GPT-2-sized transformer block (d_model 768, 12 heads, MLP 3072), one training step — forward, backward and
+AdamW — in eager torch against the same block patched with autotune's kernels (`autotune.torch.patch`: its
+LayerNorms run the tuned forward and backward kernels).
+
+    python examples/gpt2_block.py [--batch 8] [--seq 1024] [--dtype float32 bfloat16] [--record shapes.json]
+
+Prints the median step time of each, the speedup, and each kernel's share of the GPU time of a patched step
+(torch.profiler). ``--record`` writes the problems the patched step sends to autotune, for
+``autotune search --shapes-from shapes.json``. A dtype that autotune's LayerNorm has no kernel for is skipped
+(the patched module would run torch's own). Tune first for the numbers that matter: without stored
+configurations the kernels run their defaults.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import statistics
+from collections import defaultdict
+
+import torch
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self, d_model: int = 768, heads: int = 12) -> None:
+        super().__init__()
+        self.heads = heads
+        self.ln_1 = nn.LayerNorm(d_model)
+        self.attn = nn.Linear(d_model, 3 * d_model)
+        self.proj = nn.Linear(d_model, d_model)
+        self.ln_2 = nn.LayerNorm(d_model)
+        self.fc = nn.Linear(d_model, 4 * d_model)
+        self.out = nn.Linear(4 * d_model, d_model)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, c = x.shape
+        q, k, v = self.attn(self.ln_1(x)).split(c, dim=2)
+        q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
+        y = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(y.transpose(1, 2).reshape(b, t, c))
+        return x + self.out(nn.functional.gelu(self.fc(self.ln_2(x)), approximate="tanh"))
+
+
+def step_ms(model: nn.Module, x: torch.Tensor, steps: int) -> float:
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+    def step() -> None:
+        optimizer.zero_grad(set_to_none=True)
+        model(x).float().pow(2).mean().backward()
+        optimizer.step()
+
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(steps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        step()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def kernel_shares(model: nn.Module, x: torch.Tensor) -> list[tuple[str, float]]:
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        model(x).float().pow(2).mean().backward()
+        torch.cuda.synchronize()
+    totals: dict[str, float] = defaultdict(float)
+    for event in prof.key_averages():
+        total = getattr(event, "device_time_total", None) or getattr(event, "cuda_time_total", 0)
+        if total and event.key:
+            totals[event.key] += total
+    whole = sum(totals.values()) or 1.0
+    return sorted(((k, v / whole) for k, v in totals.items()), key=lambda kv: -kv[1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--seq", type=int, default=1024)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--dtype", nargs="+", default=["float32", "bfloat16"])
+    parser.add_argument("--record", default=None, help="write the problems a patched step sends to autotune")
+    args = parser.parse_args()
+
+    import autotune
+    import autotune.torch as att
+    from autotune.spaces import space_class
+
+    supported = space_class("layernorm").supported_dtypes()
+    print(f"{torch.cuda.get_device_name()}: GPT-2 block, batch {args.batch} x seq {args.seq}, d_model 768")
+    for name in args.dtype:
+        if name not in supported:
+            print(f"{name}: skipped (autotune's layernorm supports {', '.join(supported)})")
+            continue
+        dtype = getattr(torch, name)
+        torch.manual_seed(0)
+        eager = Block().cuda().to(dtype)
+        patched = copy.deepcopy(eager)
+        print(f"{name}: {att.patch(patched)}".replace("\n", "; "))
+        x = torch.randn(args.batch, args.seq, 768, device="cuda", dtype=dtype)
+        with torch.no_grad():
+            error = (patched(x) - eager(x)).float().norm() / eager(x).float().norm()
+        if args.record:
+            with autotune.record(args.record) as calls:
+                patched(x).float().pow(2).mean().backward()
+            print(f"  recorded {len(calls)} problems to {args.record}")
+        eager_ms, patched_ms = step_ms(eager, x, args.steps), step_ms(patched, x, args.steps)
+        print(f"  step: eager {eager_ms:.3f} ms, patched {patched_ms:.3f} ms = {eager_ms / patched_ms:.3f}x; "
+              f"output relative error {float(error):.2e}")  # fmt: skip
+        print("  GPU time shares of a patched forward+backward:")
+        for kernel, share in kernel_shares(patched, x)[:12]:
+            print(f"    {100 * share:5.1f}%  {kernel[:100]}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,140 @@
+"""autotune.torch without a GPU: operator schemas, fake implementations on meta tensors (opcheck), torch.compile
+tracing without graph breaks, errors in torch's style, the drop-in modules and patch, recording on meta."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import autotune  # noqa: E402
+import autotune.torch as att  # noqa: E402
+from autotune.torch import NotContiguous, WrongDevice, WrongDtype, WrongShape  # noqa: E402
+
+
+def meta(*shape, **kw):
+    return torch.randn(*shape, device="meta", **kw)
+
+
+CASES = {
+    "layernorm": lambda: (meta(37, 1031), meta(1031), meta(1031)),
+    "layernorm_backward": lambda: (meta(37, 1031), meta(37, 1031), meta(1031), meta(37), meta(37)),
+    "rmsnorm": lambda: (meta(5, 96), meta(96)),
+    "softmax": lambda: (meta(5, 96),),
+    "gemm": lambda: (meta(33, 17), meta(17, 65)),
+}
+OUTPUT_SHAPES = {
+    "layernorm": [(37, 1031), (37,), (37,)],
+    "layernorm_backward": [(37, 1031), (1031,), (1031,)],
+    "rmsnorm": [(5, 96)],
+    "softmax": [(5, 96)],
+    "gemm": [(33, 65)],
+}
+
+
+def test_library_operators_are_registered():
+    assert set(CASES) <= set(att.OPERATORS)
+    assert set(att.WITH_AUTOGRAD) == {"layernorm", "rmsnorm", "softmax", "gemm"}
+    schema = str(torch.ops.autotune.layernorm.default._schema)
+    assert schema == "autotune::layernorm(Tensor x, Tensor weight, Tensor bias) -> (Tensor, Tensor, Tensor)"
+
+
+@pytest.mark.parametrize("kernel", sorted(CASES))
+def test_fake_implementation_gives_the_spaces_output_shapes(kernel):
+    out = att.op(kernel)(*CASES[kernel]())
+    out = out if isinstance(out, tuple) else (out,)
+    assert [tuple(t.shape) for t in out] == OUTPUT_SHAPES[kernel]
+    assert all(t.device.type == "meta" and t.dtype == torch.float32 for t in out)
+
+
+@pytest.mark.parametrize("kernel", sorted(CASES))
+def test_opcheck_on_meta(kernel):
+    args = CASES[kernel]()
+    if kernel in att.WITH_AUTOGRAD:
+        args = tuple(a.requires_grad_() for a in args)
+    # test_schema and test_faketensor run the operator itself: meta tensors reach the fake implementation.
+    torch.library.opcheck(att.op(kernel), args, test_utils=("test_schema", "test_faketensor",
+                                                            "test_autograd_registration"))  # fmt: skip
+
+
+def test_compile_traces_without_graph_breaks():
+    """torch._dynamo.explain on meta tensors: the functions are traced whole (the fake implementations answer)."""
+    import torch._dynamo
+
+    def block(x, w, b, m):
+        h = att.functional.layer_norm(x, (x.shape[-1],), w, b)
+        h = att.functional.matmul(h, m)
+        h = att.functional.softmax(h)
+        return att.functional.rms_norm(h, w[: h.shape[-1]])
+
+    torch._dynamo.reset()
+    explained = torch._dynamo.explain(block)(meta(4, 8, 64), meta(64), meta(64), meta(64, 32))
+    assert explained.graph_break_count == 0, explained.break_reasons
+    assert explained.graph_count == 1
+
+
+def test_errors_name_the_argument_in_torchs_style():
+    x, w, b = CASES["layernorm"]()
+    with pytest.raises(WrongDevice, match="x is on cpu") as err:
+        torch.ops.autotune.layernorm(torch.randn(3, 4), torch.randn(4), torch.randn(4))
+    assert isinstance(err.value, RuntimeError) and isinstance(err.value, autotune.AutotuneError)
+    with pytest.raises(WrongDtype, match="x has dtype float64") as err:
+        torch.ops.autotune.layernorm(x.double(), w.double(), b.double())
+    assert isinstance(err.value, RuntimeError)
+    with pytest.raises(WrongDtype, match="bias has dtype float16"):
+        torch.ops.autotune.layernorm(x, w, b.half())
+    with pytest.raises(WrongShape, match="weight has shape") as err:
+        torch.ops.autotune.layernorm(x, meta(7), b)
+    assert isinstance(err.value, ValueError)
+    with pytest.raises(NotContiguous, match="x is not contiguous") as err:
+        torch.ops.autotune.layernorm(meta(1031, 37).t(), w, b)
+    assert isinstance(err.value, ValueError)
+    with pytest.raises(WrongShape, match="dim=0"):
+        att.functional.softmax(meta(4, 4), dim=0)
+
+
+def test_functions_copy_non_contiguous_inputs():
+    """The functions accept views the raw operator refuses (a transposed x is copied)."""
+    x = meta(1031, 37).t()
+    y = att.functional.layer_norm(x, (1031,), meta(1031), meta(1031))
+    assert y.shape == (37, 1031)
+    assert att.functional.matmul(meta(2, 3, 17), meta(65, 17).t()).shape == (2, 3, 65)
+
+
+def test_modules_are_drop_in():
+    ln = torch.nn.LayerNorm(64)
+    mine = att.LayerNorm(64)
+    mine.load_state_dict(ln.state_dict())
+    assert mine.state_dict().keys() == ln.state_dict().keys()
+    x = torch.randn(3, 5, 64)
+    # On the CPU the module runs torch's implementation: it never fails where nn.LayerNorm works.
+    assert torch.equal(mine(x), ln(x))
+    assert att.RMSNorm(64)(meta(2, 64)).shape == (2, 64)
+    with pytest.raises(ValueError, match="eps=0.001"):
+        att.LayerNorm(64, eps=1e-3)
+    with pytest.raises(ValueError, match="eps=None"):
+        att.RMSNorm(64, eps=None)
+
+
+def test_patch_swaps_what_the_kernels_compute_and_shares_parameters():
+    model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.LayerNorm(16), torch.nn.LayerNorm(16, eps=1e-6),
+                                torch.nn.Sequential(torch.nn.RMSNorm(16, eps=1e-6), torch.nn.RMSNorm(16)))  # fmt: skip
+    weight = model[1].weight
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    report = att.patch(model)
+    assert report.swapped == ["1", "3.0"]
+    assert [name for name, _ in report.skipped] == ["2", "3.1"]
+    assert type(model[1]) is att.LayerNorm and type(model[3][0]) is att.RMSNorm
+    assert type(model[2]) is torch.nn.LayerNorm and type(model[3][1]) is torch.nn.RMSNorm
+    assert model[1].weight is weight and optimizer.param_groups[0]["params"][2] is weight
+    assert att.patch(model).swapped == [], "patching twice changes nothing"
+
+
+def test_backward_on_meta_reaches_the_backward_operators():
+    model = torch.nn.Sequential(att.LayerNorm(64), att.RMSNorm(64)).to("meta")
+    x = meta(2, 3, 64, requires_grad=True)
+    with autotune.record() as calls:
+        model(x).sum().backward()
+    assert x.grad.shape == x.shape and model[0].weight.grad.shape == (64,)
+    assert calls.calls == [("layernorm", (6, 64), "float32"), ("rmsnorm", (6, 64), "float32"),
+                           ("layernorm_backward", (6, 64), "float32")]  # fmt: skip
