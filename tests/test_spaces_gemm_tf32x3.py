@@ -52,6 +52,20 @@ def test_tf32x3_default_config_is_the_templates_defaults():
     assert set(defaults) - {"DTYPE"} == set(rendered) - {"DTYPE"}, "every tunable macro of the template is rendered"
 
 
+def test_split_k_launches_into_a_workspace_then_reduces(space, h200):
+    config = {**space.default_config, "BM": 32, "WARPS_M": 2, "SPLIT_K": 4}
+    shape = (127, 4096, 4096)
+    assert space.violations(config, shape, h200) == []
+    gemm, reduce = space.launches(config, shape, h200)
+    assert gemm.grid == (4 * 32, 1, 4), "split-K is the grid's z dimension"
+    assert gemm.args[2] == "partial" and reduce.kernel == "gemm_splitk_reduce" and reduce.args[:2] == ("partial", "C")
+    assert space.workspace(config, shape)["partial"].shape == (4, 127, 4096)
+    assert "SPLIT_K" not in space.defines(config), "a launch choice: one compiled kernel for every split"
+    assert space.defines(config) == space.defines({**config, "SPLIT_K": 1})
+    (alone,) = space.launches({**config, "SPLIT_K": 1}, shape, h200)
+    assert alone.args[2] == "C" and alone.grid[2] == 1 and space.workspace({**config, "SPLIT_K": 1}, shape) == {}
+
+
 def test_tf32_is_the_template_without_compensation():
     space = space_of("tf32")
     assert "FOLD" not in space.default_config and "COMPENSATE" not in space.defines(space.default_config)

@@ -9,8 +9,10 @@
 
 Tiling: block tile BM×BN stepping BK along K, WARPS_M×WARPS_N warps each owning a (BM/WARPS_M)×(BN/WARPS_N) warp
 tile of m16n8 mma tiles; a STAGES-deep cp.async ring of padded shared tiles (conflict-free ldmatrix for A and
-vector loads for B). The constraints mirror the template's static_asserts, and estimate registers so that what
-is proposed does not spill.
+vector loads for B). Split-K (``SPLIT_K``, a launch choice: no recompilation) runs S slices of K as the grid's z
+dimension into an fp32 workspace summed in a fixed order (`autotune.spaces._gemm_splitk`), for shapes with too
+few output tiles to fill the GPU (127×4096×4096). The constraints mirror the template's static_asserts, and
+estimate registers so that what is proposed does not spill.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ import numpy as np
 
 from autotune.device import DeviceInfo
 from autotune.shape import Shape
+from autotune.spaces._gemm_splitk import MAX_PARTIAL_BYTES, PARTIAL, partial_bytes, partial_spec, reduce_launch
 from autotune.spaces.algorithm import Algorithm
-from autotune.spaces.base import Config, Launch, Param, Step, ceil_div
+from autotune.spaces.base import BufferSpec, Config, Launch, Param, Step, ceil_div
 
 FOLD_SPAN = 128  # at most this many K elements between folds (template: FOLD·BK ≤ 128)
 # Registers besides accumulators and one k-step's fragments: the next k-step's fragments (ptxas preloads them),
@@ -46,11 +49,13 @@ class Tf32x3Gemm(Algorithm):
         Param("FOLD", (1, 2, 4), "k-tiles between folds of the mma accumulator into the fp32 total"),
         Param("GROUP_M", (1, 4, 8, 16), "block rasterisation: consecutive blocks sweep GROUP_M tile rows (L2)"),
         Param("MIN_BLOCKS", (1, 2), "occupancy hint to ptxas: registers capped so this many blocks fit an SM"),
+        Param("SPLIT_K", (1, 2, 3, 4, 6, 8, 16), "K slices run in parallel (fp32 workspace + reduce); launch only"),
     )
     default_config = {
         "BM": 128, "BN": 128, "BK": 32, "WARPS_M": 2, "WARPS_N": 4, "STAGES": 4, "FOLD": 1, "GROUP_M": 8,
-        "MIN_BLOCKS": 1,
+        "MIN_BLOCKS": 1, "SPLIT_K": 1,
     }  # fmt: skip
+    LAUNCH_ONLY = ("SPLIT_K",)  # parameters of the launch plan, not of the compiled kernel
 
     def fold(self, config: Config) -> int:
         return config["FOLD"]
@@ -100,31 +105,44 @@ class Tf32x3Gemm(Algorithm):
             problems.append(f"{g['smem_bytes']} B of shared memory > device limit {device.smem_per_block_optin} B")
         elif config["MIN_BLOCKS"] * (g["smem_bytes"] + BLOCK_SMEM_RESERVED) > device.smem_per_multiprocessor:
             problems.append(f"MIN_BLOCKS={config['MIN_BLOCKS']} blocks do not fit the SM's shared memory")
+        splits = config.get("SPLIT_K", 1)
+        if splits > 1 and partial_bytes(splits, shape[0], shape[1]) > MAX_PARTIAL_BYTES:
+            problems.append(f"SPLIT_K={splits} needs {partial_bytes(splits, shape[0], shape[1]) >> 20} MiB of "
+                            f"workspace (> {MAX_PARTIAL_BYTES >> 20} MiB)")  # fmt: skip
         return problems
 
+    def compiled(self, config: Config) -> dict[str, int | str]:
+        """The defines of the compiled kernel: the parameters less the launch-only ones, and DTYPE."""
+        return {k: v for k, v in Algorithm.defines(self, config).items() if k not in self.LAUNCH_ONLY}
+
     def defines(self, config: Config) -> dict[str, int | str]:
-        return {**super().defines(config), "COMPENSATE": self.compensate}
+        return {**self.compiled(config), "COMPENSATE": self.compensate}
 
     def launches(self, config: Config, shape: Shape, device: DeviceInfo) -> list[Step]:
         m, n, k = shape
         g = self.geometry(config)
         blocks = ceil_div(m, config["BM"]) * ceil_div(n, config["BN"])
-        return [
-            Launch(
-                kernel="gemm_tf32",
-                grid=(blocks, 1, 1),
-                block=(g["threads"], 1, 1),
-                shared_bytes=g["smem_bytes"],
-                args=("A", "B", "C", np.int32(m), np.int32(n), np.int32(k)),
-            )
-        ]
+        splits = config.get("SPLIT_K", 1)  # absent from configurations stored before split-K existed
+        gemm = Launch(
+            kernel="gemm_tf32",
+            grid=(blocks, 1, splits),
+            block=(g["threads"], 1, 1),
+            shared_bytes=g["smem_bytes"],
+            args=("A", "B", "C" if splits == 1 else PARTIAL, np.int32(m), np.int32(n), np.int32(k)),
+        )
+        return [gemm] if splits == 1 else [gemm, reduce_launch(splits, m, n, device)]
+
+    def workspace(self, config: Config, shape: Shape) -> dict[str, BufferSpec]:
+        splits = config.get("SPLIT_K", 1)
+        return {} if splits == 1 else {PARTIAL: partial_spec(splits, shape[0], shape[1])}
 
     def describe(self, config: Config) -> str:
         c = config
         fold = f" fold{self.fold(c)}" if self.compensate else ""
+        split = f" splitk{c['SPLIT_K']}" if c.get("SPLIT_K", 1) > 1 else ""
         return (
             f"{self.name} {c['BM']}x{c['BN']}x{c['BK']} warps {c['WARPS_M']}x{c['WARPS_N']} {c['STAGES']}st"
-            f"{fold} g{c['GROUP_M']} mb{c['MIN_BLOCKS']}"
+            f"{fold} g{c['GROUP_M']} mb{c['MIN_BLOCKS']}{split}"
         )
 
 
@@ -142,4 +160,4 @@ class Tf32Gemm(Tf32x3Gemm):
         return 0
 
     def defines(self, config: Config) -> dict[str, int | str]:
-        return Algorithm.defines(self, config)  # COMPENSATE and FOLD are the wrapper template's
+        return self.compiled(config)  # COMPENSATE and FOLD are the wrapper template's
