@@ -10,13 +10,15 @@
 // (|small| ≤ 2^-11·|x| instead of < 2^-10·|x|), and small is itself rounded to tf32 rather than truncated by
 // the mma, so big + small carries x to ~2^-22 relative instead of ~2^-20.
 //
-// Two-level accumulation (FOLD): the tensor core's fp32 accumulation rounds toward zero (measured on A100 by
-// Ootomo & Yokota 2022), a bias that grows with K (≈1e-4 relative at K = 16384 in a simulation of this kernel,
-// against ≈2e-6 for a K-sequential FFMA kernel). So the mma accumulator is added (FADD, round to nearest) into
-// a second fp32 accumulator and reset every FOLD elements of K (16 or 32, within a k-tile). In a simulation of
-// this rounding, 128-element windows exceeded 2× the SIMT kernel's error on small wide-range outputs (1×70×4099,
-// where one element's error dominates); 16- and 32-element windows stayed 2-10× below it.
-// FOLD=0: one level (1×TF32, whose error is dominated by the operand rounding anyway).
+// Accumulation outside the tensor core (3×TF32): the tensor core's fp32 accumulation truncates (rounds toward
+// zero, and aligns the products to the accumulator's exponent: Ootomo & Yokota 2022, Fasi et al. 2021), a bias
+// that grows with the accumulator (≈1e-4 relative at K = 16384 in a simulation of this kernel if the mma
+// accumulated along K, against ≈2e-6 for a K-sequential FFMA kernel). So each k-step's three mma start from
+// zero (the truncation is relative to one k-step's 8 products) and are added with FADD (round to nearest) into
+// `acc`; every FOLD k-tiles `acc` is added into `total` (a second level: `acc` sums at most 16 k-steps, `total`
+// K/(FOLD·BK) windows), which keeps the rounding of the sum along K ~10× below a K-sequential kernel's. A small
+// output whose error is one element's (1×70×4099 wide-range inputs) is then reliably within 2× of SIMT's.
+// 1×TF32 (COMPENSATE=0, FOLD=0): the mma accumulates along K (its operand rounding, ~1e-4, dominates).
 //
 // Tiling: block tile BM×BN stepping BK along K; WARPS_M×WARPS_N warps, each owning a WM×WN warp tile of
 // MI×NI mma tiles (m16n8k8). A STAGES-deep cp.async ring of shared tiles:
@@ -30,7 +32,7 @@
 //
 // Tunables (compile-time defines; the defaults below are autotune's default configuration):
 //   BM BN BK WARPS_M WARPS_N   tiles       STAGES  cp.async ring depth (2..5)     GROUP_M  block rasterisation
-//   FOLD   K elements per level-1 accumulation window (0: one level)           MIN_BLOCKS  __launch_bounds__ hint
+//   FOLD   k-tiles per level-1 accumulation window (0: one level)              MIN_BLOCKS  __launch_bounds__ hint
 //
 // Split-K (a launch choice, no define): with gridDim.z = S > 1, block z computes K tiles [z*per, (z+1)*per) of
 // its output tile (per = ceil(ceil(K/BK) / S)) and C is the fp32 partial workspace [S][M][N], summed by
@@ -60,7 +62,7 @@
 #define STAGES 4
 #endif
 #ifndef FOLD
-#define FOLD 32
+#define FOLD 4
 #endif
 #ifndef GROUP_M
 #define GROUP_M 8
@@ -91,9 +93,9 @@ static_assert(NI == 1 || NI == 2 || NI == 4, "mma tiles along N: 1, 2 or 4 (wide
 static_assert(BK % 8 == 0, "BK must be a multiple of the mma K (8)");
 static_assert(STAGES >= 2 && STAGES <= 5, "cp.async ring of 2..5 stages");
 static_assert(COMPENSATE == 0 || COMPENSATE == 1, "COMPENSATE is 0 or 1");
-static_assert(FOLD == 0 || (FOLD % 8 == 0 && BK % FOLD == 0), "FOLD: 0 or a multiple of 8 dividing BK");
-static_assert(COMPENSATE == 0 || (FOLD >= 8 && FOLD <= 32),
-              "3xTF32 folds its mma accumulator at least every 32 elements of K (round-toward-zero bias)");
+static_assert(FOLD >= 0, "FOLD is 0 (one level) or k-tiles per level-1 window");
+static_assert(COMPENSATE == 0 || (FOLD >= 1 && FOLD * BK <= 128),
+              "3xTF32 folds its level-1 sum at least every 128 elements of K");
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
 #error "tf32 mma.sync and cp.async need sm_80 or newer"
@@ -201,8 +203,8 @@ __device__ __forceinline__ void issue_tile(float* As, float* Bs, const float* __
 __device__ __forceinline__ int warp_col(int j, int c) { return (j / NV) * (8 * NV) + c * NV + (j % NV); }
 
 // ---- tensor-core work on one shared tile pair ------------------------------------------------------------
-__device__ __forceinline__ void compute_tile(float (&acc)[MI][NI][4], float (&total)[MI][NI][4], const float* As,
-                                             const float* Bs, int warp_m0, int warp_n0, int lane) {
+__device__ __forceinline__ void compute_tile(float (&acc)[MI][NI][4], const float* As, const float* Bs,
+                                             int warp_m0, int warp_n0, int lane) {
   const int g = lane >> 2, t = lane & 3;
   // ldmatrix.x4 row addresses: lanes 0-7 matrix 0 (rows 0-7, k 0-3), 8-15 matrix 1 (rows 8-15, k 0-3),
   // 16-23 matrix 2 (rows 0-7, k 4-7), 24-31 matrix 3 (rows 8-15, k 4-7): registers a0..a3 of the fragment.
@@ -239,25 +241,17 @@ __device__ __forceinline__ void compute_tile(float (&acc)[MI][NI][4], float (&to
 #pragma unroll
       for (int j = 0; j < NI; ++j) {
 #if COMPENSATE
-        mma_tf32(acc[i][j], a_small, b_big[j]);
-        mma_tf32(acc[i][j], a_big, b_small[j]);
-#endif
+        float d[4] = {0.f, 0.f, 0.f, 0.f};  // this k-step's products only: truncation relative to them
+        mma_tf32(d, a_small, b_big[j]);
+        mma_tf32(d, a_big, b_small[j]);
+        mma_tf32(d, a_big, b_big[j]);
+#pragma unroll
+        for (int r = 0; r < 4; ++r) acc[i][j][r] += d[r];
+#else
         mma_tf32(acc[i][j], a_big, b_big[j]);
+#endif
       }
     }
-#if FOLD
-    if ((kk + 8) % FOLD == 0) {  // compile-time (the k loop is unrolled): fold the window into the total
-#pragma unroll
-      for (int i = 0; i < MI; ++i)
-#pragma unroll
-        for (int j = 0; j < NI; ++j)
-#pragma unroll
-          for (int r = 0; r < 4; ++r) {
-            total[i][j][r] += acc[i][j][r];
-            acc[i][j][r] = 0.f;
-          }
-    }
-#endif
   }
 }
 
@@ -298,8 +292,6 @@ gemm_tf32(const float* __restrict__ A, const float* __restrict__ B, float* __res
   float acc[MI][NI][4];
 #if FOLD
   float total[MI][NI][4];
-#else
-  float (&total)[MI][NI][4] = acc;  // one level: compute_tile never folds
 #endif
 #pragma unroll
   for (int i = 0; i < MI; ++i)
@@ -333,7 +325,20 @@ gemm_tf32(const float* __restrict__ A, const float* __restrict__ B, float* __res
     }
     cp_async_commit();
     const float* cur = smem + (t % STAGES) * STAGE_FLOATS;
-    compute_tile(acc, total, cur, cur + A_TILE, warp_m0, warp_n0, lane);
+    compute_tile(acc, cur, cur + A_TILE, warp_m0, warp_n0, lane);
+#if FOLD
+    if (FOLD == 1 || (t + 1) % FOLD == 0 || t + 1 == k_tiles) {
+#pragma unroll
+      for (int i = 0; i < MI; ++i)
+#pragma unroll
+        for (int j = 0; j < NI; ++j)
+#pragma unroll
+          for (int r = 0; r < 4; ++r) {
+            total[i][j][r] += acc[i][j][r];
+            acc[i][j][r] = 0.f;
+          }
+    }
+#endif
   }
   cp_async_wait<0>();  // nothing may be in flight into shared memory when the block exits
 

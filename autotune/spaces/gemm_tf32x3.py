@@ -2,8 +2,8 @@
 
 * `Tf32x3Gemm` (``tf32x3``, answers float32 ``gemm``): each operand split into a TF32 big part and a TF32
   remainder, big·big + big·small + small·big accumulated in fp32, the mma accumulator folded into a second fp32
-  accumulator every FOLD elements of K (the tensor core's accumulation rounds toward zero, a bias that grows
-  with the window).
+  accumulator outside the tensor core: each k-step's three mma start from zero and are added with FADD (the
+  tensor core's own accumulation truncates), into a level-1 sum folded into the total every FOLD k-tiles.
   Its error stays within the SIMT kernel's on uniform and wide-range inputs (the family's contract).
 * `Tf32Gemm` (``tf32``, only in the separate ``gemm_tf32`` family): big·big alone, ~1e-4 relative error. It is
   not fp32 and never answers an fp32 ``gemm`` request.
@@ -26,7 +26,7 @@ from autotune.spaces._gemm_splitk import MAX_PARTIAL_BYTES, PARTIAL, partial_byt
 from autotune.spaces.algorithm import Algorithm
 from autotune.spaces.base import BufferSpec, Config, Launch, Param, Step, ceil_div
 
-FOLD_SPAN = 32  # at most this many K elements between folds (template: FOLD ≤ 32, dividing BK)
+FOLD_SPAN = 128  # at most this many K elements per level-1 window (template: FOLD·BK ≤ 128)
 # Registers besides accumulators and one k-step's fragments: the next k-step's fragments (ptxas preloads them),
 # addresses and loop state. Fitted to ptxas on sm_90 (default tf32x3 config: 224 registers, estimate 232).
 REGISTER_OVERHEAD = 56
@@ -48,13 +48,13 @@ class Tf32x3Gemm(Algorithm):
         Param("WARPS_M", (1, 2, 4), "warps along M (warp tile BM / WARPS_M, a multiple of 16)"),
         Param("WARPS_N", (1, 2, 4), "warps along N (warp tile BN / WARPS_N, a multiple of 8)"),
         Param("STAGES", (2, 3, 4, 5), "cp.async ring depth"),
-        Param("FOLD", (16, 32), "K elements between folds of the mma accumulator into the fp32 total"),
+        Param("FOLD", (1, 2, 4), "k-tiles per level-1 window of the FADD accumulation (then added to the total)"),
         Param("GROUP_M", (1, 4, 8, 16), "block rasterisation: consecutive blocks sweep GROUP_M tile rows (L2)"),
         Param("MIN_BLOCKS", (1, 2), "occupancy hint to ptxas: registers capped so this many blocks fit an SM"),
         Param("SPLIT_K", (1, 2, 3, 4, 6, 8, 16), "K slices run in parallel (fp32 workspace + reduce); launch only"),
     )
     default_config = {
-        "BM": 128, "BN": 128, "BK": 32, "WARPS_M": 2, "WARPS_N": 4, "STAGES": 4, "FOLD": 32, "GROUP_M": 8,
+        "BM": 128, "BN": 128, "BK": 32, "WARPS_M": 2, "WARPS_N": 4, "STAGES": 4, "FOLD": 4, "GROUP_M": 8,
         "MIN_BLOCKS": 1, "SPLIT_K": 1,
     }  # fmt: skip
     LAUNCH_ONLY = ("SPLIT_K",)  # parameters of the launch plan, not of the compiled kernel
@@ -73,6 +73,8 @@ class Tf32x3Gemm(Algorithm):
         registers = levels * 4 * mi * ni + 8 * mi + 4 * ni + REGISTER_OVERHEAD
         if bk >= 64:
             registers += DEEP_TILE_REGISTERS
+        if levels == 2 and bk != 32:
+            registers += 2 * mi * ni  # per-k-step partials kept live across more or fewer k-steps (ptxas)
         return {
             "threads": 32 * config["WARPS_M"] * config["WARPS_N"],
             "WM": wm,
@@ -92,12 +94,9 @@ class Tf32x3Gemm(Algorithm):
         elif g["NI"] not in (1, 2, 4):
             problems.append(f"{g['NI']} mma tiles along N: must be 1, 2 or 4 (wider warp tiles spill)")
         fold = self.fold(config)
-        if self.compensate and config["BK"] % fold:
-            problems.append(f"FOLD={fold} does not divide BK={config['BK']}: windows are folded within a k-tile")
-        if self.compensate and fold > FOLD_SPAN:
+        if self.compensate and fold * config["BK"] > FOLD_SPAN:
             problems.append(
-                f"FOLD={fold} > {FOLD_SPAN}: the mma accumulator's round-toward-zero bias would exceed the fp32 "
-                "tolerance"
+                f"FOLD={fold} x BK={config['BK']} > {FOLD_SPAN}: a level-1 window longer than {FOLD_SPAN} elements of K"
             )
         cap = min(255, device.registers_per_multiprocessor // (g["threads"] * config["MIN_BLOCKS"]))
         if g["registers"] > cap:
