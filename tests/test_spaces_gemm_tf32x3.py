@@ -115,7 +115,7 @@ def test_most_of_the_space_is_valid(space, h200):
     rng = random.Random(0)
     draws = [space.random_config(rng) for _ in range(2000)]
     valid = sum(not space.violations(c, SHAPE, h200) for c in draws)
-    assert valid / len(draws) > 0.2
+    assert valid / len(draws) > 0.15  # rejected before compiling: cheap, but not the bulk of draws
 
 
 def test_launch_geometry(space, h200):

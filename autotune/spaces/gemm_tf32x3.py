@@ -73,6 +73,8 @@ class Tf32x3Gemm(Algorithm):
         registers = levels * 4 * mi * ni + 8 * mi + 4 * ni + REGISTER_OVERHEAD
         if bk >= 64:
             registers += DEEP_TILE_REGISTERS
+        # cp.async source addresses the compiler keeps per chunk a thread copies (64-bit: two registers each)
+        registers += 2 * ceil_div(bm * bk + bk * bn, 4 * 32 * config["WARPS_M"] * config["WARPS_N"])
         if levels == 2 and bk != 32:
             registers += 2 * mi * ni  # per-k-step partials kept live across more or fewer k-steps (ptxas)
         return {
