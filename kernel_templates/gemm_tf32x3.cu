@@ -10,11 +10,15 @@
 // (|small| ≤ 2^-11·|x| instead of < 2^-10·|x|), and small is itself rounded to tf32 rather than truncated by
 // the mma, so big + small carries x to ~2^-22 relative instead of ~2^-20.
 //
-// Two-level accumulation (FOLD): the tensor core's fp32 accumulation rounds toward zero (measured on A100 by
-// Ootomo & Yokota 2022), a bias that grows with K (≈1e-4 relative at K = 16384 in a simulation of this kernel,
-// against ≈2e-6 for a K-sequential FFMA kernel). So the mma accumulator is added (FADD, round to nearest) into
-// a second fp32 accumulator and reset every FOLD k-tiles; FOLD·BK ≤ 128 keeps the error below the SIMT kernel's.
-// FOLD=0: one level (1×TF32, whose error is dominated by the operand rounding anyway).
+// Accumulation outside the tensor core (3×TF32): the tensor core's fp32 accumulation truncates (rounds toward
+// zero, and aligns the products to the accumulator's exponent: Ootomo & Yokota 2022, Fasi et al. 2021), a bias
+// that grows with the accumulator (≈1e-4 relative at K = 16384 in a simulation of this kernel if the mma
+// accumulated along K, against ≈2e-6 for a K-sequential FFMA kernel). So each k-step's three mma start from
+// zero (the truncation is relative to one k-step's 8 products) and are added with FADD (round to nearest) into
+// `acc`; every FOLD k-tiles `acc` is added into `total` (a second level: `acc` sums at most 16 k-steps, `total`
+// K/(FOLD·BK) windows), which keeps the rounding of the sum along K ~10× below a K-sequential kernel's. A small
+// output whose error is one element's (1×70×4099 wide-range inputs) is then reliably within 2× of SIMT's.
+// 1×TF32 (COMPENSATE=0, FOLD=0): the mma accumulates along K (its operand rounding, ~1e-4, dominates).
 //
 // Tiling: block tile BM×BN stepping BK along K; WARPS_M×WARPS_N warps, each owning a WM×WN warp tile of
 // MI×NI mma tiles (m16n8k8). A STAGES-deep cp.async ring of shared tiles:
@@ -28,11 +32,16 @@
 //
 // Tunables (compile-time defines; the defaults below are autotune's default configuration):
 //   BM BN BK WARPS_M WARPS_N   tiles       STAGES  cp.async ring depth (2..5)     GROUP_M  block rasterisation
-//   FOLD   k-tiles per level-1 accumulation (0: one level)                      MIN_BLOCKS  __launch_bounds__ hint
+//   FOLD   k-tiles per level-1 accumulation window (0: one level)              MIN_BLOCKS  __launch_bounds__ hint
+//
+// Split-K (a launch choice, no define): with gridDim.z = S > 1, block z computes K tiles [z*per, (z+1)*per) of
+// its output tile (per = ceil(ceil(K/BK) / S)) and C is the fp32 partial workspace [S][M][N], summed by
+// gemm_splitk_reduce (gemm_splitk.cuh); a block with no K tile writes zeros. S = 1: C is the output.
 //
 // Edges: out-of-range elements are zero-filled by cp.async (src-size 0); rows whose length is not a multiple of 4
 // floats fall back to 4-byte copies; every store is bounds-checked.
 #include "dtype.cuh"
+#include "gemm_splitk.cuh"
 
 #ifndef BM
 #define BM 128
@@ -53,7 +62,7 @@
 #define STAGES 4
 #endif
 #ifndef FOLD
-#define FOLD 1
+#define FOLD 4
 #endif
 #ifndef GROUP_M
 #define GROUP_M 8
@@ -84,9 +93,9 @@ static_assert(NI == 1 || NI == 2 || NI == 4, "mma tiles along N: 1, 2 or 4 (wide
 static_assert(BK % 8 == 0, "BK must be a multiple of the mma K (8)");
 static_assert(STAGES >= 2 && STAGES <= 5, "cp.async ring of 2..5 stages");
 static_assert(COMPENSATE == 0 || COMPENSATE == 1, "COMPENSATE is 0 or 1");
-static_assert(FOLD >= 0, "FOLD is 0 (one level) or k-tiles per fold");
+static_assert(FOLD >= 0, "FOLD is 0 (one level) or k-tiles per level-1 window");
 static_assert(COMPENSATE == 0 || (FOLD >= 1 && FOLD * BK <= 128),
-              "3xTF32 folds its mma accumulator at least every 128 elements of K (round-toward-zero bias)");
+              "3xTF32 folds its level-1 sum at least every 128 elements of K");
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
 #error "tf32 mma.sync and cp.async need sm_80 or newer"
@@ -232,10 +241,15 @@ __device__ __forceinline__ void compute_tile(float (&acc)[MI][NI][4], const floa
 #pragma unroll
       for (int j = 0; j < NI; ++j) {
 #if COMPENSATE
-        mma_tf32(acc[i][j], a_small, b_big[j]);
-        mma_tf32(acc[i][j], a_big, b_small[j]);
-#endif
+        float d[4] = {0.f, 0.f, 0.f, 0.f};  // this k-step's products only: truncation relative to them
+        mma_tf32(d, a_small, b_big[j]);
+        mma_tf32(d, a_big, b_small[j]);
+        mma_tf32(d, a_big, b_big[j]);
+#pragma unroll
+        for (int r = 0; r < 4; ++r) acc[i][j][r] += d[r];
+#else
         mma_tf32(acc[i][j], a_big, b_big[j]);
+#endif
       }
     }
   }
@@ -268,7 +282,12 @@ gemm_tf32(const float* __restrict__ A, const float* __restrict__ B, float* __res
   // 16-byte copies need every row to start 16-byte aligned.
   const bool a_aligned = (K % 4) == 0;
   const bool b_aligned = (N % 4) == 0;
-  const int k_tiles = (K + BK - 1) / BK;
+  // This block's share of the K tiles (all of them without split-K) and its slice of the partial workspace.
+  const int all_tiles = (K + BK - 1) / BK;
+  const int per_split = (all_tiles + gridDim.z - 1) / gridDim.z;
+  const int kt0 = blockIdx.z * per_split;
+  const int k_tiles = max(0, min(all_tiles, kt0 + per_split) - kt0);
+  C += (size_t)blockIdx.z * M * N;
 
   float acc[MI][NI][4];
 #if FOLD
@@ -292,7 +311,7 @@ gemm_tf32(const float* __restrict__ A, const float* __restrict__ B, float* __res
   for (int s = 0; s < STAGES - 1; ++s) {
     if (s < k_tiles) {
       float* st = smem + s * STAGE_FLOATS;
-      issue_tile(st, st + A_TILE, A, B, M, N, K, bm0, bn0, s * BK, a_aligned, b_aligned);
+      issue_tile(st, st + A_TILE, A, B, M, N, K, bm0, bn0, (kt0 + s) * BK, a_aligned, b_aligned);
     }
     cp_async_commit();
   }
@@ -302,7 +321,7 @@ gemm_tf32(const float* __restrict__ A, const float* __restrict__ B, float* __res
     const int next = t + STAGES - 1;
     if (next < k_tiles) {
       float* st = smem + (next % STAGES) * STAGE_FLOATS;
-      issue_tile(st, st + A_TILE, A, B, M, N, K, bm0, bn0, next * BK, a_aligned, b_aligned);
+      issue_tile(st, st + A_TILE, A, B, M, N, K, bm0, bn0, (kt0 + next) * BK, a_aligned, b_aligned);
     }
     cp_async_commit();
     const float* cur = smem + (t % STAGES) * STAGE_FLOATS;

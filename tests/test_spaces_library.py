@@ -154,7 +154,13 @@ ROW_KERNELS = ["softmax", "layernorm", "rmsnorm", "layernorm_backward", "rmsnorm
 HALF = ("float16", "bfloat16")
 
 
-@pytest.mark.parametrize("kernel", [k for k in LIBRARY if get_space(k).supported_dtypes()[0] == "float32"])
+# Opted into by name: TF32 tensor-core products of float32 storage, at TF32's tolerance (no half variant either)
+REDUCED_PRECISION = ("gemm_tf32",)
+
+
+@pytest.mark.parametrize(
+    "kernel", [k for k in LIBRARY if get_space(k).supported_dtypes()[0] == "float32" and k not in REDUCED_PRECISION]
+)
 def test_every_library_kernel_answers_float32_and_both_halves(kernel):
     assert set(get_space(kernel).supported_dtypes()) == {"float32", "float16", "bfloat16"}
 
@@ -178,7 +184,9 @@ def test_inputs_outputs_and_references_per_dtype(kernel, dtype, h200):
     assert space.defines(space.default_config)["DTYPE"] == dtypes.dtype(dtype).code
     for name, spec in space.outputs(shape).items():
         tol = space.tolerance(name, shape)
-        assert tol >= 1e-3 if spec.dtype in HALF else tol < 1e-4, (name, spec.dtype, tol)
+        assert tol >= 1e-3 if spec.dtype in HALF else tol < (1e-2 if kernel in REDUCED_PRECISION else 1e-4), (
+            name, spec.dtype, tol
+        )
     assert space.violations(space.rule_default(space.default_shape, h200), space.default_shape, h200) == []
 
 

@@ -76,7 +76,7 @@ def _valid(space: "KernelSpace", config: Config, shape: Shape, device: DeviceInf
 
 
 def gemv_rule(space: "KernelSpace", shape: Shape, device: DeviceInfo) -> Config | None:
-    if "gemv" not in space.algos:
+    if "gemv" not in space.domain(ALGO):  # offered (a narrowed space keeps every algorithm in `algos`)
         return None
     algo = space.algos["gemv"]
     m, n, k = shape
@@ -96,7 +96,7 @@ def gemv_rule(space: "KernelSpace", shape: Shape, device: DeviceInfo) -> Config 
 
 
 def simt_rule(space: "KernelSpace", shape: Shape, device: DeviceInfo) -> Config | None:
-    if "simt" not in space.algos:
+    if "simt" not in space.domain(ALGO):
         return None
     algo = space.algos["simt"]
     m, n, k = shape
@@ -125,8 +125,8 @@ def rule_default(space: "KernelSpace", shape: Shape, device: DeviceInfo) -> Conf
     config = simt_rule(space, shape, device)
     if config is not None:
         return config
-    for name, algo in space.algos.items():
-        candidate = {ALGO: name, **algo.default_config}
+    for name in space.domain(ALGO):
+        candidate = {ALGO: name, **space.algos[name].default_config}
         if _valid(space, candidate, shape, device):
             return candidate
     return dict(space.default_config)
