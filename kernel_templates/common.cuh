@@ -74,26 +74,26 @@ __device__ __forceinline__ float load_one(const T* p) { return load_vec<1, STREA
 template <bool STREAMING = STREAM, class T>
 __device__ __forceinline__ void store_one(T* p, float v) { store_vec<1, STREAMING>(p, Vec<1>{{v}}); }
 
-// Elements [j, j+N) of a row of `len`: one vector load when `vec` (whole, aligned chunk), else element by element
-// with `pad` past the end.
+// Elements [j, j+N) of a row of `len`: one vector load when `vec` (row + j aligned) and the chunk lies inside the
+// row, else element by element with `pad` outside [0, len) (j may be negative: see rows.cuh, row_pre).
 template <int N, class T>
 __device__ __forceinline__ Vec<N> load_chunk(const T* row, int j, int len, bool vec, float pad) {
-  if (vec && j + N <= len) return load_vec<N>(row + j);
+  if (vec && j >= 0 && j + N <= len) return load_vec<N>(row + j);
   Vec<N> r;
 #pragma unroll
-  for (int i = 0; i < N; ++i) r.v[i] = (j + i < len) ? load_one(row + j + i) : pad;
+  for (int i = 0; i < N; ++i) r.v[i] = (unsigned)(j + i) < (unsigned)len ? load_one(row + j + i) : pad;
   return r;
 }
 
 template <int N, class T>
 __device__ __forceinline__ void store_chunk(T* row, int j, int len, bool vec, const Vec<N>& r) {
-  if (vec && j + N <= len) {
+  if (vec && j >= 0 && j + N <= len) {
     store_vec<N>(row + j, r);
     return;
   }
 #pragma unroll
   for (int i = 0; i < N; ++i)
-    if (j + i < len) store_one(row + j + i, r.v[i]);
+    if ((unsigned)(j + i) < (unsigned)len) store_one(row + j + i, r.v[i]);
 }
 
 struct SumOp {

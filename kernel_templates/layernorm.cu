@@ -28,34 +28,35 @@ layernorm(const elem_t* __restrict__ x, const weight_t* __restrict__ w, const we
   const elem_t* xr = x + (size_t)row * cols;
   elem_t* yr = y + (size_t)row * cols;
   const int vb = (int)sizeof(elem_t) * VEC, wb = (int)sizeof(weight_t) * VEC;
-  const bool vec = cols % VEC == 0 && aligned_to(x, vb) && aligned_to(y, vb) && aligned_to(w, wb) &&
-                   aligned_to(b, wb);
+  const bool vec = aligned_to(x, vb) && aligned_to(y, vb);
+  const int pre = row_pre(row, cols, vec);
+  const bool wvec = vec && pre == 0 && aligned_to(w, wb) && aligned_to(b, wb);  // w[j] aligned where x's chunk is
   RowCache rc;
-  cache_row(rc, xr, cols, lane, vec, 0.f);
+  cache_row(rc, xr, cols, lane, vec, pre, 0.f);
   const float n = (float)cols;
   float mean, var;
 #if STATS == 0
   float s = 0.f;
-  for_chunks(rc, xr, cols, lane, vec, 0.f, [&](int, const Vec<VEC>& v) {
+  for_chunks(rc, xr, cols, lane, vec, pre, 0.f, [&](int, const Vec<VEC>& v) {
 #pragma unroll
     for (int e = 0; e < VEC; ++e) s += v.v[e];  // padding 0
   });
   mean = row_reduce(s, SumOp(), scratch) / n;
   float q = 0.f;
-  for_chunks(rc, xr, cols, lane, vec, 0.f, [&](int j, const Vec<VEC>& v) {
+  for_chunks(rc, xr, cols, lane, vec, pre, 0.f, [&](int j, const Vec<VEC>& v) {
 #pragma unroll
     for (int e = 0; e < VEC; ++e) {
       const float d = v.v[e] - mean;
-      q += j + e < cols ? d * d : 0.f;
+      q += (unsigned)(j + e) < (unsigned)cols ? d * d : 0.f;
     }
   });
   var = row_reduce(q, SumOp(), scratch) / n;
 #elif STATS == 1
   float wn = 0.f, wmean = 0.f, wm2 = 0.f;
-  for_chunks(rc, xr, cols, lane, vec, 0.f, [&](int j, const Vec<VEC>& v) {
+  for_chunks(rc, xr, cols, lane, vec, pre, 0.f, [&](int j, const Vec<VEC>& v) {
 #pragma unroll
     for (int e = 0; e < VEC; ++e) {
-      if (j + e < cols) {
+      if ((unsigned)(j + e) < (unsigned)cols) {
         wn += 1.f;
         const float d = v.v[e] - wmean;
         wmean += d / wn;
@@ -69,10 +70,10 @@ layernorm(const elem_t* __restrict__ x, const weight_t* __restrict__ w, const we
 #else
   const float k = load_one(xr);
   float s1 = 0.f, s2 = 0.f;
-  for_chunks(rc, xr, cols, lane, vec, 0.f, [&](int j, const Vec<VEC>& v) {
+  for_chunks(rc, xr, cols, lane, vec, pre, 0.f, [&](int j, const Vec<VEC>& v) {
 #pragma unroll
     for (int e = 0; e < VEC; ++e) {
-      const float d = j + e < cols ? v.v[e] - k : 0.f;
+      const float d = (unsigned)(j + e) < (unsigned)cols ? v.v[e] - k : 0.f;
       s1 += d;
       s2 += d * d;
     }
@@ -83,9 +84,9 @@ layernorm(const elem_t* __restrict__ x, const weight_t* __restrict__ w, const we
   var = fmaxf(s2 - s1 * s1, 0.f);
 #endif
   const float rstd = rsqrtf(var + eps);
-  for_chunks(rc, xr, cols, lane, vec, 0.f, [&](int j, const Vec<VEC>& v) {
-    const Vec<VEC> wv = load_chunk<VEC>(w, j, cols, vec, 0.f);
-    const Vec<VEC> bv = load_chunk<VEC>(b, j, cols, vec, 0.f);
+  for_chunks(rc, xr, cols, lane, vec, pre, 0.f, [&](int j, const Vec<VEC>& v) {
+    const Vec<VEC> wv = load_chunk<VEC>(w, j, cols, wvec, 0.f);
+    const Vec<VEC> bv = load_chunk<VEC>(b, j, cols, wvec, 0.f);
     Vec<VEC> r;
 #pragma unroll
     for (int e = 0; e < VEC; ++e) r.v[e] = (v.v[e] - mean) * rstd * wv.v[e] + bv.v[e];

@@ -6,7 +6,9 @@
 //            of CLUSTER blocks per row (sm_90): partial statistics are exchanged through distributed shared
 //            memory, so a row too long for one block's registers is still cached on chip and read once
 //   CLUSTER  blocks per row with MAPPING 2 (2, 4, 8: portable cluster sizes)
-//   VEC      elements per access (8 halves = 16 B; scalar fall-back where cols % VEC or a pointer is unaligned)
+//   VEC      elements per access (8 halves = 16 B; scalar fall-back where a base pointer is unaligned). Rows of
+//            any length keep vector accesses: a row's chunks start `pre` elements before the row (row_pre), at
+//            an aligned address, and the first and last chunk are masked
 //   CACHE    1: the row stays in registers between passes (needs cols <= TPR*VEC*ITEMS); 0: re-read
 //   ITEMS    chunks of VEC floats each thread holds when CACHE
 // Thread `lane` of the group owns chunks j = (lane + t*TPR)*VEC, t = 0, 1, …: a warp reads contiguous memory.
@@ -123,28 +125,35 @@ struct RowCache {
 #endif
 };
 
+// How far before the row its first chunk starts: the row's offset (in elements) past an aligned address, when the
+// base pointer is aligned (`vec`); then every chunk but the first and the last is one aligned vector access.
+__device__ __forceinline__ int row_pre(int row, int cols, bool vec) {
+  return vec ? (int)(((size_t)row * cols) % VEC) : 0;
+}
+
 template <class T>
-__device__ __forceinline__ void cache_row(RowCache& rc, const T* row, int cols, int lane, bool vec, float pad) {
+__device__ __forceinline__ void cache_row(RowCache& rc, const T* row, int cols, int lane, bool vec, int pre,
+                                          float pad) {
 #if CACHE
 #pragma unroll
   for (int t = 0; t < ITEMS; ++t) {
-    const int j = (lane + t * TPR) * VEC;
+    const int j = (lane + t * TPR) * VEC - pre;
     if (j < cols) rc.c[t] = load_chunk<VEC>(row, j, cols, vec, pad);
   }
 #endif
 }
 
 template <class T, class F>
-__device__ __forceinline__ void for_chunks(const RowCache& rc, const T* row, int cols, int lane, bool vec,
+__device__ __forceinline__ void for_chunks(const RowCache& rc, const T* row, int cols, int lane, bool vec, int pre,
                                            float pad, F f) {
 #if CACHE
 #pragma unroll
   for (int t = 0; t < ITEMS; ++t) {
-    const int j = (lane + t * TPR) * VEC;
+    const int j = (lane + t * TPR) * VEC - pre;
     if (j < cols) f(j, rc.c[t]);
   }
 #else
-  for (int j = lane * VEC; j < cols; j += TPR * VEC) f(j, load_chunk<VEC>(row, j, cols, vec, pad));
+  for (int j = lane * VEC - pre; j < cols; j += TPR * VEC) f(j, load_chunk<VEC>(row, j, cols, vec, pad));
 #endif
 }
 

@@ -33,13 +33,14 @@ softmax(const elem_t* __restrict__ x, elem_t* __restrict__ y, int rows, int cols
   const elem_t* xr = x + (size_t)row * cols;
   elem_t* yr = y + (size_t)row * cols;
   const int vb = (int)sizeof(elem_t) * VEC;
-  const bool vec = cols % VEC == 0 && aligned_to(x, vb) && aligned_to(y, vb);
+  const bool vec = aligned_to(x, vb) && aligned_to(y, vb);
+  const int pre = row_pre(row, cols, vec);
   RowCache rc;
-  cache_row(rc, xr, cols, lane, vec, -INFINITY);
+  cache_row(rc, xr, cols, lane, vec, pre, -INFINITY);
 
 #if ONLINE
   float m0 = -INFINITY, s0 = 0.f;  // plain floats: a struct captured by reference would live on the stack
-  for_chunks(rc, xr, cols, lane, vec, -INFINITY, [&](int, const Vec<VEC>& v) {
+  for_chunks(rc, xr, cols, lane, vec, pre, -INFINITY, [&](int, const Vec<VEC>& v) {
 #pragma unroll
     for (int e = 0; e < VEC; ++e) online_add(m0, s0, v.v[e]);  // padding is -inf: adds nothing
   });
@@ -47,19 +48,19 @@ softmax(const elem_t* __restrict__ x, elem_t* __restrict__ y, int rows, int cols
   const float m = ms.f[0], inv = 1.f / ms.f[1];
 #else
   float m = -INFINITY;
-  for_chunks(rc, xr, cols, lane, vec, -INFINITY, [&](int, const Vec<VEC>& v) {
+  for_chunks(rc, xr, cols, lane, vec, pre, -INFINITY, [&](int, const Vec<VEC>& v) {
 #pragma unroll
     for (int e = 0; e < VEC; ++e) m = fmaxf(m, v.v[e]);
   });
   m = row_reduce(m, MaxOp(), scratch);
   float s = 0.f;
-  for_chunks(rc, xr, cols, lane, vec, -INFINITY, [&](int, const Vec<VEC>& v) {
+  for_chunks(rc, xr, cols, lane, vec, pre, -INFINITY, [&](int, const Vec<VEC>& v) {
 #pragma unroll
     for (int e = 0; e < VEC; ++e) s += __expf(v.v[e] - m);  // padding: exp(-inf) = 0
   });
   const float inv = 1.f / row_reduce(s, SumOp(), scratch);
 #endif
-  for_chunks(rc, xr, cols, lane, vec, -INFINITY, [&](int j, const Vec<VEC>& v) {
+  for_chunks(rc, xr, cols, lane, vec, pre, -INFINITY, [&](int j, const Vec<VEC>& v) {
     Vec<VEC> r;
 #pragma unroll
     for (int e = 0; e < VEC; ++e) r.v[e] = __expf(v.v[e] - m) * inv;

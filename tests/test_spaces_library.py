@@ -101,6 +101,16 @@ def test_row_cache_constraint_depends_on_the_shape(h200):
     assert "do not fit the register cache" in space.violations(cached, (8192, 4096), h200)[0]
 
 
+def test_the_cache_holds_rows_whose_chunks_start_early(h200):
+    # Rows of a length no multiple of VEC start their first chunk up to VEC - 1 elements before the row (at an
+    # aligned address): a cache of exactly `cols` elements is then one chunk short.
+    space = get_space("softmax")
+    cached = {**space.default_config, "CACHE": 1, "ITEMS": 8}  # 1024 elements
+    assert space.violations(cached, (8, 1024), h200) == []
+    assert "register cache" in space.violations(cached, (8, 1022), h200)[0]
+    assert space.violations(cached, (8, 1021), h200) == []
+
+
 def test_softmax_inputs_hold_minus_infinity_and_large_values():
     x = get_space("softmax").inputs((64, 1000), np.random.default_rng(1))["x"]
     assert np.isneginf(x).any() and (x > 80).any() and not np.isneginf(x).all(axis=1).any()
@@ -273,7 +283,7 @@ def test_rule_defaults_follow_the_shape(h200):
     sm = get_space("softmax", dtype="float16")
     narrow, wide, one = (sm.rule_default(s, h200) for s in [(8192, 768), (4096, 50257), (1, 12288)])
     assert narrow["MAPPING"] == "warp" and narrow["VEC"] == 8 and narrow["CACHE"] == 1
-    assert wide["MAPPING"] == "cluster" and wide["VEC"] == 1  # 50257 is odd: no vector keeps rows aligned
+    assert wide["MAPPING"] == "cluster" and wide["VEC"] == 8  # odd rows keep 16-byte vectors (shifted chunks)
     assert one["MAPPING"] == "block" and one["BLOCK"] >= 256
     assert get_space("softmax").rule_default((8192, 768), h200)["VEC"] == 4
     few = get_space("rmsnorm").rule_default((16, 768), h200)

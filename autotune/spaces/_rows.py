@@ -79,6 +79,12 @@ class RowSpace(KernelSpace):
             return config["BLOCK"] * config["CLUSTER"]
         return 32 if config["MAPPING"] == "warp" else config["BLOCK"]
 
+    @staticmethod
+    def span(cols: int, vec: int) -> int:
+        """Elements the chunks of a row cover: rows whose length is no multiple of VEC start their first chunk up
+        to VEC - 1 elements early, at an aligned address (rows.cuh, row_pre)."""
+        return cols + (vec - 1 if cols % vec else 0)
+
     def row_constraints(self, config: Config, shape: Shape, device: DeviceInfo) -> list[str]:
         rows, cols = shape
         problems = []
@@ -93,7 +99,7 @@ class RowSpace(KernelSpace):
             problems.append(f"VEC={config['VEC']} {self.dtype} is {config['VEC'] * self.itemsize} B per access (> 16)")
         if config["CACHE"]:
             capacity = self.threads_per_row(config) * config["VEC"] * config["ITEMS"]
-            if cols > capacity:
+            if self.span(cols, config["VEC"]) > capacity:
                 problems.append(f"rows of {cols} do not fit the register cache of {capacity} elements")
             cap = min(255, device.registers_per_multiprocessor // config["BLOCK"])
             if config["ITEMS"] * config["VEC"] + BASE_REGISTERS > cap:
@@ -116,13 +122,14 @@ class RowSpace(KernelSpace):
     # --- the rule-based default for untuned shapes ----------------------------------------------------------
     def rule_default(self, shape: Shape, device: DeviceInfo) -> Config:
         """Threads per row from the row length (a warp up to 8 vectors per lane, else a block sized for about 8
-        vectors per thread), the widest vector the row length keeps aligned, rows per block from the row count
+        vectors per thread, else a cluster of blocks where the row would not fit one block's registers), 16-byte
+        vectors, rows per block from the row count
         (fewer rows per block where there are few rows, so that every SM gets work), and the register cache
         wherever the row fits it."""
         rows, cols = shape
         config = dict(self.default_config)
-        vec = widest_vec(self.dtype, cols, self.domain("VEC"))
-        vectors = ceil_div(cols, vec)
+        vec = widest_vec(self.dtype, 1 << 10, self.domain("VEC"))  # any row length keeps 16-byte vectors
+        vectors = ceil_div(self.span(cols, vec), vec)
         cluster_ok = tuple(device.compute_capability) >= CLUSTER_MIN_CC
         if vectors <= 32 * 8:
             mapping = "warp"
