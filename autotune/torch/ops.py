@@ -11,6 +11,7 @@ non-contiguous tensors (`NotContiguous`); `autotune.torch.functional` reshapes a
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -23,6 +24,7 @@ from autotune.spaces import KernelSpace, get_space, kernel_names, space_class
 from autotune.torch.errors import NotContiguous, WrongDevice, WrongDtype, WrongShape
 from autotune.torch.launch import Launcher
 
+log = logging.getLogger("autotune.torch")
 NAMESPACE = "autotune"
 # Library families offered as operators, where present (others' spaces may land later: see module docstring).
 FAMILIES = ("layernorm", "layernorm_backward", "rmsnorm", "softmax", "gemm", "attention", "attention_backward")
@@ -147,6 +149,15 @@ def op(kernel: str) -> Any:
 
 
 def register_library() -> list[str]:
-    """Register every family of `FAMILIES` present in this installation; their names."""
+    """Register every family of `FAMILIES` present in this installation; their names. A family whose space
+    cannot describe its buffers (one still being written) is left out with a warning, not an import error."""
     present = set(kernel_names())
-    return [register(name).kernel for name in FAMILIES if name in present]
+    done = []
+    for name in FAMILIES:
+        if name not in present:
+            continue
+        try:
+            done.append(register(name).kernel)
+        except (AutotuneError, NotImplementedError, KeyError, TypeError) as exc:
+            log.warning("autotune.torch: no operator for %s: %s", name, exc)
+    return done
