@@ -139,3 +139,15 @@ def test_backward_on_meta_reaches_the_backward_operators():
     assert x.grad.shape == x.shape and model[0].weight.grad.shape == (64,)
     assert calls.calls == [("layernorm", (6, 64), "float32"), ("rmsnorm", (6, 64), "float32"),
                            ("layernorm_backward", (6, 64), "float32")]  # fmt: skip
+
+
+def test_a_users_kernel_becomes_an_operator():
+    from pathlib import Path
+
+    ref = f"{Path(__file__).resolve().parent.parent / 'examples' / 'vector_add' / 'my_space.py'}:MySpace"
+    op = att.op(ref)
+    assert op is torch.ops.autotune.vector_add and att.op(ref) is op
+    assert str(op.default._schema) == "autotune::vector_add(Tensor A, Tensor B) -> Tensor"
+    with autotune.record() as calls:
+        assert op(meta(1000), meta(1000)).shape == (1000,)
+    assert calls.calls == [(ref, (1000,), "float32")]
