@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from autotune.arrays import dtype_name
