@@ -110,7 +110,7 @@ def _check_templates(cls: type[KernelSpace], ref: str) -> None:
             template_path(locate_template(owner, template))
         except UnknownKernel:
             module_file = getattr(sys.modules.get(owner.__module__), "__file__", None)
-            where = f"beside {module_file} nor " if module_file else ""
+            where = f"neither beside {module_file} nor " if module_file else "not "
             raise UnknownKernel(f"kernel space {ref!r}: template {str(template)!r} is {where}in the library's "
                                 f"kernel_templates/") from None  # fmt: skip
 
