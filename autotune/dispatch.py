@@ -101,7 +101,12 @@ class _Plan:
                     continue
                 for name, holder in step.slots:
                     holder.value = pointers[name]
-                driver.launch(step.function, step.grid, step.block, step.shared, stream, step.params)
+                if step.launch is None:
+                    driver.launch(step.function, step.grid, step.block, step.shared, stream, step.params)
+                else:  # grid, block and function converted once at build time: the cheaper call
+                    code = step.launch(stream, step.params)
+                    if code:
+                        driver.check(code, "cuLaunchKernel")
 
 
 class TunedKernel:

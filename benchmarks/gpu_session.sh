@@ -36,6 +36,12 @@ for step in "$@"; do
       run_step tests 420 python3 -m pytest -m gpu -q -p no:cacheprovider ;;
     bench)
       run_step bench 540 python3 benchmarks/gemm_vs_cublas.py --db "$db" --out "$out/gemm_vs_cublas.json" ;;
+    torch)  # autotune.torch, the user-kernel example, deployment without nvcc (issue 13)
+      run_step torchtests 420 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_torch_gpu.py \
+        examples/vector_add tests/test_binaries.py
+      run_step torch_overhead 240 python3 benchmarks/torch_overhead.py --out "$out/torch_overhead.json"
+      run_step first_call 300 python3 benchmarks/first_call.py --out "$out/first_call.json"
+      run_step gpt2_block 300 python3 examples/gpt2_block.py --record "$out/gpt2_shapes.json" ;;
     libtests)
       run_step libtests 420 python3 -m pytest -q -p no:cacheprovider tests/test_gpu_dispatch.py tests/test_gpu_library.py ;;
     libbench)

@@ -4,7 +4,6 @@ export --with-binaries / import (checked: another compute capability's code is n
 from __future__ import annotations
 
 import base64
-import copy
 import hashlib
 import json
 

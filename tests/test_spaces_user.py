@@ -64,7 +64,7 @@ def test_an_incomplete_space_names_everything_it_lacks(tmp_path):
 def test_a_missing_template_is_named(tmp_path):
     text = (EXAMPLE / "my_space.py").read_text().replace('template = "vector_add.cu"', 'template = "nowhere.cu"')
     (tmp_path / "s.py").write_text(text)
-    with pytest.raises(UnknownKernel, match=r"template 'nowhere.cu' is beside .*s.py nor in the library"):
+    with pytest.raises(UnknownKernel, match=r"template 'nowhere.cu' is neither beside .*s.py nor in the library"):
         get_space("./s.py:MySpace")
 
 

@@ -52,9 +52,10 @@ def test_opcheck_on_meta(kernel):
     args = CASES[kernel]()
     if kernel in att.WITH_AUTOGRAD:
         args = tuple(a.requires_grad_() for a in args)
-    # test_schema and test_faketensor run the operator itself: meta tensors reach the fake implementation.
-    torch.library.opcheck(att.op(kernel), args, test_utils=("test_schema", "test_faketensor",
-                                                            "test_autograd_registration"))  # fmt: skip
+    # Every check (schema, autograd registration, fake tensors, AOT dispatch with dynamic shapes, which traces the
+    # backward too) runs the operator on meta tensors: the fake implementations answer.
+    result = torch.library.opcheck(att.op(kernel), args)
+    assert set(result.values()) == {"SUCCESS"} and "test_aot_dispatch_dynamic" in result
 
 
 def test_compile_traces_without_graph_breaks():
@@ -138,3 +139,15 @@ def test_backward_on_meta_reaches_the_backward_operators():
     assert x.grad.shape == x.shape and model[0].weight.grad.shape == (64,)
     assert calls.calls == [("layernorm", (6, 64), "float32"), ("rmsnorm", (6, 64), "float32"),
                            ("layernorm_backward", (6, 64), "float32")]  # fmt: skip
+
+
+def test_a_users_kernel_becomes_an_operator():
+    from pathlib import Path
+
+    ref = f"{Path(__file__).resolve().parent.parent / 'examples' / 'vector_add' / 'my_space.py'}:MySpace"
+    op = att.op(ref)
+    assert op is torch.ops.autotune.vector_add and att.op(ref) is op
+    assert str(op.default._schema) == "autotune::vector_add(Tensor A, Tensor B) -> Tensor"
+    with autotune.record() as calls:
+        assert op(meta(1000), meta(1000)).shape == (1000,)
+    assert calls.calls == [(ref, (1000,), "float32")]

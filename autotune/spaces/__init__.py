@@ -92,9 +92,10 @@ def _load_reference(ref: str) -> type[KernelSpace]:
     missing = cls.missing()
     if missing:
         raise UnknownKernel(f"kernel space {ref!r} is incomplete: it lacks {', '.join(missing)}")
-    if path is not None and "_file_reference" not in vars(cls):
-        cls._file_reference = f"{path}:{attr}"  # type: ignore[attr-defined]  # what worker processes load
-    _check_templates(cls, ref)
+    if path is not None:  # a user's file: its templates must be there (module references may be replay-only)
+        if "_file_reference" not in vars(cls):
+            cls._file_reference = f"{path}:{attr}"  # type: ignore[attr-defined]  # what worker processes load
+        _check_templates(cls, ref)
     return cls
 
 

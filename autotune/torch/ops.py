@@ -11,6 +11,8 @@ non-contiguous tensors (`NotContiguous`); `autotune.torch.functional` reshapes a
 
 from __future__ import annotations
 
+import logging
+import re
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -18,11 +20,13 @@ import torch
 
 from autotune import recording
 from autotune.arrays import dtype_name
-from autotune.errors import AutotuneError
+from autotune.dispatch import _record_name
+from autotune.errors import AutotuneError, InvalidArgument
 from autotune.spaces import KernelSpace, get_space, kernel_names, space_class
 from autotune.torch.errors import NotContiguous, WrongDevice, WrongDtype, WrongShape
 from autotune.torch.launch import Launcher
 
+log = logging.getLogger("autotune.torch")
 NAMESPACE = "autotune"
 # Library families offered as operators, where present (others' spaces may land later: see module docstring).
 FAMILIES = ("layernorm", "layernorm_backward", "rmsnorm", "softmax", "gemm", "attention", "attention_backward")
@@ -32,7 +36,8 @@ FAMILIES = ("layernorm", "layernorm_backward", "rmsnorm", "softmax", "gemm", "at
 class OpInfo:
     """One operator: its kernel, buffer names, and launch path."""
 
-    kernel: str
+    kernel: str  # a library kernel's name, or a user space's file.py:Class reference
+    name: str  # the operator's name: torch.ops.autotune.<name>
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     dtypes: tuple[str, ...]
@@ -42,7 +47,7 @@ class OpInfo:
 
     @property
     def qualname(self) -> str:
-        return f"{NAMESPACE}::{self.kernel}"
+        return f"{NAMESPACE}::{self.name}"
 
     def space(self, dtype: str) -> KernelSpace:
         space = self._spaces.get(dtype)
@@ -56,22 +61,22 @@ class OpInfo:
         try:
             dtype = type(self.space(self.dtypes[0])).infer_dtype(given)
         except AutotuneError as exc:
-            raise WrongDtype(f"autotune.{self.kernel}: {exc}") from None
+            raise WrongDtype(f"autotune.{self.name}: {exc}") from None
         space = self.space(dtype)
         try:
             shape = space.infer_shape({name: tuple(t.shape) for name, t in zip(self.inputs, tensors)})
         except AutotuneError as exc:
-            raise WrongShape(f"autotune.{self.kernel}: {exc}") from None
+            raise WrongShape(f"autotune.{self.name}: {exc}") from None
         return space, shape
 
     def check_device(self, tensors: Sequence[torch.Tensor]) -> None:
         first = tensors[0].device
         for name, t in zip(self.inputs, tensors):
             if t.device.type != "cuda":
-                raise WrongDevice(f"autotune.{self.kernel}: {name} is on {t.device}; autotune's kernels take CUDA "
+                raise WrongDevice(f"autotune.{self.name}: {name} is on {t.device}; autotune's kernels take CUDA "
                                   f"tensors")  # fmt: skip
             if t.device != first:
-                raise WrongDevice(f"autotune.{self.kernel}: {name} is on {t.device} but {self.inputs[0]} is on "
+                raise WrongDevice(f"autotune.{self.name}: {name} is on {t.device} but {self.inputs[0]} is on "
                                   f"{first}")  # fmt: skip
 
     def check_layout(self, tensors: Sequence[torch.Tensor]) -> None:
@@ -79,7 +84,7 @@ class OpInfo:
         reports it where the eager call would."""
         for name, t in zip(self.inputs, tensors):
             if not t.is_contiguous():
-                raise NotContiguous(f"autotune.{self.kernel}: {name} is not contiguous (shape {tuple(t.shape)}, "
+                raise NotContiguous(f"autotune.{self.name}: {name} is not contiguous (shape {tuple(t.shape)}, "
                                     f"strides {t.stride()}): pass {name}.contiguous(), or use "
                                     f"autotune.torch.functional, which copies")  # fmt: skip
 
@@ -96,17 +101,24 @@ def _schema(info: OpInfo) -> str:
 
 def _note(space: KernelSpace, shape: tuple[Any, ...]) -> None:
     if recording.ACTIVE and all(type(d) is int for d in shape):  # symbolic sizes (torch.compile) are not recorded
-        recording.note(space.name, shape, space.dtype)
+        recording.note(_record_name(space), shape, space.dtype)
 
 
 def register(kernel: str) -> OpInfo:
-    """The operator ``torch.ops.autotune.<kernel>`` for a kernel space (defined once, then reused)."""
+    """The operator ``torch.ops.autotune.<name>`` for a kernel space, by library name or ``file.py:Class``
+    reference (named after the space's ``name``); defined once, then reused."""
     if kernel in OPS:
         return OPS[kernel]
     cls = space_class(kernel)
     space = get_space(kernel)
+    name = re.sub(r"\W", "_", space.name)
+    if name in OPS:
+        if OPS[name].kernel != kernel and space_class(OPS[name].kernel) is not cls:
+            raise InvalidArgument(f"autotune.torch: an operator named {name} exists already (for "
+                                  f"{OPS[name].kernel})")  # fmt: skip
+        return OPS[name]
     default = space.default_shape
-    info = OpInfo(kernel, tuple(space.input_specs(default)), tuple(space.outputs(default)),
+    info = OpInfo(kernel, name, tuple(space.input_specs(default)), tuple(space.outputs(default)),
                   tuple(cls.supported_dtypes()), Launcher(kernel))  # fmt: skip
     single = len(info.outputs) == 1
 
@@ -136,17 +148,25 @@ def register(kernel: str) -> OpInfo:
     info.launcher.validate = check
     info.op = torch.library.custom_op(info.qualname, impl, mutates_args=(), schema=_schema(info))
     info.op.register_fake(fake)
-    OPS[kernel] = info
+    OPS[name] = info
     return info
 
 
 def op(kernel: str) -> Any:
-    """``torch.ops.autotune.<kernel>`` (the overload packet), registering it if needed."""
-    register(kernel)
-    return getattr(torch.ops.autotune, kernel)
+    """``torch.ops.autotune.<name>`` (the overload packet) of a kernel, registering it if needed."""
+    return getattr(torch.ops.autotune, register(kernel).name)
 
 
 def register_library() -> list[str]:
-    """Register every family of `FAMILIES` present in this installation; their names."""
+    """Register every family of `FAMILIES` present in this installation; their names. A family whose space
+    cannot describe its buffers (one still being written) is left out with a warning, not an import error."""
     present = set(kernel_names())
-    return [register(name).kernel for name in FAMILIES if name in present]
+    done = []
+    for name in FAMILIES:
+        if name not in present:
+            continue
+        try:
+            done.append(register(name).kernel)
+        except (AutotuneError, NotImplementedError, KeyError, TypeError) as exc:
+            log.warning("autotune.torch: no operator for %s: %s", name, exc)
+    return done

@@ -49,3 +49,20 @@ def test_the_kernel_adds_on_the_gpu():
     for n in (1, 7, 1_000_003):
         a, b = rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, dtype=np.float32)
         assert np.array_equal(add(a, b), a + b)
+
+
+@pytest.mark.gpu
+def test_search_stores_what_load_then_runs(tmp_path):
+    """`autotune search ./my_space.py:MySpace` end to end: the GPU worker loads the space by its file."""
+    from autotune.selection import TUNED
+
+    db = str(tmp_path / "v.db")
+    try:
+        report = autotune.tune(SPACE, "1000003", trials=6, db=db, seed=0)
+    except autotune.DeviceError as exc:
+        pytest.skip(str(exc))
+    assert report.best is not None and not report.failures, report.failure_examples
+    add = autotune.load(SPACE, db=db)
+    assert add.choice((1_000_003,)).source == TUNED
+    a = np.arange(1_000_003, dtype=np.float32)
+    assert np.array_equal(add(a, a), a + a)

@@ -1,0 +1,41 @@
+"""The dispatcher's launch plans without a GPU: workspaces the caller allocates (torch's caching allocator, for
+CUDA graphs) are used as given; otherwise the plan allocates its own once per stream."""
+
+from __future__ import annotations
+
+from autotune.dispatch import _Plan
+from autotune.selection import Choice
+from autotune.spaces.base import BufferSpec, Zero
+
+
+class RecordingDriver:
+    def __init__(self):
+        self.allocs, self.zeroed = [], []
+
+    def alloc(self, nbytes):
+        self.allocs.append(nbytes)
+        return 0x1000 * len(self.allocs)
+
+    def zero(self, ptr, nbytes, stream):
+        self.zeroed.append((ptr, nbytes, stream))
+
+
+def plan() -> _Plan:
+    return _Plan((4, 8), "float32", Choice.__new__(Choice), [Zero("scratch")], {"y": BufferSpec((4, 8))},
+                 {"scratch": BufferSpec((16,))}, kernel="toy")  # fmt: skip
+
+
+def test_caller_workspace_is_used_as_given():
+    driver = RecordingDriver()
+    p = plan()
+    p.run(driver, {"x": 1, "y": 2, "scratch": 0xABC}, stream=7)
+    assert driver.allocs == [] and driver.zeroed == [(0xABC, 64, 7)]
+
+
+def test_without_one_the_plan_allocates_once_per_stream():
+    driver = RecordingDriver()
+    p = plan()
+    for stream in (7, 7, 9):
+        p.run(driver, {"x": 1, "y": 2}, stream=stream)
+    assert driver.allocs == [64, 64]
+    assert [z[0] for z in driver.zeroed] == [0x1000, 0x1000, 0x2000]
