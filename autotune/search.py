@@ -31,6 +31,8 @@ from autotune.device import DeviceInfo
 from autotune.errors import InvalidArgument
 from autotune.evaluation.base import Evaluator, Measurement
 from autotune.profile import Profile
+from autotune.ranking import Known as _Known
+from autotune.ranking import Ranked, rank
 from autotune.samplers import DEFAULT_SAMPLER, learns_from_pruned, make_sampler
 from autotune.shape import Shape, format_shape
 from autotune.spaces import get_space
@@ -49,17 +51,6 @@ class SearchSettings:
     patience: int = 200  # consecutive proposals that count for nothing (rejected, duplicate) before stopping
     heartbeat_s: int = 5  # in-flight trials prove they are alive this often; silent for 4x longer: stale
     refresh_s: float = 2.0  # how often trials finished by other processes on the same study are read
-
-
-@dataclass
-class Ranked:
-    trial_number: int
-    config: Config
-    time_ms: float  # re-timed median where re-timed, else the search's median
-    metric: float
-    registers: int | None
-    retimed: bool
-    spread: float | None = None  # interquartile range / median of the timing used
 
 
 @dataclass
@@ -105,15 +96,6 @@ class SearchReport:
         if self.best is None or self.default is None:
             return None
         return self.default.time_ms / self.best.time_ms
-
-
-@dataclass
-class _Known:
-    number: int
-    state: TrialState
-    value: float | None
-    config: Config
-    attrs: dict[str, Any]
 
 
 @dataclass
@@ -292,13 +274,18 @@ class Search:
         self.pending_keys[key] = pending
 
     def _tell_duplicate(self, trial: optuna.Trial, known: _Known) -> None:
-        trial.set_user_attr(studies.OUTCOME, studies.DUPLICATE)
-        trial.set_user_attr(studies.DUPLICATE_OF, known.number)
-        if known.state == TrialState.COMPLETE:
-            self.study.tell(trial, known.value)
-        else:
-            trial.set_user_attr(studies.REASON, known.attrs.get(studies.REASON, "failed"))
-            self.study.tell(trial, state=TrialState.FAIL)
+        try:
+            trial.set_user_attr(studies.OUTCOME, studies.DUPLICATE)
+            trial.set_user_attr(studies.DUPLICATE_OF, known.number)
+            if known.state == TrialState.COMPLETE:
+                self.study.tell(trial, known.value)
+            else:
+                trial.set_user_attr(studies.REASON, known.attrs.get(studies.REASON, "failed"))
+                self.study.tell(trial, state=TrialState.FAIL)
+        except (optuna.exceptions.UpdateFinishedTrialError, ValueError):
+            if not self._settled_elsewhere(trial):
+                raise
+            return
         self.report.duplicates_now += 1
 
     # --- results --------------------------------------------------------------------------------------------
@@ -317,16 +304,32 @@ class Search:
             attrs[studies.REASON] = m.reason
             self.report.failures[m.failure or "?"] += 1
             self.report.failure_examples.setdefault(m.failure or "?", m.reason or "")
-        for k, v in attrs.items():
-            trial.set_user_attr(k, v)
-        if m.ok:
-            frozen = self.study.tell(trial, m.time_ms)
-        else:
-            frozen = self.study.tell(trial, state=TrialState.FAIL)
+        try:
+            for k, v in attrs.items():
+                trial.set_user_attr(k, v)
+            if m.ok:
+                frozen = self.study.tell(trial, m.time_ms)
+            else:
+                frozen = self.study.tell(trial, state=TrialState.FAIL)
+        except (optuna.exceptions.UpdateFinishedTrialError, ValueError):
+            if not self._settled_elsewhere(trial):
+                raise
+            for duplicate in pending.duplicates:  # the original's result is not ours to give: measured again
+                self._close_interrupted(duplicate)
+            return
         self.report.measured_now += 1
         self._remember(frozen.number, frozen.state, frozen.value, pending.config, {**trial.user_attrs, **attrs})
         for duplicate in pending.duplicates:
             self._tell_duplicate(duplicate, self.known[pending.key])
+
+    def _settled_elsewhere(self, trial: optuna.Trial) -> bool:
+        """Whether ``trial`` was finished by another process while we measured it: two processes popped the same
+        enqueued trial (SQLite cannot lock the row between read and update), or a stale sweep failed it while
+        this process was too busy to beat. Its record stands; ours is dropped, and `_refresh` counts theirs."""
+        try:
+            return self.study._storage.get_trial(trial._trial_id).state.is_finished()
+        except Exception:
+            return False
 
     def _progress(self) -> None:
         if self.on_progress:
@@ -420,31 +423,11 @@ class Search:
 
     def _rank(self) -> None:
         """Re-time the best few and the default together, interleaved; the winner is the fastest re-timed."""
-        complete = sorted(
-            (k for k in self.known.values() if k.state == TrialState.COMPLETE and k.value is not None),
-            key=lambda k: k.value,  # type: ignore[arg-type, return-value]
-        )
-        if not complete:
+        ranked = rank(self.known.values(), self.space, self.shape, self.evaluator, self.settings.retime_top,
+                      self.settings.retime_rounds)  # fmt: skip
+        if not ranked:
             return
-        top = complete[: self.settings.retime_top]
         default_key = config_key(self.space.default_config)
-        default = self.known.get(default_key)
-        if default is not None and default.state == TrialState.COMPLETE and default not in top:
-            candidates = [*top, default]
-        else:
-            candidates = list(top)
-        timings = self.evaluator.retime([k.config for k in candidates], self.settings.retime_rounds)
-        ranked = []
-        for known, timing in zip(candidates, timings):
-            if timing is None:
-                continue  # cannot be run again: not a trustworthy winner
-            ranked.append(self._ranked(known, timing.median, True, timing.spread))
-        retimed = {r.trial_number for r in ranked}
-        for known in complete:
-            if known.number not in retimed:
-                ranked.append(self._ranked(known, known.value, False, None))  # type: ignore[arg-type]
-        # Re-timed entries first, fastest first: they were measured side by side and compare fairly.
-        ranked.sort(key=lambda r: (not r.retimed, r.time_ms))
         self.report.ranking = ranked
         self.report.default = next((r for r in ranked if config_key(r.config) == default_key), None)
         self.study.set_user_attr(
@@ -454,17 +437,6 @@ class Search:
                 "rounds": self.settings.retime_rounds,
                 "times_ms": {str(r.trial_number): r.time_ms for r in ranked if r.retimed},
             },
-        )
-
-    def _ranked(self, known: _Known, time_ms: float, retimed: bool, spread: float | None) -> Ranked:
-        return Ranked(
-            trial_number=known.number,
-            config=known.config,
-            time_ms=time_ms,
-            metric=self.space.metric(self.shape, time_ms),
-            registers=known.attrs.get(studies.REGISTERS),
-            retimed=retimed,
-            spread=spread,
         )
 
 

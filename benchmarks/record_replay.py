@@ -74,12 +74,13 @@ def main() -> None:
     parser.add_argument("--shape", default="1024x1024x1024")
     parser.add_argument("--random", type=int, default=0, help="N random valid configurations of the whole space")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--min-time-ms", type=float, default=25.0, help="kernel time per timed measurement")
     args = parser.parse_args()
     space = get_space("gemm", None if args.random else DOMAINS)
     domains = {p.name: list(p.values) for p in space.params} if args.random else DOMAINS
     shape = space.parse_shape(args.shape)
     start = time.perf_counter()
-    with GpuEvaluator(space, shape, seed=0) as evaluator:
+    with GpuEvaluator(space, shape, seed=0, min_time_ms=args.min_time_ms) as evaluator:
         if args.random:
             configs = random_valid(space, shape, evaluator.device, args.random, args.seed)
         else:

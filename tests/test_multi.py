@@ -6,7 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from autotune.cli import app
-from autotune.errors import AutotuneError, DeviceError, InvalidArgument
+from autotune.errors import DeviceError, InvalidArgument
 from autotune.evaluation.multi import device_groups, parse_devices
 
 
