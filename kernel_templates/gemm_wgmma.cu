@@ -25,7 +25,7 @@
 //
 // Edges: copies outside the matrix are zero-filled (cp.async with source size 0). Rows whose length is not a
 // multiple of 8 elements (16 bytes), or base pointers not 16-byte aligned, take element-wise guarded loads
-// stored to the same swizzled places (synchronous, ragged shapes only). Stores of C are guarded per element.
+// stored to the same swizzled places (synchronous, ragged shapes only). Edge tiles of C are stored element-wise.
 
 #include "dtype.cuh"
 #include "wgmma_sm90.cuh"
@@ -64,7 +64,8 @@
 
 static_assert(DTYPE == 1 || DTYPE == 2, "wgmma GEMM takes float16 (DTYPE=1) or bfloat16 (DTYPE=2)");
 static_assert(WG == 1 || WG == 2, "one or two warpgroups");
-static_assert(BM % (64 * WG) == 0 && M_TILES >= 1 && M_TILES <= 4, "BM must split into m64 slices per warpgroup");
+static_assert(BM % (64 * WG) == 0 && M_TILES >= 1, "BM must split into m64 slices per warpgroup");
+static_assert(M_TILES <= 2, "at most two m64 slices per warpgroup (four spill the copy addresses)");
 static_assert(BN == 64 || BN == 128 || BN == 256, "BN is one wgmma N: 64, 128 or 256");
 static_assert(M_TILES * ACC <= 128, "at most 128 fp32 accumulators per thread (beyond, ptxas spills)");
 static_assert(STAGES >= 3 && STAGES <= 6, "3..6 stages (one stage is held by the wgmma in flight)");
@@ -106,8 +107,9 @@ __device__ __forceinline__ uint4 load8_guarded(const elem_t* __restrict__ base, 
 #define B_CPR (BN / 8)  // chunks per k-row of B
 #define B_ROWS_STEP (LOADERS / B_CPR)
 static_assert(LOADERS % B_CPR == 0, "a pass of the loading threads covers whole k-rows of B");
-// The producer warpgroup runs on few registers (setmaxnreg): it recomputes addresses rather than keep them.
-constexpr int kCopyUnroll = WS ? 1 : 64;
+// Where registers are scarce (the producer warpgroup under setmaxnreg; a single warpgroup that copies besides
+// holding up to 128 accumulators) the copy loop recomputes addresses rather than keep them live (no spills).
+constexpr int kCopyUnroll = (WS || WG == 1) ? 1 : 64;
 
 // The copies of k-tile k0 into the stage at shared address `stage` (generic pointer `stage_ptr`).
 // ALIGNED: rows are whole 16-byte chunks (K, N multiples of 8, bases 16-byte aligned): cp.async, zero-filled
@@ -178,18 +180,73 @@ __device__ __forceinline__ void zero(float (&acc)[M_TILES][ACC]) {
     for (int j = 0; j < ACC; ++j) acc[m][j] = 0.f;
 }
 
-// Epilogue: straight from the accumulator fragments (rows 16w + l/4 and +8, column pairs); `cw` is the
-// computing warpgroup's index among the consumers.
+// x, y rounded to the element type and packed (x in the low half: the lower address).
+__device__ __forceinline__ uint32_t pack2(float x, float y) {
+  uint32_t d;
+#if DTYPE == 2
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(y), "f"(x));
+#else
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(y), "f"(x));
+#endif
+  return d;
+}
+
+// Epilogue, from the accumulator fragments (lane l: rows 16w + l/4 and +8, column pairs 2(l%4) of each 8-column
+// group); `cw` is the computing warpgroup's index among the consumers.
+// Interior tiles (and 16-byte aligned rows): the four lanes of a quad exchange their pairs of four consecutive
+// column groups (a 4×4 transpose by shuffles), after which each lane holds 8 consecutive columns and stores them
+// as one 16-byte vector: a warp's store covers 64 contiguous bytes of each of 8 rows. Edge tiles store guarded
+// pairs.
 __device__ __forceinline__ void store_tile(const float (&acc)[M_TILES][ACC], elem_t* __restrict__ C, int M, int N,
                                            int bm0, int bn0, int cw) {
-  const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
+  const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32, q = lane % 4;
+  const bool interior = bm0 + BM <= M && bn0 + BN <= N && (N % 8) == 0 &&
+                        (reinterpret_cast<uintptr_t>(C) & 15) == 0;
+  if (interior) {
+#pragma unroll
+    for (int m = 0; m < M_TILES; ++m) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = bm0 + cw * WG_ROWS + m * 64 + warp * 16 + lane / 4 + 8 * h;
+        elem_t* out = C + (size_t)row * N + bn0;
+#pragma unroll
+        for (int jb = 0; jb < BN / 32; ++jb) {
+          const float* a = &acc[m][16 * jb + 2 * h];  // groups 4jb..4jb+3, 4 floats apart
+          uint32_t v0 = pack2(a[0], a[1]), v1 = pack2(a[4], a[5]), v2 = pack2(a[8], a[9]),
+                   v3 = pack2(a[12], a[13]);
+          // Lane q holds row q of a 4×4 matrix (group i, its column pair q); transposed in two swaps: 2×2 blocks
+          // across lanes q^2, then elements across lanes q^1. Then lane q holds group q, pairs 0..3 in order.
+          {
+            const bool hi = lane & 2;
+            const uint32_t r0 = __shfl_xor_sync(0xffffffffu, hi ? v0 : v2, 2);
+            const uint32_t r1 = __shfl_xor_sync(0xffffffffu, hi ? v1 : v3, 2);
+            v0 = hi ? r0 : v0;
+            v1 = hi ? r1 : v1;
+            v2 = hi ? v2 : r0;
+            v3 = hi ? v3 : r1;
+          }
+          {
+            const bool odd = lane & 1;
+            const uint32_t r0 = __shfl_xor_sync(0xffffffffu, odd ? v0 : v1, 1);
+            const uint32_t r1 = __shfl_xor_sync(0xffffffffu, odd ? v2 : v3, 1);
+            v0 = odd ? r0 : v0;
+            v2 = odd ? r1 : v2;
+            v1 = odd ? v1 : r0;
+            v3 = odd ? v3 : r1;
+          }
+          *reinterpret_cast<uint4*>(out + 8 * (4 * jb + q)) = make_uint4(v0, v1, v2, v3);
+        }
+      }
+    }
+    return;
+  }
   const bool paired = (N % 2) == 0 && (reinterpret_cast<uintptr_t>(C) & 3) == 0;
 #pragma unroll
   for (int m = 0; m < M_TILES; ++m) {
     const int row = bm0 + cw * WG_ROWS + m * 64 + warp * 16 + lane / 4;
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j) {
-      const int col = bn0 + j * 8 + 2 * (lane % 4);
+      const int col = bn0 + j * 8 + 2 * q;
       store_pair(C, M, N, row, col, acc[m][4 * j], acc[m][4 * j + 1], paired);
       store_pair(C, M, N, row + 8, col, acc[m][4 * j + 2], acc[m][4 * j + 3], paired);
     }
@@ -254,6 +311,7 @@ gemm_wgmma(const elem_t* __restrict__ A, const elem_t* __restrict__ B, elem_t* _
         mbar_arrive(full_bar + 8 * s);
       }
     }
+    asm volatile("cp.async.wait_all;\n" ::: "memory");  // exit with no copy of this thread in flight
   } else {  // the roles are the two branches of one if/else: ptxas then honours setmaxnreg
 #if WG == 2
     setmaxnreg_inc<224>();

@@ -57,6 +57,7 @@ def test_sm90a_code_is_rejected_off_compute_capability_9_0(space, h200, cc, mess
     "change, reason",
     [
         ({"BM": 64, "WG": 2}, "m64 slices"),
+        ({"BM": 256, "WG": 1, "BN": 64}, "m64 slices per warpgroup (> 2)"),
         ({"BM": 128, "WG": 1, "BN": 256}, "accumulators"),
         ({"BM": 256, "WG": 2, "BN": 256}, "accumulators"),
         ({"BM": 128, "WG": 2, "BN": 256, "STAGES": 5}, "shared memory"),
