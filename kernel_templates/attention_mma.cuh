@@ -66,15 +66,26 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   return *reinterpret_cast<uint32_t*>(&h);
 }
 
+// 2^x with denormal results flushed to zero (ex2.approx.ftz: one MUFU op; a weight below 2^-126 is nothing).
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // Copy rows [row0, row0 + rows) of a (seq, HEAD_DIM) matrix into a shared tile; rows at or past `seq` zero-fill.
-// THREADS threads take part (`me` is this one's index among them).
+// THREADS threads take part (`me` is this one's index among them); a constant trip count, fully unrolled.
 template <int ROWS, int THREADS>
 __device__ __forceinline__ void load_tile(uint32_t tile, const elem_t* __restrict__ base, int row0, int seq, int me) {
+  constexpr int TOTAL = ROWS * CHUNKS;
 #pragma unroll
-  for (int i = me; i < ROWS * CHUNKS; i += THREADS) {
-    const int r = i / CHUNKS, c = i % CHUNKS;
-    const bool in = row0 + r < seq;
-    const elem_t* src = base + (size_t)(in ? row0 + r : 0) * HEAD_DIM + c * 8;
-    cp_async16(tile + tile_offset(r, c), src, in ? 16 : 0);
+  for (int it = 0; it < (TOTAL + THREADS - 1) / THREADS; ++it) {
+    const int i = me + it * THREADS;
+    if (TOTAL % THREADS == 0 || i < TOTAL) {
+      const int r = i / CHUNKS, c = i % CHUNKS;
+      const bool in = row0 + r < seq;
+      const elem_t* src = base + (size_t)(in ? row0 + r : 0) * HEAD_DIM + c * 8;
+      cp_async16(tile + tile_offset(r, c), src, in ? 16 : 0);
+    }
   }
 }

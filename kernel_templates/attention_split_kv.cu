@@ -170,13 +170,13 @@ extern "C" __global__ void __launch_bounds__(NT, 1)
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       const float m_new = fmaxf(m[h], mx * scale_log2);
       const float m_use = m_new == -INFINITY ? 0.f : m_new;
-      const float alpha = exp2f(m[h] - m_use);
+      const float alpha = fast_exp2(m[h] - m_use);
       m[h] = m_new;
       float sum = 0.f;
 #pragma unroll
       for (int n = 0; n < SN; ++n) {
-        s[n][2 * h] = exp2f(fmaf(s[n][2 * h], scale_log2, -m_use));
-        s[n][2 * h + 1] = exp2f(fmaf(s[n][2 * h + 1], scale_log2, -m_use));
+        s[n][2 * h] = fast_exp2(fmaf(s[n][2 * h], scale_log2, -m_use));
+        s[n][2 * h + 1] = fast_exp2(fmaf(s[n][2 * h + 1], scale_log2, -m_use));
         sum += s[n][2 * h] + s[n][2 * h + 1];
       }
       l[h] = l[h] * alpha + sum;
@@ -244,7 +244,7 @@ extern "C" __global__ void __launch_bounds__(NT, 1)
     float sum = 0.f, acc = 0.f;
 #pragma unroll
     for (int w = 0; w < WARPS; ++w) {
-      const float scale = exp2f(cm[w * 16 + r] - mx);
+      const float scale = fast_exp2(cm[w * 16 + r] - mx);
       sum += cl[w * 16 + r] * scale;
       acc += co[(w * 16 + r) * HEAD_DIM + d] * scale;
     }

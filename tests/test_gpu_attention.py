@@ -12,7 +12,7 @@ from autotune.spaces import ALGO, config_key, get_space
 
 pytestmark = pytest.mark.gpu
 
-PER_ALGORITHM = 4  # random valid configurations per case, besides the default
+PER_ALGORITHM = 3  # random valid configurations per case, besides the default
 KERNELS = ("attention", "attention_causal")
 CASES = [
     (kernel, dtype, algo, d)
@@ -50,8 +50,9 @@ def test_random_valid_configs_are_correct(kernel, dtype, algo, d, device):
     from autotune.evaluation.gpu import GpuEvaluator
 
     space = get_space(kernel, dtype=dtype)
-    shape = (2, 3, 333, 1000, d)
+    shape = (2, 3, 5, 3001, d) if algo == "split_kv" else (2, 3, 333, 1000, d)  # split_kv decodes (seq_q ≤ 64)
     configs = pick(space, algo, shape, device, PER_ALGORITHM, seed=d)
+    assert len(configs) > PER_ALGORITHM // 2, "the space offers valid configurations here"
     with GpuEvaluator(space, shape, seed=11, min_time_ms=0.5, max_reps=3) as evaluator:
         results = [f.result() for f in [evaluator.submit(c) for c in configs]]
     wrong = [(space.describe(c), m.failure, m.reason) for c, m in zip(configs, results) if not m.ok]
@@ -101,3 +102,33 @@ def test_split_kv_matches_the_one_pass_kernel(kernel, shape, device, tmp_path):
         err = np.linalg.norm(o.astype(np.float64) - ref_o) / np.linalg.norm(ref_o)
         assert err <= O_TOLERANCE["float16"], (change, err)
         np.testing.assert_allclose(lse, one_pass[1], rtol=1e-5, atol=1e-5, err_msg=str(change))
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("shape", [(2, 3, 77, 1031, 128), (1, 8, 1, 20000, 64)], ids=["prefill", "decode"])
+def test_dispatch_on_torch_tensors(kernel, shape, tmp_path):
+    """Nothing tuned: the rule default (fa2 for prefill, split_kv sized to the GPU for decoding) on bf16 tensors,
+    against float64 attention; bad input is one clear line."""
+    torch = pytest.importorskip("torch")
+    import math
+
+    import autotune
+    from autotune.errors import InvalidArgument, InvalidType
+    from autotune.spaces.attention import LSE_TOLERANCE, O_TOLERANCE
+
+    b, h, sq, skv, d = shape
+    tuned = autotune.load(kernel, db=str(tmp_path / "none.db"))
+    q, k, v = ((torch.rand(b, h, n, d, device="cuda") * 2 - 1).to(torch.bfloat16) for n in (sq, skv, skv))
+    o, lse = tuned(q, k, v)
+    s = q.double() @ k.double().transpose(-1, -2) / math.sqrt(d)
+    if kernel == "attention_causal":
+        rows = torch.arange(sq, device="cuda")[:, None] + (skv - sq)
+        s = s.masked_fill(torch.arange(skv, device="cuda")[None, :] > rows, float("-inf"))
+    ref_lse = torch.logsumexp(s, dim=-1)
+    ref_o = torch.softmax(s, dim=-1) @ v.double()
+    assert float(torch.linalg.norm(o.double() - ref_o) / torch.linalg.norm(ref_o)) <= O_TOLERANCE["bfloat16"]
+    assert float(torch.linalg.norm(lse.double() - ref_lse) / torch.linalg.norm(ref_lse)) <= LSE_TOLERANCE["bfloat16"]
+    with pytest.raises(InvalidType, match="dtype"):
+        tuned(q, k.half(), v)
+    with pytest.raises(InvalidArgument, match="head_dim"):
+        tuned(q, k[..., :32].contiguous(), v[..., :32].contiguous())

@@ -136,7 +136,7 @@ def test_constraints_explain_themselves(h200):
     assert space.violations(base, SHAPE, h200) == []
     assert "would spill" in space.violations({**base, "MT": 2, "BC": 128}, SHAPE, h200)[0]
     assert "SWIZZLE needs head_dim" in space.violations({**base, "SWIZZLE": 1}, (1, 1, 64, 64, 96), h200)[0]
-    assert "shared memory" in space.violations({**base, "STAGES": 3, "BC": 128, "WARPS": 8}, SHAPE, h200)[0]
+    assert "shared memory" in space.violations({**base, "STAGES": 3, "BC": 128, "WARPS": 8, "Q_REGS": 0}, SHAPE, h200)[0]
     assert "not supported" in space.violations(base, (1, 1, 64, 64, 48), h200)[0]
     plain = get_space("attention", dtype="bfloat16")
     assert "REVERSE only matters" in plain.violations({**base, "REVERSE": 1}, SHAPE, h200)[0]

@@ -4,8 +4,10 @@ Layout (batch, heads, seq, head_dim), contiguous; q (B, H, SQ, D), k and v (B, H
 differ; scale = 1/√D. Outputs: o (B, H, SQ, D) in the inputs' dtype and lse (B, H, SQ) in float32, the natural
 log of each row's sum of exp(scaled logits) (what a backward pass or a split-KV combine needs).
 
-Two kernel names, one family: ``attention`` and ``attention_causal`` (the mask aligned bottom-right as torch
-aligns it: query i sees key j iff j ≤ i + SKV − SQ; SQ > SKV is refused, its first rows would see no key).
+Two kernel names, one family: ``attention`` and ``attention_causal``. The causal mask is aligned bottom-right:
+query i sees key j iff j ≤ i + SKV − SQ (the last query sees every key, as in decoding with a KV cache), as
+FlashAttention ≥ 2.1 and torch's ``causal_lower_right`` bias align it; torch's ``is_causal=True`` aligns it
+top-left, which differs only where SQ ≠ SKV. SQ > SKV is refused: its first rows would see no key.
 Causality is part of the kernel's name, not of the shape, because the dispatcher knows a problem from its arrays
 alone; so no tuned configuration ever crosses it. Head dimension is a compile-time constant of every template
 (`problem_defines`) and the `shape_key`: the dispatcher never falls back across it. dtype is keyed by the core.
