@@ -19,4 +19,4 @@ fi
 "${as_owner[@]}" "$bin/pg_ctl" -D "$dir/data" -l "$dir/log" -w \
   -o "-p $port -k $dir -c listen_addresses=127.0.0.1" start >/dev/null
 "${as_owner[@]}" "$bin/createdb" -h 127.0.0.1 -p "$port" -U postgres autotune_test
-echo "postgresql+psycopg2://postgres@127.0.0.1:$port/autotune_test"
+echo "postgresql://postgres@127.0.0.1:$port/autotune_test"

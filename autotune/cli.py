@@ -80,11 +80,21 @@ DB_HELP = "database: a path or a SQLAlchemy URL (default: $AUTOTUNE_DB, else stu
 
 @app.command()
 def search(
-    kernel: str = typer.Argument(..., help="kernel to tune: " + ", ".join(kernel_names())),
+    kernel: Optional[str] = typer.Argument(None, help="kernel to tune: " + ", ".join(kernel_names())),
     trials: int = typer.Option(200, "--trials", "-n", help="measured trials the study holds at the end"),
     dtype: Optional[str] = typer.Option(None, help="element type: float32, float16, bfloat16 (default: the kernel's first)"),
     shape: Optional[List[str]] = typer.Option(
-        None, "--shape", "-s", help="problem shape, e.g. 4096x4096x4096; repeat for several (default: the kernel's)"
+        None, "--shape", "-s", help="problem shape, e.g. 4096x4096x4096 or 4096,4096,4096; repeat for several"
+    ),
+    shapes: Optional[str] = typer.Option(None, "--shapes", help="a file of shapes to tune, one per line"),
+    shapes_from: Optional[str] = typer.Option(
+        None, "--shapes-from", help="tune the calls recorded by autotune.record() (shapes.json)"
+    ),
+    from_study: Optional[str] = typer.Option(
+        None, "--from", help="warm-start a new study with the leaders of this study (name or unique prefix)"
+    ),
+    warm_start: bool = typer.Option(
+        True, "--warm-start/--no-warm-start", help="seed a new study with the leaders of related studies"
     ),
     sampler: str = typer.Option(DEFAULT_SAMPLER, help="search strategy: " + " | ".join(SAMPLERS)),
     seed: Optional[int] = typer.Option(None, help="seed of the sampler and of the random inputs"),
@@ -97,45 +107,97 @@ def search(
     replay: Optional[str] = typer.Option(
         None, help="simulate: answer from a recorded measurement file instead of the GPU (try samplers anywhere)"
     ),
+    profile: bool = typer.Option(False, "--profile", help="print where the time went: compile, queue, GPU, Optuna"),
+    devices: Optional[str] = typer.Option(
+        None, help="GPUs that measure: all, or numbers like 0,1 (one study per GPU model; default: GPU 0)"
+    ),
 ) -> None:
-    """Search the configurations of KERNEL and store the fastest valid one for this GPU."""
-    space = get_space(kernel, dtype=dtype)
-    shapes: list[Any] = [space.parse_shape(s) for s in shape] if shape else [None]
+    """Search the configurations of KERNEL and store the fastest valid one for this GPU.
+
+    Several shapes (--shape repeated, --shapes, --shapes-from) are tuned in turn; each new study starts from
+    the leaders of the shapes tuned before it."""
+    from autotune.multishape import plan
+
+    problems = plan(kernel, dtype, shape, shapes, shapes_from)  # every problem checked before any is tuned
     check_trials(trials)
     make_sampler(sampler, seed)  # an unknown sampler is refused before any work
-    for shape_t in shapes:
-        # The bar starts with the first progress event: checks that fail before it print only their error.
-        bar = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TextColumn("{task.fields[best]}"),
-            console=console,
-        )
+    groups: list[Any] = [None]
+    if devices is not None and replay is None:
+        from autotune.evaluation.multi import host_devices
+
+        groups = host_devices(devices)  # GPUs of one model share a study; other models get their own
+    for problem, group in [(p, g) for p in problems for g in groups]:
+        space = get_space(problem.kernel, dtype=problem.dtype)
+        shape_t = problem.shape
         label = space.format_shape(shape_t) if shape_t else "(replay)" if replay else space.format_shape(space.default_shape)
-        task = bar.add_task(f"{kernel} {label} {space.dtype}", total=trials, best="")
-
-        def show(p: SearchProgress, task: Any = task, bar: Progress = bar) -> None:
-            if not bar.live.is_started:
-                bar.start()
-            best = ""
-            if p.best is not None:
-                best = f"best {p.best.time_ms:.3f} ms = {p.best.metric:.1f} {space.metric_unit}"
-            extra = f"  rejected {p.rejected}" if p.rejected else ""
-            extra += f"  failed {p.failures}" if p.failures else ""
-            bar.update(task, completed=min(p.measured, trials), best=best + extra)
-
+        bar, show = _progress_bar(f"{space.name} {label} {space.dtype}", trials, space.metric_unit)
         try:
             report = tune(
-                kernel, shape_t, trials=trials, dtype=space.dtype, db=db, sampler=sampler, seed=seed, timeout_s=timeout,
-                hot_cache=hot_cache, on_progress=show, replay=replay,
+                space.name, shape_t, trials=trials, dtype=space.dtype, db=db, sampler=sampler, seed=seed,
+                timeout_s=timeout, hot_cache=hot_cache, on_progress=show, replay=replay, warm_start=warm_start,
+                from_study=from_study, devices=group,
             )  # fmt: skip
         finally:
             if bar.live.is_started:
                 bar.stop()
         print_report(report, top)
+        if profile:
+            for line in report.profile.lines():
+                console.print(line, markup=False, soft_wrap=True)
         console.print(f"stored in {resolve_url(db).removeprefix('sqlite:///')}")
+
+
+def _progress_bar(label: str, trials: int, unit: str) -> tuple[Progress, Any]:
+    """A progress bar and the `on_progress` callback that drives it. The bar starts with the first progress
+    event: checks that fail before it print only their error."""
+    bar = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[best]}"),
+        console=console,
+    )
+    task = bar.add_task(label, total=trials, best="")
+
+    def show(p: SearchProgress) -> None:
+        if not bar.live.is_started:
+            bar.start()
+        best = ""
+        if p.best is not None:
+            best = f"best {p.best.time_ms:.3f} ms = {p.best.metric:.1f} {unit}"
+        extra = f"  rejected {p.rejected}" if p.rejected else ""
+        extra += f"  failed {p.failures}" if p.failures else ""
+        bar.update(task, total=p.target, completed=min(p.measured, p.target), best=best + extra)
+
+    return bar, show
+
+
+@app.command()
+def worker(
+    study: str = typer.Argument(..., help="name of the study to join (autotune studies lists them)"),
+    db: str = typer.Option(..., help="the shared database, e.g. postgresql://user@host/autotune"),
+    trials: Optional[int] = typer.Option(None, "--trials", "-n", help="target trials (default: the study's)"),
+    wait: float = typer.Option(0.0, help="seconds to wait for the study to appear (a search starting elsewhere)"),
+    seed: Optional[int] = typer.Option(None, help="seed of this host's sampler and random inputs"),
+    timeout: Optional[float] = typer.Option(None, help="seconds a candidate may take before it counts as hung"),
+    device: int = typer.Option(0, help="CUDA device ordinal of this host's GPU"),
+    top: int = typer.Option(10, help="rows of the final table"),
+    replay: Optional[str] = typer.Option(None, help="simulate: answer from a recorded measurement file"),
+) -> None:
+    """Join STUDY from this host: measure its candidates on this host's GPU until it holds its target trials."""
+    from autotune.join import join
+
+    if wait < 0:
+        raise InvalidArgument(f"--wait must not be negative, got {wait}")
+    bar, show = _progress_bar(f"{study} (worker)", trials or 1, "")
+    try:
+        report = join(study, db=db, trials=trials, seed=seed, timeout_s=timeout, wait_s=wait, replay=replay,
+                      device_ordinal=device, on_progress=show)  # fmt: skip
+    finally:
+        if bar.live.is_started:
+            bar.stop()
+    print_report(report, top)
 
 
 def describe_config(kernel: str, dtype: str, config: dict) -> str:
@@ -180,6 +242,9 @@ def print_report(report: SearchReport, top: int = 10) -> None:
         f"GPU worker restarts {report.restarts}; {report.wall_s:.1f} s",
         soft_wrap=True,
     )
+    if report.seeds:
+        sources = sorted({s.rsplit("#", 1)[0] for s in report.seeds})
+        console.print(f"warm start: {len(report.seeds)} seeds from {', '.join(sources)}", markup=False, soft_wrap=True)
     for kind, example in sorted(report.failure_examples.items()):
         console.print(f"  {kind}: {example}", soft_wrap=True, markup=False)
     if report.stopped_early:

@@ -112,8 +112,11 @@ class _Plan:
 class TunedKernel:
     """A kernel family ready to run with its tuned configurations; made by `load`."""
 
-    def __init__(self, kernel: str, *, db: str | None = None, strict: bool = False, device: int = 0) -> None:
+    def __init__(self, kernel: str, *, db: str | None = None, strict: bool = False, device: int = 0,
+                 tune_missing: int = 0) -> None:
         self._kernel = kernel
+        self._db = db
+        self.tune_missing = tune_missing
         self.space = get_space(kernel)  # at the family's first dtype; `space_for` gives the others
         self._spaces: dict[str, KernelSpace] = {self.space.dtype: self.space}
         self._hashes: dict[str, str] = {}
@@ -186,6 +189,8 @@ class TunedKernel:
             for arg in inputs:
                 check_matches(arg, specs[arg.name].shape, specs[arg.name].dtype)
             choice = self.choice(shape, dtype)
+            if choice.source != TUNED and self.tune_missing > 0 and not self.strict:
+                choice = self._tune_now(space, shape, dtype, choice)
             if choice.source != TUNED:
                 # Once per (kernel, shape, dtype): plans are cached by shape and dtype.
                 log.warning("autotune: %s %s %s: %s; %s", space.name, format_shape(shape), dtype, choice.reason,
@@ -193,6 +198,23 @@ class TunedKernel:
             plan = self._build(space, shape, choice)
             self._plans[key] = plan
             return plan
+
+    def _tune_now(self, space: KernelSpace, shape: Shape, dtype: str, fallback: Choice) -> Choice:
+        """``tune_missing``: search this untuned shape now (once per shape and dtype: plans are cached), store
+        the result, and run it. A search that fails leaves the fallback in place, with the reason logged."""
+        from autotune.search import tune
+
+        text = format_shape(shape)
+        log.warning("autotune: %s %s %s has no tuned configuration: searching %d trials now (tune_missing), "
+                    "result stored in the database", space.name, text, dtype, self.tune_missing)  # fmt: skip
+        try:
+            tune(self._kernel, text, dtype=dtype, trials=self.tune_missing, db=self._db)
+        except AutotuneError as exc:
+            log.warning("autotune: the search for %s %s %s failed (%s); %s", space.name, text, dtype, exc,
+                        describe_fallback(fallback))  # fmt: skip
+            return fallback
+        self.rows = self._read_rows(self._db)
+        return self.choice(shape, dtype)
 
     def _build(self, space: KernelSpace, shape: Shape, choice: Choice) -> _Plan:
         config = choice.config
@@ -449,10 +471,13 @@ def _torch_current_stream(device: int) -> int:
     return torch.cuda.current_stream(device).cuda_stream
 
 
-def load(kernel: str, *, db: str | None = None, strict: bool = False, device: int = 0) -> TunedKernel:
+def load(kernel: str, *, db: str | None = None, strict: bool = False, device: int = 0,
+         tune_missing: int = 0) -> TunedKernel:
     """The tuned kernel ``kernel`` for GPU ``device``: call it on arrays.
 
     ``strict=True`` raises `NotTuned` where no configuration was tuned for the exact shape on this GPU model
     with the current template, instead of falling back to the nearest tuned shape or the default.
+    ``tune_missing=N``: the first call on a shape (and dtype) with no tuned configuration runs a search of N
+    trials there, stores its result in ``db`` and runs it (logged: the call takes as long as the search).
     """
-    return TunedKernel(kernel, db=db, strict=strict, device=device)
+    return TunedKernel(kernel, db=db, strict=strict, device=device, tune_missing=tune_missing)

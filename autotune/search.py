@@ -21,7 +21,7 @@ import time
 import warnings
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import optuna
 from optuna.trial import TrialState
@@ -30,6 +30,9 @@ from autotune import studies
 from autotune.device import DeviceInfo
 from autotune.errors import InvalidArgument
 from autotune.evaluation.base import Evaluator, Measurement
+from autotune.profile import Profile
+from autotune.ranking import Known as _Known
+from autotune.ranking import Ranked, rank
 from autotune.samplers import DEFAULT_SAMPLER, learns_from_pruned, make_sampler
 from autotune.shape import Shape, format_shape
 from autotune.spaces import get_space
@@ -48,17 +51,6 @@ class SearchSettings:
     patience: int = 200  # consecutive proposals that count for nothing (rejected, duplicate) before stopping
     heartbeat_s: int = 5  # in-flight trials prove they are alive this often; silent for 4x longer: stale
     refresh_s: float = 2.0  # how often trials finished by other processes on the same study are read
-
-
-@dataclass
-class Ranked:
-    trial_number: int
-    config: Config
-    time_ms: float  # re-timed median where re-timed, else the search's median
-    metric: float
-    registers: int | None
-    retimed: bool
-    spread: float | None = None  # interquartile range / median of the timing used
 
 
 @dataclass
@@ -88,6 +80,8 @@ class SearchReport:
     failures: collections.Counter = field(default_factory=collections.Counter)  # study-wide, by kind
     failure_examples: dict[str, str] = field(default_factory=dict)
     restarts: int = 0  # GPU worker restarts in this run
+    seeds: list[str] = field(default_factory=list)  # warm-start seeds enqueued by this run: "<study>#<trial>"
+    profile: Profile = field(default_factory=Profile)  # where this run's time went
     ranking: list[Ranked] = field(default_factory=list)
     default: Ranked | None = None
     stopped_early: str | None = None  # why fewer trials than asked were measured
@@ -102,15 +96,6 @@ class SearchReport:
         if self.best is None or self.default is None:
             return None
         return self.default.time_ms / self.best.time_ms
-
-
-@dataclass
-class _Known:
-    number: int
-    state: TrialState
-    value: float | None
-    config: Config
-    attrs: dict[str, Any]
 
 
 @dataclass
@@ -132,9 +117,11 @@ class Search:
         *,
         on_progress: Callable[[Progress], None] | None = None,
         liveness: studies.Liveness | None = None,
+        seeds: Sequence[tuple[Config, str]] = (),
     ) -> None:
         """``liveness`` keeps in-flight trials' heartbeats: trials of a process that was killed then go stale
-        and are failed by the next run instead of staying RUNNING."""
+        and are failed by the next run instead of staying RUNNING. ``seeds``: (configuration, where it comes
+        from) measured first in a new study, after the default (warm start, `autotune.warmstart`)."""
         self.space = space
         self.shape = tuple(shape)
         self.evaluator = evaluator
@@ -155,15 +142,15 @@ class Search:
             target=settings.trials,
         )
         self._idle = 0
+        self.profile = self.report.profile
         self._grid = iter(space.configs()) if settings.sampler == "grid" else None
         self._best: Ranked | None = None
         self._liveness = liveness
         self._seen: set[int] = set()  # trial numbers already counted
         self._fail_stale()
         self._refresh()
-        # A new study measures the template's default configuration first: the baseline of the speedup.
-        default = dict(self.space.default_config)
-        self._default_first = not self.study.trials and not self.space.violations(default, self.shape, self.device)
+        if not self.study.trials:
+            self._enqueue_starts(seeds)
 
     # --- resume, and other processes on the same study -------------------------------------------------------
     def _refresh(self) -> None:
@@ -199,6 +186,23 @@ class Search:
                 number, config, value, self.space.metric(self.shape, value), attrs.get(studies.REGISTERS), False
             )
 
+    def _enqueue_starts(self, seeds: Sequence[tuple[Config, str]]) -> None:
+        """A new study measures the template's default configuration first (the baseline of the speedup), then
+        the warm-start seeds; both are ordinary measured trials, marked by their role."""
+        default = dict(self.space.default_config)
+        queued = set()
+        if not self.space.violations(default, self.shape, self.device):
+            self.study.enqueue_trial(self.space.optuna_params(default), user_attrs={studies.ROLE: "default"})
+            queued.add(config_key(default))
+        for config, source in seeds:
+            key = config_key(config)
+            if key in queued or self.space.violations(config, self.shape, self.device):
+                continue
+            queued.add(key)
+            self.report.seeds.append(source)
+            self.study.enqueue_trial(self.space.optuna_params(config),
+                                     user_attrs={studies.ROLE: studies.SEED, studies.SEED_FROM: source})  # fmt: skip
+
     # --- proposing ------------------------------------------------------------------------------------------
     def _next_grid_config(self) -> Config | None:
         assert self._grid is not None
@@ -211,11 +215,7 @@ class Search:
         return None
 
     def _propose(self) -> None:
-        if self._default_first:
-            self._default_first = False
-            self.study.enqueue_trial(self.space.optuna_params(self.space.default_config),
-                                     user_attrs={studies.ROLE: "default"})  # fmt: skip
-        elif self._grid is not None:
+        if self._grid is not None and not self._waiting():
             config = self._next_grid_config()
             if config is None:
                 self.report.stopped_early = "every valid configuration has been measured"
@@ -238,6 +238,10 @@ class Search:
             if not placed and trial.number in running:
                 self._close_interrupted(trial)
             raise
+
+    def _waiting(self) -> bool:
+        """Enqueued trials (default, seeds) not yet asked for: the grid waits until they are taken."""
+        return bool(self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
 
     def _place(self, trial: optuna.Trial, config: Config) -> None:
         """Reject, answer as a duplicate, or submit a freshly asked trial."""
@@ -270,13 +274,18 @@ class Search:
         self.pending_keys[key] = pending
 
     def _tell_duplicate(self, trial: optuna.Trial, known: _Known) -> None:
-        trial.set_user_attr(studies.OUTCOME, studies.DUPLICATE)
-        trial.set_user_attr(studies.DUPLICATE_OF, known.number)
-        if known.state == TrialState.COMPLETE:
-            self.study.tell(trial, known.value)
-        else:
-            trial.set_user_attr(studies.REASON, known.attrs.get(studies.REASON, "failed"))
-            self.study.tell(trial, state=TrialState.FAIL)
+        try:
+            trial.set_user_attr(studies.OUTCOME, studies.DUPLICATE)
+            trial.set_user_attr(studies.DUPLICATE_OF, known.number)
+            if known.state == TrialState.COMPLETE:
+                self.study.tell(trial, known.value)
+            else:
+                trial.set_user_attr(studies.REASON, known.attrs.get(studies.REASON, "failed"))
+                self.study.tell(trial, state=TrialState.FAIL)
+        except (optuna.exceptions.UpdateFinishedTrialError, ValueError):
+            if not self._settled_elsewhere(trial):
+                raise
+            return
         self.report.duplicates_now += 1
 
     # --- results --------------------------------------------------------------------------------------------
@@ -284,6 +293,7 @@ class Search:
         pending = self.pending.pop(future)
         del self.pending_keys[pending.key]
         m: Measurement = future.result()  # raises only when the GPU is gone (DeviceError)
+        self.profile.add(m)
         trial = pending.trial
         attrs: dict[str, Any] = {studies.OUTCOME: studies.MEASURED, studies.MEASUREMENT: m.to_dict()}
         if m.ok and m.time_ms is not None:
@@ -294,16 +304,32 @@ class Search:
             attrs[studies.REASON] = m.reason
             self.report.failures[m.failure or "?"] += 1
             self.report.failure_examples.setdefault(m.failure or "?", m.reason or "")
-        for k, v in attrs.items():
-            trial.set_user_attr(k, v)
-        if m.ok:
-            frozen = self.study.tell(trial, m.time_ms)
-        else:
-            frozen = self.study.tell(trial, state=TrialState.FAIL)
+        try:
+            for k, v in attrs.items():
+                trial.set_user_attr(k, v)
+            if m.ok:
+                frozen = self.study.tell(trial, m.time_ms)
+            else:
+                frozen = self.study.tell(trial, state=TrialState.FAIL)
+        except (optuna.exceptions.UpdateFinishedTrialError, ValueError):
+            if not self._settled_elsewhere(trial):
+                raise
+            for duplicate in pending.duplicates:  # the original's result is not ours to give: measured again
+                self._close_interrupted(duplicate)
+            return
         self.report.measured_now += 1
         self._remember(frozen.number, frozen.state, frozen.value, pending.config, {**trial.user_attrs, **attrs})
         for duplicate in pending.duplicates:
             self._tell_duplicate(duplicate, self.known[pending.key])
+
+    def _settled_elsewhere(self, trial: optuna.Trial) -> bool:
+        """Whether ``trial`` was finished by another process while we measured it: two processes popped the same
+        enqueued trial (SQLite cannot lock the row between read and update), or a stale sweep failed it while
+        this process was too busy to beat. Its record stands; ours is dropped, and `_refresh` counts theirs."""
+        try:
+            return self.study._storage.get_trial(trial._trial_id).state.is_finished()
+        except Exception:
+            return False
 
     def _progress(self) -> None:
         if self.on_progress:
@@ -343,7 +369,8 @@ class Search:
             while True:
                 now = time.monotonic()
                 if now - last_refresh >= self.settings.refresh_s:
-                    self._refresh()
+                    with self.profile.optuna():
+                        self._refresh()
                     last_refresh = now
                 if now - last_beat >= self.settings.heartbeat_s:
                     self._beat([t for p in self.pending.values() for t in (p.trial, *p.duplicates)])
@@ -358,13 +385,15 @@ class Search:
                             f"{self._idle} proposals in a row were invalid or already measured"
                         )
                         break
-                    self._propose()
+                    with self.profile.optuna():
+                        self._propose()
                 if not self.pending:
                     break
                 done, _ = wait(list(self.pending), timeout=1.0, return_when=FIRST_COMPLETED)
                 # In trial order, so that a replayed search with a fixed seed is reproducible.
                 for future in sorted(done, key=lambda f: self.pending[f].trial.number):
-                    self._finish(future)
+                    with self.profile.optuna():
+                        self._finish(future)
                     self._progress()
         except BaseException:
             self._abandon_pending()
@@ -372,7 +401,10 @@ class Search:
         self.report.restarts = self.evaluator.restarts - restarts0
         self._refresh()
         self._fail_stale()
+        self.profile.wall_s = time.perf_counter() - start
+        retime_start = time.perf_counter()
         self._rank()
+        self.profile.retime_s = time.perf_counter() - retime_start
         self._count_failures()
         total = int(self.study.user_attrs.get("worker_restarts", 0)) + self.report.restarts
         self.study.set_user_attr("worker_restarts", total)
@@ -391,31 +423,11 @@ class Search:
 
     def _rank(self) -> None:
         """Re-time the best few and the default together, interleaved; the winner is the fastest re-timed."""
-        complete = sorted(
-            (k for k in self.known.values() if k.state == TrialState.COMPLETE and k.value is not None),
-            key=lambda k: k.value,  # type: ignore[arg-type, return-value]
-        )
-        if not complete:
+        ranked = rank(self.known.values(), self.space, self.shape, self.evaluator, self.settings.retime_top,
+                      self.settings.retime_rounds)  # fmt: skip
+        if not ranked:
             return
-        top = complete[: self.settings.retime_top]
         default_key = config_key(self.space.default_config)
-        default = self.known.get(default_key)
-        if default is not None and default.state == TrialState.COMPLETE and default not in top:
-            candidates = [*top, default]
-        else:
-            candidates = list(top)
-        timings = self.evaluator.retime([k.config for k in candidates], self.settings.retime_rounds)
-        ranked = []
-        for known, timing in zip(candidates, timings):
-            if timing is None:
-                continue  # cannot be run again: not a trustworthy winner
-            ranked.append(self._ranked(known, timing.median, True, timing.spread))
-        retimed = {r.trial_number for r in ranked}
-        for known in complete:
-            if known.number not in retimed:
-                ranked.append(self._ranked(known, known.value, False, None))  # type: ignore[arg-type]
-        # Re-timed entries first, fastest first: they were measured side by side and compare fairly.
-        ranked.sort(key=lambda r: (not r.retimed, r.time_ms))
         self.report.ranking = ranked
         self.report.default = next((r for r in ranked if config_key(r.config) == default_key), None)
         self.study.set_user_attr(
@@ -425,17 +437,6 @@ class Search:
                 "rounds": self.settings.retime_rounds,
                 "times_ms": {str(r.trial_number): r.time_ms for r in ranked if r.retimed},
             },
-        )
-
-    def _ranked(self, known: _Known, time_ms: float, retimed: bool, spread: float | None) -> Ranked:
-        return Ranked(
-            trial_number=known.number,
-            config=known.config,
-            time_ms=time_ms,
-            metric=self.space.metric(self.shape, time_ms),
-            registers=known.attrs.get(studies.REGISTERS),
-            retimed=retimed,
-            spread=spread,
         )
 
 
@@ -461,8 +462,15 @@ def tune(
     template_hash: str | None = None,
     on_progress: Callable[[Progress], None] | None = None,
     settings: SearchSettings | None = None,
+    warm_start: bool = True,
+    from_study: str | None = None,
+    devices: Sequence[int] | None = None,
 ) -> SearchReport:
     """Search the configurations of ``kernel`` at ``shape`` and store the fastest valid one.
+
+    A new study is warm-started (``warm_start``): the leaders of the same kernel at the nearest tuned shapes
+    and on devices of the same architecture, and of ``from_study``, are measured first (`autotune.warmstart`).
+    ``devices``: CUDA ordinals of GPUs of one model that measure for this one study (default: GPU 0).
 
     Everything is checked before anything is written: bad arguments, the database location, nvcc and the GPU.
     ``domains`` narrows parameters to subsets of their values. ``replay``: a recording file
@@ -505,7 +513,13 @@ def tune(
 
         find_nvcc()  # fail before starting the GPU worker
         template_hash = space.template_hash()
-        evaluator = GpuEvaluator(space, shape_t, seed=seed, timeout_s=timeout_s, flush_l2=not hot_cache)
+        options = dict(seed=seed, timeout_s=timeout_s, flush_l2=not hot_cache)
+        if devices is not None and len(devices) > 1:
+            from autotune.evaluation.multi import MultiGpuEvaluator
+
+            evaluator = MultiGpuEvaluator(space, shape_t, devices, **options)
+        else:
+            evaluator = GpuEvaluator(space, shape_t, device_ordinal=devices[0] if devices else 0, **options)
     elif template_hash is None:
         template_hash = space.template_hash()
     try:
@@ -515,18 +529,31 @@ def tune(
             run_settings = dataclasses.replace(
                 settings or SearchSettings(trials=trials), trials=trials, sampler=sampler, seed=seed
             )
+            jobs = getattr(getattr(evaluator, "compiler", None), "jobs", None)
+            if settings is None and owned and jobs:
+                # Compilation is the bottleneck of a cold search: every nvcc job stays busy while a few compiled
+                # candidates wait for, or are on, the GPU(s).
+                gpus = len(getattr(evaluator, "evaluators", ())) or 1
+                run_settings.in_flight = max(run_settings.in_flight, jobs + 2 * gpus)
             storage = database.optuna_storage(heartbeat_s=run_settings.heartbeat_s)
             name = studies.study_name(space.name, format_shape(shape_t), space.dtype, evaluator.device,
                                       template_hash, hot_cache=hot_cache)  # fmt: skip
             attributes = _study_attributes(space, shape_t, evaluator, template_hash, hot_cache)
+            if from_study is not None:
+                from autotune.warmstart import find_study
+
+                from_study = find_study(storage, from_study)
             study = studies.open_study(storage, name, sampler_obj, attributes)
-            liveness = studies.Liveness(storage, run_settings.heartbeat_s)
-            search = Search(space, shape_t, evaluator, study, run_settings, on_progress=on_progress,
-                            liveness=liveness)  # fmt: skip
-            report = search.run()
-            if report.best is not None:
-                database.save_best(_best_entry(report, space, evaluator, template_hash))
-            return report
+            study.set_user_attr(studies.TARGET, trials)  # what hosts joining with `autotune worker` aim at
+            study.set_user_attr(studies.SAMPLER, sampler)
+            seeds = []
+            if warm_start and not study.trials:
+                from autotune import warmstart
+
+                seeds = warmstart.seeds(storage, space, shape_t, evaluator.device, trials, from_study=from_study,
+                                        exclude=name)
+            return run_study(database, storage, study, space, shape_t, evaluator, template_hash, run_settings,
+                             on_progress=on_progress, seeds=seeds)  # fmt: skip
         finally:
             if storage is not None:
                 storage.engine.dispose()  # close Optuna's connections now: SQLite checkpoints here, not at GC
@@ -534,6 +561,29 @@ def tune(
     finally:
         if owned:
             evaluator.close()
+
+
+def run_study(
+    database: Database,
+    storage: Any,
+    study: optuna.Study,
+    space: KernelSpace,
+    shape: Shape,
+    evaluator: Evaluator,
+    template_hash: str,
+    settings: SearchSettings,
+    *,
+    on_progress: Callable[[Progress], None] | None = None,
+    seeds: Sequence[tuple[Config, str]] = (),
+) -> SearchReport:
+    """Search an opened study to its target and store its winner (`tune`, and hosts joining a study)."""
+    liveness = studies.Liveness(storage, settings.heartbeat_s)
+    search = Search(space, shape, evaluator, study, settings, on_progress=on_progress, liveness=liveness,
+                    seeds=seeds)  # fmt: skip
+    report = search.run()
+    if report.best is not None:
+        database.save_best(_best_entry(report, space, evaluator, template_hash))
+    return report
 
 
 def _study_attributes(

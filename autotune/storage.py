@@ -38,6 +38,8 @@ ENV_DB = "AUTOTUNE_DB"
 SCHEMA_VERSION = 1
 BUSY_TIMEOUT_S = 120
 SQLITE_MAGIC = b"SQLite format 3\x00"
+# PostgreSQL through psycopg 3 (SQLAlchemy 2.1's default for postgresql://; the `postgres` extra installs it).
+POSTGRES_DRIVER = "postgresql+psycopg"
 
 
 class Base(DeclarativeBase):
@@ -107,13 +109,31 @@ def resolve_url(db: str | os.PathLike[str] | None = None) -> str:
     value = str(db) if db is not None else os.environ.get(ENV_DB) or str(DEFAULT_DB)
     if "://" in value:
         try:
-            make_url(value).get_dialect()
+            parsed = make_url(value)
+            if parsed.drivername == "postgresql":  # our driver whatever SQLAlchemy's default (2.0: psycopg2)
+                value = parsed.set(drivername=POSTGRES_DRIVER).render_as_string(hide_password=False)
+            dialect = make_url(value).get_dialect()
         except NoSuchModuleError:  # (a subclass of ArgumentError)
             raise StorageError(f"database URL {value!r}: SQLAlchemy knows no such database kind") from None
         except ArgumentError:
             raise StorageError(f"malformed database URL {value!r}") from None
+        _check_driver(dialect, value)
         return value
     return f"sqlite:///{Path(value).expanduser().absolute()}"
+
+
+def _check_driver(dialect: Any, url: str) -> None:
+    """The database's Python driver must be importable: one line naming the package, not a traceback later."""
+    try:
+        dialect.import_dbapi()
+    except ImportError as exc:
+        driver = getattr(dialect, "driver", "?")
+        if getattr(dialect, "name", "") == "postgresql" and driver == "psycopg":
+            hint = "pip install 'autotune[postgres]' (psycopg 3)"
+        else:
+            hint = f"pip install the {driver} package"
+        missing = getattr(exc, "name", None) or driver
+        raise StorageError(f"database {_display(url)} needs the Python module {missing}: {hint}") from None
 
 
 def sqlite_path(url: str) -> Path | None:

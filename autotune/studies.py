@@ -27,6 +27,10 @@ FAILURE = "failure"  # one of autotune.evaluation.FAILURE_KINDS
 REASON = "reason"  # one line: why it failed or was rejected
 MEASUREMENT = "measurement"  # the whole Measurement as a dict (timing quartiles, compile time, …)
 DUPLICATE_OF = "duplicate_of"  # trial number whose result answered this proposal
+SEED_FROM = "seed_from"  # on a warm-start seed (role "seed"): the study and trial it was taken from
+TARGET = "target_trials"  # study attribute: the --trials of the latest search (what `autotune worker` aims at)
+SAMPLER = "sampler"  # study attribute: the sampler of the latest search
+SEED = "seed"  # role of a warm-start trial
 
 MEASURED, REJECTED, DUPLICATE, INTERRUPTED = "measured", "rejected", "duplicate", "interrupted"
 

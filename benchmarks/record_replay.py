@@ -1,20 +1,28 @@
 """Measure every valid configuration of a narrowed gemm space on this GPU and save a replay recording.
 
     python benchmarks/record_replay.py --out tests/data/replay_gemm_<device>.json
+    python benchmarks/record_replay.py --random 3000 --shape 4096x4096x4096 --out $OUT/random_gemm_4096.json.gz
 
-The recording is what the CPU tests replay to check the search driver and the samplers on real numbers.
+The exhaustive recording is what the CPU tests replay to check the search driver and the samplers on real
+numbers (`benchmarks/sampler_efficiency.py` replays it). ``--random N`` instead measures N distinct random valid
+configurations of the whole (un-narrowed) space: the distribution of what random search meets, from which the
+sampler study computes random search's expected best at each budget exactly (order statistics); it is not
+replayable by a sampler, since most of the space is unrecorded. A ``.gz`` name is written compressed.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import gzip
+import random
+import shutil
 import time
 from pathlib import Path
 
 from autotune.evaluation import Recording
 from autotune.evaluation.gpu import GpuEvaluator
-from autotune.spaces import get_space
+from autotune.spaces import config_key, get_space
 
 DOMAINS = {
     "ALGO": ["simt"],
@@ -35,16 +43,48 @@ DOMAINS = {
 }
 
 
+def random_valid(space, shape, device, count: int, seed: int) -> list:
+    """``count`` distinct valid configurations drawn uniformly per parameter (invalid draws are redrawn)."""
+    rng = random.Random(seed)
+    found: dict[str, dict] = {}
+    for _ in range(10_000 * count):
+        config = space.random_config(rng)
+        if not space.violations(config, shape, device):
+            found.setdefault(config_key(config), config)
+            if len(found) == count:
+                break
+    return list(found.values())
+
+
+def save(recording: Recording, path: Path) -> None:
+    """As `Recording.save`, gzip-compressed where the name ends in .gz (large random recordings)."""
+    if path.suffix != ".gz":
+        recording.save(path)
+        return
+    plain = path.with_suffix("")
+    recording.save(plain)
+    with open(plain, "rb") as src, gzip.open(path, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    plain.unlink()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--shape", default="1024x1024x1024")
+    parser.add_argument("--random", type=int, default=0, help="N random valid configurations of the whole space")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--min-time-ms", type=float, default=25.0, help="kernel time per timed measurement")
     args = parser.parse_args()
-    space = get_space("gemm", DOMAINS)
+    space = get_space("gemm", None if args.random else DOMAINS)
+    domains = {p.name: list(p.values) for p in space.params} if args.random else DOMAINS
     shape = space.parse_shape(args.shape)
     start = time.perf_counter()
-    with GpuEvaluator(space, shape, seed=0) as evaluator:
-        configs = space.valid_configs(shape, evaluator.device)
+    with GpuEvaluator(space, shape, seed=0, min_time_ms=args.min_time_ms) as evaluator:
+        if args.random:
+            configs = random_valid(space, shape, evaluator.device, args.random, args.seed)
+        else:
+            configs = space.valid_configs(shape, evaluator.device)
         futures = [evaluator.submit(c) for c in configs]
         recording = Recording(
             kernel="gemm",
@@ -52,11 +92,11 @@ def main() -> None:
             device=evaluator.device,
             toolchain=evaluator.toolchain,
             template_hash=space.template_hash(),
-            domains=DOMAINS,
+            domains=domains,
         )
         for config, future in zip(configs, futures):
             recording.add(config, future.result())
-    recording.save(args.out)
+    save(recording, args.out)
     outcomes = collections.Counter(m.failure or "ok" for m in recording.measurements.values())
     best = min((m.time_ms for m in recording.measurements.values() if m.ok), default=None)
     print(f"recorded {len(configs)} configurations on {evaluator.device.name} in {time.perf_counter() - start:.1f} s:"

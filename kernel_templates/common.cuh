@@ -1,6 +1,9 @@
-// Helpers shared by the memory-bound templates: vector access with optional streaming hints, reductions.
+// Helpers shared by the memory-bound templates: vector access of float/half/bfloat16 with optional streaming hints
+// (values arrive and leave as fp32), reductions.
 #pragma once
 #include <stdint.h>
+
+#include "dtype.cuh"
 
 #ifndef STREAM
 #define STREAM 0  // 1: __ldcs / __stcs (evict-first: data touched once does not push the rest out of L2)
@@ -8,70 +11,89 @@
 
 template <int N>
 struct Vec {
-  float v[N];
+  float v[N];  // always fp32: arithmetic and statistics never run in half precision
 };
+
+// The element type of a DTYPE code (autotune/dtypes.py): a second operand may differ from elem_t (e.g. fp32
+// LayerNorm weights with fp16 x, as mixed-precision training keeps them).
+template <int CODE> struct ElemOf;
+template <> struct ElemOf<0> { typedef float type; };
+template <> struct ElemOf<1> { typedef __half type; };
+template <> struct ElemOf<2> { typedef __nv_bfloat16 type; };
 
 __device__ __forceinline__ bool aligned_to(const void* p, int bytes) {
   return (reinterpret_cast<uintptr_t>(p) & (uintptr_t)(bytes - 1)) == 0;
 }
 
-// N floats from p (aligned to N floats); STREAMING: evict-first loads (__ldcs), else read-only cached (__ldg).
-template <int N, bool STREAMING = STREAM>
-__device__ __forceinline__ Vec<N> load_vec(const float* p) {
-  Vec<N> r;
-  if (N == 4) {
-    const float4* q = reinterpret_cast<const float4*>(p);
-    const float4 t = STREAMING ? __ldcs(q) : __ldg(q);
-    r.v[0] = t.x; r.v[1] = t.y; r.v[2] = t.z; r.v[3] = t.w;
-  } else if (N == 2) {
-    const float2* q = reinterpret_cast<const float2*>(p);
-    const float2 t = STREAMING ? __ldcs(q) : __ldg(q);
-    r.v[0] = t.x; r.v[1] = t.y;
-  } else {
+// A raw integer type of BYTES bytes: loads and stores move bits; conversion to fp32 happens in registers.
+template <int BYTES> struct Raw;
+template <> struct Raw<32> { typedef uint4 type; };  // wider than one access: two 16-byte ones
+template <> struct Raw<16> { typedef uint4 type; };
+template <> struct Raw<8> { typedef uint2 type; };
+template <> struct Raw<4> { typedef unsigned int type; };
+template <> struct Raw<2> { typedef unsigned short type; };
+
+// N elements of T from p (aligned to N elements, or to 16 bytes when wider) as fp32: accesses of up to 16 bytes
+// (8 halves, 4 floats); STREAMING: evict-first loads (__ldcs), else read-only cached (__ldg).
+template <int N, bool STREAMING = STREAM, class T>
+__device__ __forceinline__ Vec<N> load_vec(const T* p) {
+  constexpr int BYTES = N * (int)sizeof(T);
+  constexpr int PIECE = BYTES < 16 ? BYTES : 16;
+  typedef typename Raw<PIECE>::type R;
+  R raw[BYTES / PIECE];
+  const R* q = reinterpret_cast<const R*>(p);
 #pragma unroll
-    for (int i = 0; i < N; ++i) r.v[i] = STREAMING ? __ldcs(p + i) : __ldg(p + i);
-  }
+  for (int i = 0; i < BYTES / PIECE; ++i) raw[i] = STREAMING ? __ldcs(q + i) : __ldg(q + i);
+  const T* e = reinterpret_cast<const T*>(raw);
+  Vec<N> r;
+#pragma unroll
+  for (int i = 0; i < N; ++i) r.v[i] = to_f32(e[i]);
   return r;
 }
 
-template <int N>
-__device__ __forceinline__ void store_vec(float* p, const Vec<N>& r) {
-  if (N == 4) {
-    const float4 t = make_float4(r.v[0], r.v[1], r.v[2], r.v[3]);
-    if (STREAM) __stcs(reinterpret_cast<float4*>(p), t); else *reinterpret_cast<float4*>(p) = t;
-  } else if (N == 2) {
-    const float2 t = make_float2(r.v[0], r.v[1]);
-    if (STREAM) __stcs(reinterpret_cast<float2*>(p), t); else *reinterpret_cast<float2*>(p) = t;
-  } else {
+// N fp32 values rounded (to nearest even) to T and stored at p (aligned as for load_vec).
+template <int N, bool STREAMING = STREAM, class T>
+__device__ __forceinline__ void store_vec(T* p, const Vec<N>& r) {
+  constexpr int BYTES = N * (int)sizeof(T);
+  constexpr int PIECE = BYTES < 16 ? BYTES : 16;
+  typedef typename Raw<PIECE>::type R;
+  R raw[BYTES / PIECE];
+  T* e = reinterpret_cast<T*>(raw);
 #pragma unroll
-    for (int i = 0; i < N; ++i) {
-      if (STREAM) __stcs(p + i, r.v[i]); else p[i] = r.v[i];
-    }
+  for (int i = 0; i < N; ++i) e[i] = from_f32<T>(r.v[i]);
+  R* q = reinterpret_cast<R*>(p);
+#pragma unroll
+  for (int i = 0; i < BYTES / PIECE; ++i) {
+    if (STREAMING) __stcs(q + i, raw[i]); else q[i] = raw[i];
   }
 }
 
-// Elements [j, j+N) of a row of `len`: one vector load when `vec` (whole, aligned chunk), else element by element
-// with `pad` past the end.
-template <int N>
-__device__ __forceinline__ Vec<N> load_chunk(const float* row, int j, int len, bool vec, float pad) {
-  if (vec && j + N <= len) return load_vec<N>(row + j);
+template <bool STREAMING = STREAM, class T>
+__device__ __forceinline__ float load_one(const T* p) { return load_vec<1, STREAMING>(p).v[0]; }
+
+template <bool STREAMING = STREAM, class T>
+__device__ __forceinline__ void store_one(T* p, float v) { store_vec<1, STREAMING>(p, Vec<1>{{v}}); }
+
+// Elements [j, j+N) of a row of `len`: one vector load when `vec` (row + j aligned) and the chunk lies inside the
+// row, else element by element with `pad` outside [0, len) (j may be negative: see rows.cuh, row_pre).
+template <int N, class T>
+__device__ __forceinline__ Vec<N> load_chunk(const T* row, int j, int len, bool vec, float pad) {
+  if (vec && j >= 0 && j + N <= len) return load_vec<N>(row + j);
   Vec<N> r;
 #pragma unroll
-  for (int i = 0; i < N; ++i) r.v[i] = (j + i < len) ? (STREAM ? __ldcs(row + j + i) : __ldg(row + j + i)) : pad;
+  for (int i = 0; i < N; ++i) r.v[i] = (unsigned)(j + i) < (unsigned)len ? load_one(row + j + i) : pad;
   return r;
 }
 
-template <int N>
-__device__ __forceinline__ void store_chunk(float* row, int j, int len, bool vec, const Vec<N>& r) {
-  if (vec && j + N <= len) {
+template <int N, class T>
+__device__ __forceinline__ void store_chunk(T* row, int j, int len, bool vec, const Vec<N>& r) {
+  if (vec && j >= 0 && j + N <= len) {
     store_vec<N>(row + j, r);
     return;
   }
 #pragma unroll
   for (int i = 0; i < N; ++i)
-    if (j + i < len) {
-      if (STREAM) __stcs(row + j + i, r.v[i]); else row[j + i] = r.v[i];
-    }
+    if ((unsigned)(j + i) < (unsigned)len) store_one(row + j + i, r.v[i]);
 }
 
 struct SumOp {

@@ -1,7 +1,7 @@
-// Elementwise out = f(x [, y]) over n floats.
-//   OP      0 add (x + y), 1 relu, 2 sigmoid, 3 gelu (exact, with erf: torch's default)
+// Elementwise out = f(x [, y]) over n elements of DTYPE (float, half, bfloat16; fp32 arithmetic).
+//   OP      0 add (x + y), 1 relu, 2 sigmoid, 3 gelu (exact, with erf: torch's default; computed with erfc)
 //   BLOCK   threads per block
-//   VEC     floats per load (1, 2, 4); falls back to scalars when any pointer is not VEC-aligned
+//   VEC     elements per load (1, 2, 4, 8: 8 halves = 16 B); falls back to scalars when any pointer is not VEC-aligned
 //   ITEMS   vectors per thread per step (independent loads in flight)
 //   GRID_STRIDE  1: a fixed grid (BLOCKS_PER_SM per SM, chosen on the host) strides over the data;
 //                0: one step per thread, the grid covers n
@@ -32,13 +32,15 @@ __device__ __forceinline__ float apply(float a, float b) {
 #elif OP == 2
   return 1.f / (1.f + __expf(-a));
 #else
-  return 0.5f * a * (1.f + erff(a * 0.70710678118654752f));
+  // 0.5·a·(1 + erf(a/√2)) written with erfc: 1 + erf cancels for negative a (at a = -3 only ~4 of its 24 bits
+  // survive), erfc(-a/√2) does not.
+  return 0.5f * a * erfcf(-a * 0.70710678118654752f);
 #endif
 }
 
 template <int N>
-__device__ __forceinline__ void process(const float* __restrict__ x, const float* __restrict__ y,
-                                        float* __restrict__ out, long long i) {
+__device__ __forceinline__ void process(const elem_t* __restrict__ x, const elem_t* __restrict__ y,
+                                        elem_t* __restrict__ out, long long i) {
   const Vec<N> a = load_vec<N>(x + i * N);
 #if OP == 0
   const Vec<N> b = load_vec<N>(y + i * N);
@@ -57,8 +59,8 @@ __device__ __forceinline__ void process(const float* __restrict__ x, const float
 
 // Vectors [0, nvec) of width N: each thread takes ITEMS of them per step, consecutive threads adjacent ones.
 template <int N>
-__device__ __forceinline__ void sweep(const float* __restrict__ x, const float* __restrict__ y,
-                                      float* __restrict__ out, long long nvec) {
+__device__ __forceinline__ void sweep(const elem_t* __restrict__ x, const elem_t* __restrict__ y,
+                                      elem_t* __restrict__ out, long long nvec) {
   const long long step = (long long)gridDim.x * BLOCK * ITEMS;
   long long base = (long long)blockIdx.x * BLOCK * ITEMS + threadIdx.x;
   do {
@@ -72,10 +74,11 @@ __device__ __forceinline__ void sweep(const float* __restrict__ x, const float* 
 }
 
 extern "C" __global__ void __launch_bounds__(BLOCK)
-elementwise(const float* __restrict__ x, const float* __restrict__ y, float* __restrict__ out, long long n) {
-  const bool vec = aligned_to(x, 4 * VEC) && aligned_to(out, 4 * VEC)
+elementwise(const elem_t* __restrict__ x, const elem_t* __restrict__ y, elem_t* __restrict__ out, long long n) {
+  const int vb = (int)sizeof(elem_t) * VEC;
+  const bool vec = aligned_to(x, vb) && aligned_to(out, vb)
 #if OP == 0
-                   && aligned_to(y, 4 * VEC)
+                   && aligned_to(y, vb)
 #endif
       ;
   if (vec) {

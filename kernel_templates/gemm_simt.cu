@@ -14,8 +14,14 @@
 //   GROUP_M   blocks sweep GROUP_M tile rows before moving right (L2 reuse of B)
 //   MIN_BLOCKS  __launch_bounds__ occupancy hint: ptxas caps registers so this many blocks fit on an SM
 //
+// Split-K (a launch choice, no define): with gridDim.z = S > 1, block z computes K tiles [z*per, (z+1)*per) of
+// its output tile (per = ceil(ceil(K/BK) / S)) and C is the fp32 partial workspace [S][M][N]; the launch plan
+// then runs gemm_splitk_reduce (gemm_splitk.cuh), which sums the slices in a fixed order. A split left with no
+// K tile writes zeros. With S = 1 (gridDim.z = 1) C is the output and nothing else runs.
+//
 // Edges: every global load and store is bounds-checked; out-of-range elements load as 0. Vector paths are
 // taken only where the row length is a multiple of the vector width (then every vector is aligned).
+#include "gemm_splitk.cuh"
 
 #ifndef BM
 #define BM 128
@@ -364,7 +370,12 @@ sgemm(const float* __restrict__ A, const float* __restrict__ B, float* __restric
 
   const bool a_aligned = (K % VEC) == 0;
   const bool b_aligned = (N % VEC) == 0;
-  const int k_tiles = (K + BK - 1) / BK;
+  // This block's share of the K tiles (all of them without split-K); its partial slice of the workspace.
+  const int all_tiles = (K + BK - 1) / BK;
+  const int per_split = (all_tiles + gridDim.z - 1) / gridDim.z;
+  const int kt0 = blockIdx.z * per_split;
+  const int k_tiles = max(0, min(all_tiles, kt0 + per_split) - kt0);
+  C += (size_t)blockIdx.z * M * N;
 
   float acc[WMITER * TM][WNITER * TN];
 #pragma unroll
@@ -379,7 +390,7 @@ sgemm(const float* __restrict__ A, const float* __restrict__ B, float* __restric
   for (int s = 0; s < STAGES - 1; ++s) {
     if (s < k_tiles) {
       float* st = smem + s * STAGE_FLOATS;
-      issue_tile_async(st, st + A_TILE, A, B, M, N, K, bm0, bn0, s * BK, a_aligned, b_aligned);
+      issue_tile_async(st, st + A_TILE, A, B, M, N, K, bm0, bn0, (kt0 + s) * BK, a_aligned, b_aligned);
     }
     cp_async_commit();
   }
@@ -389,7 +400,7 @@ sgemm(const float* __restrict__ A, const float* __restrict__ B, float* __restric
     const int next = t + STAGES - 1;
     if (next < k_tiles) {
       float* st = smem + (next % STAGES) * STAGE_FLOATS;
-      issue_tile_async(st, st + A_TILE, A, B, M, N, K, bm0, bn0, next * BK, a_aligned, b_aligned);
+      issue_tile_async(st, st + A_TILE, A, B, M, N, K, bm0, bn0, (kt0 + next) * BK, a_aligned, b_aligned);
     }
     cp_async_commit();
     const float* cur = smem + (t % STAGES) * STAGE_FLOATS;
@@ -399,13 +410,13 @@ sgemm(const float* __restrict__ A, const float* __restrict__ B, float* __restric
   // Register-prefetch double buffering: tile t+1 is in flight from global memory while tile t is computed.
   Staging st;
   if (k_tiles > 0) {
-    load_tile(st, A, B, M, N, K, bm0, bn0, 0, a_aligned, b_aligned);
+    load_tile(st, A, B, M, N, K, bm0, bn0, kt0 * BK, a_aligned, b_aligned);
     store_tile(st, smem, smem + A_TILE);
   }
   __syncthreads();
   for (int t = 0; t < k_tiles; ++t) {
     const bool more = t + 1 < k_tiles;
-    if (more) load_tile(st, A, B, M, N, K, bm0, bn0, (t + 1) * BK, a_aligned, b_aligned);
+    if (more) load_tile(st, A, B, M, N, K, bm0, bn0, (kt0 + t + 1) * BK, a_aligned, b_aligned);
     const float* cur = smem + (t & 1) * STAGE_FLOATS;
     compute_tile(acc, cur, cur + A_TILE, m_base, n_base);
     if (more) {
@@ -418,7 +429,7 @@ sgemm(const float* __restrict__ A, const float* __restrict__ B, float* __restric
   // Single buffer: load, barrier, compute, barrier.
   Staging st;
   for (int t = 0; t < k_tiles; ++t) {
-    load_tile(st, A, B, M, N, K, bm0, bn0, t * BK, a_aligned, b_aligned);
+    load_tile(st, A, B, M, N, K, bm0, bn0, (kt0 + t) * BK, a_aligned, b_aligned);
     store_tile(st, smem, smem + A_TILE);
     __syncthreads();
     compute_tile(acc, smem, smem + A_TILE, m_base, n_base);

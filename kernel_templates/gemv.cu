@@ -1,8 +1,8 @@
-// SGEMV  y[M] = A[M×N] · x[N], fp32, row-major A, any M, N.
+// GEMV  y[M] = A[M×N] · x[N], row-major A, any M, N; A, x, y of DTYPE (float, half, bfloat16), fp32 sums.
 //   BLOCK   threads per block
 //   TPR     threads per row: 4, 8, 16 (sub-warp), 32 (a warp), 64…BLOCK (several warps, combined in shared
 //           memory); a block covers BLOCK/TPR rows
-//   VEC     floats per load (scalar fall-back where N % VEC or a pointer is unaligned)
+//   VEC     elements per load (8 halves = 16 B) (scalar fall-back where N % VEC or a pointer is unaligned)
 //   ACCS    independent accumulators per thread: more loads in flight
 //   STREAM_A  1: A is read with __ldcs (evict-first: read once, it does not push x out of the caches)
 #include "common.cuh"
@@ -26,15 +26,15 @@
 static_assert(TPR <= BLOCK && BLOCK % TPR == 0 && (TPR < 32 || TPR % 32 == 0), "row groups tile the block");
 
 extern "C" __global__ void __launch_bounds__(BLOCK)
-sgemv(const float* __restrict__ A, const float* __restrict__ x, float* __restrict__ y, int M, int N) {
+sgemv(const elem_t* __restrict__ A, const elem_t* __restrict__ x, elem_t* __restrict__ y, int M, int N) {
   const int group = threadIdx.x / TPR, lane = threadIdx.x % TPR;
   const int row = blockIdx.x * ROWS + group;
-  const bool vec = N % VEC == 0 && aligned_to(A, 4 * VEC) && aligned_to(x, 4 * VEC);
+  const bool vec = N % VEC == 0 && aligned_to(A, (int)sizeof(elem_t) * VEC) && aligned_to(x, (int)sizeof(elem_t) * VEC);
   float acc[ACCS];
 #pragma unroll
   for (int a = 0; a < ACCS; ++a) acc[a] = 0.f;
   if (row < M) {  // no early return: row groups wider than a warp meet at a barrier below
-    const float* ar = A + (size_t)row * N;
+    const elem_t* ar = A + (size_t)row * N;
     int j = lane * VEC;
     if (vec) {
       for (; j + (ACCS - 1) * TPR * VEC < N; j += ACCS * TPR * VEC) {
@@ -73,5 +73,5 @@ sgemv(const float* __restrict__ A, const float* __restrict__ x, float* __restric
     for (int w = 0; w < TPR / 32; ++w) s += partial[group * (TPR / 32) + w];
   }
 #endif
-  if (lane == 0 && row < M) y[row] = s;
+  if (lane == 0 && row < M) store_one(y + row, s);
 }

@@ -1,4 +1,4 @@
-// LayerNorm forward over each row: y = (x - mean) * rstd * w + b, rstd = 1 / sqrt(var + eps); writes mean, rstd.
+// LayerNorm forward over each row (x, y: DTYPE; w, b: WDTYPE; mean, rstd and all arithmetic: fp32): y = (x - mean) * rstd * w + b, rstd = 1 / sqrt(var + eps); writes mean, rstd.
 // Row mapping, vector width, register caching: see rows.cuh. STREAM: streaming loads/stores (common.cuh).
 //   STATS  0: two passes (mean, then the mean of squared deviations)
 //          1: Welford (one pass; per-thread mean and M2, merged with Chan's formula)
@@ -18,43 +18,45 @@ __device__ __forceinline__ State<3> merge_welford(State<3> a, State<3> b) {
   return {{n, a.f[1] + d * f, a.f[2] + b.f[2] + d * d * a.f[0] * f}};
 }
 
-extern "C" __global__ void __launch_bounds__(BLOCK)
-layernorm(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ b,
-          float* __restrict__ y, float* __restrict__ mean_out, float* __restrict__ rstd_out, int rows, int cols,
+extern "C" __global__ void __launch_bounds__(BLOCK) ROW_CLUSTER
+layernorm(const elem_t* __restrict__ x, const weight_t* __restrict__ w, const weight_t* __restrict__ b,
+          elem_t* __restrict__ y, float* __restrict__ mean_out, float* __restrict__ rstd_out, int rows, int cols,
           float eps) {
   __shared__ float scratch[96];
   int row, lane;
   if (!my_row(rows, row, lane)) return;
-  const float* xr = x + (size_t)row * cols;
-  float* yr = y + (size_t)row * cols;
-  const bool vec = cols % VEC == 0 && aligned_to(x, 4 * VEC) && aligned_to(y, 4 * VEC) &&
-                   aligned_to(w, 4 * VEC) && aligned_to(b, 4 * VEC);
+  const elem_t* xr = x + (size_t)row * cols;
+  elem_t* yr = y + (size_t)row * cols;
+  const int vb = (int)sizeof(elem_t) * VEC, wb = (int)sizeof(weight_t) * VEC;
+  const bool vec = aligned_to(x, vb) && aligned_to(y, vb);
+  const int pre = row_pre(row, cols, vec);
+  const bool wvec = vec && pre == 0 && aligned_to(w, wb) && aligned_to(b, wb);  // w[j] aligned where x's chunk is
   RowCache rc;
-  cache_row(rc, xr, cols, lane, vec, 0.f);
+  cache_row(rc, xr, cols, lane, vec, pre, 0.f);
   const float n = (float)cols;
   float mean, var;
 #if STATS == 0
   float s = 0.f;
-  for_chunks(rc, xr, cols, lane, vec, 0.f, [&](int, const Vec<VEC>& v) {
+  for_chunks(rc, xr, cols, lane, vec, pre, 0.f, [&](int, const Vec<VEC>& v) {
 #pragma unroll
     for (int e = 0; e < VEC; ++e) s += v.v[e];  // padding 0
   });
   mean = row_reduce(s, SumOp(), scratch) / n;
   float q = 0.f;
-  for_chunks(rc, xr, cols, lane, vec, 0.f, [&](int j, const Vec<VEC>& v) {
+  for_chunks(rc, xr, cols, lane, vec, pre, 0.f, [&](int j, const Vec<VEC>& v) {
 #pragma unroll
     for (int e = 0; e < VEC; ++e) {
       const float d = v.v[e] - mean;
-      q += j + e < cols ? d * d : 0.f;
+      q += (unsigned)(j + e) < (unsigned)cols ? d * d : 0.f;
     }
   });
   var = row_reduce(q, SumOp(), scratch) / n;
 #elif STATS == 1
   float wn = 0.f, wmean = 0.f, wm2 = 0.f;
-  for_chunks(rc, xr, cols, lane, vec, 0.f, [&](int j, const Vec<VEC>& v) {
+  for_chunks(rc, xr, cols, lane, vec, pre, 0.f, [&](int j, const Vec<VEC>& v) {
 #pragma unroll
     for (int e = 0; e < VEC; ++e) {
-      if (j + e < cols) {
+      if ((unsigned)(j + e) < (unsigned)cols) {
         wn += 1.f;
         const float d = v.v[e] - wmean;
         wmean += d / wn;
@@ -66,12 +68,12 @@ layernorm(const float* __restrict__ x, const float* __restrict__ w, const float*
   mean = all.f[1];
   var = all.f[2] / n;
 #else
-  const float k = __ldg(xr);
+  const float k = load_one(xr);
   float s1 = 0.f, s2 = 0.f;
-  for_chunks(rc, xr, cols, lane, vec, 0.f, [&](int j, const Vec<VEC>& v) {
+  for_chunks(rc, xr, cols, lane, vec, pre, 0.f, [&](int j, const Vec<VEC>& v) {
 #pragma unroll
     for (int e = 0; e < VEC; ++e) {
-      const float d = j + e < cols ? v.v[e] - k : 0.f;
+      const float d = (unsigned)(j + e) < (unsigned)cols ? v.v[e] - k : 0.f;
       s1 += d;
       s2 += d * d;
     }
@@ -82,9 +84,9 @@ layernorm(const float* __restrict__ x, const float* __restrict__ w, const float*
   var = fmaxf(s2 - s1 * s1, 0.f);
 #endif
   const float rstd = rsqrtf(var + eps);
-  for_chunks(rc, xr, cols, lane, vec, 0.f, [&](int j, const Vec<VEC>& v) {
-    const Vec<VEC> wv = load_chunk<VEC>(w, j, cols, vec, 0.f);
-    const Vec<VEC> bv = load_chunk<VEC>(b, j, cols, vec, 0.f);
+  for_chunks(rc, xr, cols, lane, vec, pre, 0.f, [&](int j, const Vec<VEC>& v) {
+    const Vec<VEC> wv = load_chunk<VEC>(w, j, cols, wvec, 0.f);
+    const Vec<VEC> bv = load_chunk<VEC>(b, j, cols, wvec, 0.f);
     Vec<VEC> r;
 #pragma unroll
     for (int e = 0; e < VEC; ++e) r.v[e] = (v.v[e] - mean) * rstd * wv.v[e] + bv.v[e];

@@ -1,7 +1,7 @@
-// Reduction of n floats to one: sum or max.
+// Reduction of n elements of DTYPE (float, half, bfloat16) to one fp32 value: sum or max, accumulated in fp32.
 //   OP          0 sum, 1 max
 //   BLOCK       threads per block
-//   VEC         floats per load (scalar fall-back where x is not aligned)
+//   VEC         elements per load (8 halves = 16 B) (scalar fall-back where x is not aligned)
 //   ITEMS       vectors per thread per step (independent loads in flight)
 //   TREE        0: warp shuffles, then one warp over the warps' results; 1: classic shared-memory halving tree
 //   TWO_PASS    0: each block folds its result into out with an atomic; 1: blocks write partials, and a
@@ -65,10 +65,10 @@ __device__ __forceinline__ void atomic_fold(float* out, float v) {
 extern "C" __global__ void reduce_init(float* __restrict__ out) { out[0] = Op::identity(); }
 
 extern "C" __global__ void __launch_bounds__(BLOCK)
-reduce_main(const float* __restrict__ x, long long n, float* __restrict__ out, float* __restrict__ partials) {
+reduce_main(const elem_t* __restrict__ x, long long n, float* __restrict__ out, float* __restrict__ partials) {
   Op op;
   float acc = Op::identity();
-  if (aligned_to(x, 4 * VEC)) {
+  if (aligned_to(x, (int)sizeof(elem_t) * VEC)) {
     const long long nvec = n / VEC;
     const long long step = (long long)gridDim.x * BLOCK * ITEMS;
     for (long long base = (long long)blockIdx.x * BLOCK * ITEMS + threadIdx.x; base < nvec; base += step) {
@@ -88,10 +88,10 @@ reduce_main(const float* __restrict__ x, long long n, float* __restrict__ out, f
         for (int e = 0; e < VEC; ++e) acc = op(acc, v[k].v[e]);
     }
     const long long t = (long long)blockIdx.x * BLOCK + threadIdx.x;
-    if (t < n - nvec * VEC) acc = op(acc, x[nvec * VEC + t]);
+    if (t < n - nvec * VEC) acc = op(acc, load_one(x + nvec * VEC + t));
   } else {
     for (long long i = (long long)blockIdx.x * BLOCK + threadIdx.x; i < n; i += (long long)gridDim.x * BLOCK)
-      acc = op(acc, x[i]);
+      acc = op(acc, load_one(x + i));
   }
   acc = reduce_block(acc);
   if (threadIdx.x == 0) {

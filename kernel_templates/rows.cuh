@@ -1,7 +1,14 @@
-// Row kernels (softmax, LayerNorm, RMSNorm): a group of TPR threads owns one row of `cols` floats.
+// Row kernels (softmax, LayerNorm, RMSNorm): a group of TPR threads owns one row of `cols` elements.
+//   DTYPE    x and y: 0 float, 1 half, 2 bfloat16 (dtype.cuh); statistics and arithmetic are fp32
+//   WDTYPE   weights and bias (LayerNorm, RMSNorm): defaults to DTYPE; 0 with a half DTYPE is mixed precision
 //   BLOCK    threads per block
-//   MAPPING  0: a warp per row (BLOCK/32 rows per block); 1: the whole block per row
-//   VEC      floats per access (scalar fall-back where cols % VEC or a pointer is unaligned)
+//   MAPPING  0: a warp per row (BLOCK/32 rows per block); 1: the whole block per row; 2: a thread-block cluster
+//            of CLUSTER blocks per row (sm_90): partial statistics are exchanged through distributed shared
+//            memory, so a row too long for one block's registers is still cached on chip and read once
+//   CLUSTER  blocks per row with MAPPING 2 (2, 4, 8: portable cluster sizes)
+//   VEC      elements per access (8 halves = 16 B; scalar fall-back where a base pointer is unaligned). Rows of
+//            any length keep vector accesses: a row's chunks start `pre` elements before the row (row_pre), at
+//            an aligned address, and the first and last chunk are masked
 //   CACHE    1: the row stays in registers between passes (needs cols <= TPR*VEC*ITEMS); 0: re-read
 //   ITEMS    chunks of VEC floats each thread holds when CACHE
 // Thread `lane` of the group owns chunks j = (lane + t*TPR)*VEC, t = 0, 1, …: a warp reads contiguous memory.
@@ -23,29 +30,90 @@
 #ifndef ITEMS
 #define ITEMS 8
 #endif
+#ifndef WDTYPE
+#define WDTYPE DTYPE
+#endif
+typedef ElemOf<WDTYPE>::type weight_t;
+
+#ifndef CLUSTER
+#define CLUSTER 2
+#endif
 
 #if MAPPING == 0
 #define TPR 32
-#else
+#elif MAPPING == 1
 #define TPR BLOCK
+#else
+#define TPR (BLOCK * CLUSTER)
 #endif
-#define ROWS_PER_BLOCK (BLOCK / TPR)
 static_assert(BLOCK % 32 == 0 && BLOCK <= 1024, "BLOCK is a multiple of 32, at most 1024");
 
+#if MAPPING == 2
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+#include <cooperative_groups.h>
+#define ROW_CLUSTER __cluster_dims__(CLUSTER, 1, 1)  // launched as usual: the cluster shape is the kernel's
+#else
+#error "MAPPING 2 (a cluster per row) needs sm_90"
+#endif
+#else
+#define ROW_CLUSTER
+#endif
+
 // The row this thread works on, its lane within the row's group; false when the row does not exist
-// (then the whole group — a warp, or the block — leaves together).
+// (then the whole group — a warp, the block, or the cluster — leaves together).
 __device__ __forceinline__ bool my_row(int rows, int& row, int& lane) {
-  row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / TPR;
+#if MAPPING == 2
+  row = blockIdx.x / CLUSTER;
+  lane = (blockIdx.x % CLUSTER) * BLOCK + threadIdx.x;  // blockIdx.x % CLUSTER is the rank in the cluster
+#else
+  row = blockIdx.x * (BLOCK / TPR) + threadIdx.x / TPR;
   lane = threadIdx.x % TPR;
+#endif
   return row < rows;
 }
+
+#if MAPPING == 2
+// Combine the blocks' results of a cluster: each block publishes its value in shared memory, every thread reads
+// all CLUSTER of them in rank order (so every block gets the very same bits). The second barrier keeps a block
+// from overwriting its slot for the next exchange while another still reads it.
+template <int N, class Merge>
+__device__ __forceinline__ void cluster_merge(float (&v)[N], Merge merge) {
+  __shared__ float slot[N];
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) slot[i] = v[i];
+  }
+  cluster.sync();
+  float acc[N];
+  const float* first = cluster.map_shared_rank(slot, 0);
+#pragma unroll
+  for (int i = 0; i < N; ++i) acc[i] = first[i];
+#pragma unroll
+  for (int r = 1; r < CLUSTER; ++r) {
+    const float* other = cluster.map_shared_rank(slot, r);
+    float b[N];
+#pragma unroll
+    for (int i = 0; i < N; ++i) b[i] = other[i];
+    merge(acc, b);
+  }
+  cluster.sync();
+#pragma unroll
+  for (int i = 0; i < N; ++i) v[i] = acc[i];
+}
+#endif
 
 template <class Op>
 __device__ __forceinline__ float row_reduce(float v, Op op, float* scratch) {
 #if MAPPING == 0
   return group_reduce<32>(v, op);
-#else
+#elif MAPPING == 1
   return block_reduce<BLOCK>(v, op, scratch);
+#else
+  float a[1] = {block_reduce<BLOCK>(v, op, scratch)};
+  cluster_merge<1>(a, [&](float (&x)[1], const float (&y)[1]) { x[0] = op(x[0], y[0]); });
+  return a[0];
 #endif
 }
 
@@ -57,27 +125,35 @@ struct RowCache {
 #endif
 };
 
-__device__ __forceinline__ void cache_row(RowCache& rc, const float* row, int cols, int lane, bool vec, float pad) {
+// How far before the row its first chunk starts: the row's offset (in elements) past an aligned address, when the
+// base pointer is aligned (`vec`); then every chunk but the first and the last is one aligned vector access.
+__device__ __forceinline__ int row_pre(int row, int cols, bool vec) {
+  return vec ? (int)(((size_t)row * cols) % VEC) : 0;
+}
+
+template <class T>
+__device__ __forceinline__ void cache_row(RowCache& rc, const T* row, int cols, int lane, bool vec, int pre,
+                                          float pad) {
 #if CACHE
 #pragma unroll
   for (int t = 0; t < ITEMS; ++t) {
-    const int j = (lane + t * TPR) * VEC;
+    const int j = (lane + t * TPR) * VEC - pre;
     if (j < cols) rc.c[t] = load_chunk<VEC>(row, j, cols, vec, pad);
   }
 #endif
 }
 
-template <class F>
-__device__ __forceinline__ void for_chunks(const RowCache& rc, const float* row, int cols, int lane, bool vec,
+template <class T, class F>
+__device__ __forceinline__ void for_chunks(const RowCache& rc, const T* row, int cols, int lane, bool vec, int pre,
                                            float pad, F f) {
 #if CACHE
 #pragma unroll
   for (int t = 0; t < ITEMS; ++t) {
-    const int j = (lane + t * TPR) * VEC;
+    const int j = (lane + t * TPR) * VEC - pre;
     if (j < cols) f(j, rc.c[t]);
   }
 #else
-  for (int j = lane * VEC; j < cols; j += TPR * VEC) f(j, load_chunk<VEC>(row, j, cols, vec, pad));
+  for (int j = lane * VEC - pre; j < cols; j += TPR * VEC) f(j, load_chunk<VEC>(row, j, cols, vec, pad));
 #endif
 }
 
@@ -104,7 +180,7 @@ __device__ __forceinline__ State<N> warp_combine(State<N> a, Merge merge) {
 template <int N, class Merge>
 __device__ __forceinline__ State<N> row_combine(State<N> a, Merge merge, State<N> identity, float* scratch) {
   a = warp_combine<N>(a, merge);
-#if MAPPING == 1
+#if MAPPING >= 1
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   __syncthreads();
   if (lane == 0) {
@@ -119,6 +195,16 @@ __device__ __forceinline__ State<N> row_combine(State<N> a, Merge merge, State<N
     a = identity;
   }
   a = warp_combine<N>(a, merge);
+#endif
+#if MAPPING == 2
+  cluster_merge<N>(a.f, [&](float (&x)[N], const float (&y)[N]) {
+    State<N> p, q;
+#pragma unroll
+    for (int i = 0; i < N; ++i) { p.f[i] = x[i]; q.f[i] = y[i]; }
+    p = merge(p, q);
+#pragma unroll
+    for (int i = 0; i < N; ++i) x[i] = p.f[i];
+  });
 #endif
   return a;
 }

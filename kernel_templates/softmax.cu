@@ -1,4 +1,4 @@
-// Softmax over each row of a rows×cols float matrix: y = exp(x - max) / sum(exp(x - max)).
+// Softmax over each row of a rows×cols matrix (float, half or bfloat16: DTYPE; fp32 arithmetic): y = exp(x - max) / sum(exp(x - max)).
 // Row mapping, vector width and register caching: see rows.cuh.
 //   ONLINE  0: three passes (max, sum of exponentials, write); 1: one pass for max and sum together (the
 //           running sum is rescaled when the maximum grows), then the write
@@ -25,20 +25,22 @@ __device__ __forceinline__ void online_add(float& m, float& s, float v) {
   }
 }
 
-extern "C" __global__ void __launch_bounds__(BLOCK)
-softmax(const float* __restrict__ x, float* __restrict__ y, int rows, int cols) {
+extern "C" __global__ void __launch_bounds__(BLOCK) ROW_CLUSTER
+softmax(const elem_t* __restrict__ x, elem_t* __restrict__ y, int rows, int cols) {
   __shared__ float scratch[64];
   int row, lane;
   if (!my_row(rows, row, lane)) return;
-  const float* xr = x + (size_t)row * cols;
-  float* yr = y + (size_t)row * cols;
-  const bool vec = cols % VEC == 0 && aligned_to(x, 4 * VEC) && aligned_to(y, 4 * VEC);
+  const elem_t* xr = x + (size_t)row * cols;
+  elem_t* yr = y + (size_t)row * cols;
+  const int vb = (int)sizeof(elem_t) * VEC;
+  const bool vec = aligned_to(x, vb) && aligned_to(y, vb);
+  const int pre = row_pre(row, cols, vec);
   RowCache rc;
-  cache_row(rc, xr, cols, lane, vec, -INFINITY);
+  cache_row(rc, xr, cols, lane, vec, pre, -INFINITY);
 
 #if ONLINE
   float m0 = -INFINITY, s0 = 0.f;  // plain floats: a struct captured by reference would live on the stack
-  for_chunks(rc, xr, cols, lane, vec, -INFINITY, [&](int, const Vec<VEC>& v) {
+  for_chunks(rc, xr, cols, lane, vec, pre, -INFINITY, [&](int, const Vec<VEC>& v) {
 #pragma unroll
     for (int e = 0; e < VEC; ++e) online_add(m0, s0, v.v[e]);  // padding is -inf: adds nothing
   });
@@ -46,19 +48,19 @@ softmax(const float* __restrict__ x, float* __restrict__ y, int rows, int cols) 
   const float m = ms.f[0], inv = 1.f / ms.f[1];
 #else
   float m = -INFINITY;
-  for_chunks(rc, xr, cols, lane, vec, -INFINITY, [&](int, const Vec<VEC>& v) {
+  for_chunks(rc, xr, cols, lane, vec, pre, -INFINITY, [&](int, const Vec<VEC>& v) {
 #pragma unroll
     for (int e = 0; e < VEC; ++e) m = fmaxf(m, v.v[e]);
   });
   m = row_reduce(m, MaxOp(), scratch);
   float s = 0.f;
-  for_chunks(rc, xr, cols, lane, vec, -INFINITY, [&](int, const Vec<VEC>& v) {
+  for_chunks(rc, xr, cols, lane, vec, pre, -INFINITY, [&](int, const Vec<VEC>& v) {
 #pragma unroll
     for (int e = 0; e < VEC; ++e) s += __expf(v.v[e] - m);  // padding: exp(-inf) = 0
   });
   const float inv = 1.f / row_reduce(s, SumOp(), scratch);
 #endif
-  for_chunks(rc, xr, cols, lane, vec, -INFINITY, [&](int j, const Vec<VEC>& v) {
+  for_chunks(rc, xr, cols, lane, vec, pre, -INFINITY, [&](int j, const Vec<VEC>& v) {
     Vec<VEC> r;
 #pragma unroll
     for (int e = 0; e < VEC; ++e) r.v[e] = __expf(v.v[e] - m) * inv;

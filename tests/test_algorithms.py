@@ -4,6 +4,7 @@ and resumes such configurations, and dtypes decide which algorithms exist (tests
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import optuna
 import pytest
@@ -51,6 +52,20 @@ def test_min_cc_rejects_before_anything_is_compiled():
     assert problems == ["algorithm vector needs compute capability 9.0; NVIDIA H200 has 8.0"]
 
 
+def test_max_cc_rejects_newer_devices(monkeypatch):
+    """Arch-specific code (sm_90a) runs on its own capability alone: a ceiling rejects newer devices too."""
+    from toy_family import Vector
+
+    monkeypatch.setattr(Vector, "max_cc", (9, 0))
+    space = ToyFamily(dtype="float16")
+    config = {ALGO: "vector", "TILE": 64, "VEC": 8}
+    blackwell = dataclasses.replace(H200, compute_capability=(10, 0))
+    assert space.violations(config, (1024,), blackwell) == [
+        "algorithm vector runs on compute capability 9.0 at most; NVIDIA H200 has 10.0"
+    ]
+    assert space.violations(config, (1024,), H200) == []
+
+
 def test_search_asks_only_the_proposed_algorithms_parameters(tmp_path):
     report = search(tmp_path, "float16", 12)
     study = optuna.load_study(study_name=report.study_name, storage=resolve_url(tmp_path / "t.db"))
@@ -81,3 +96,17 @@ def test_resume_and_grid_cover_every_valid_configuration_of_every_algorithm(tmp_
     study = optuna.load_study(study_name=first.study_name, storage=resolve_url(tmp_path / "t.db"))
     seen = {config_key(space.config_of(t.params)) for t in study.trials if studies.is_measured(t)}
     assert seen == valid
+
+
+def test_narrowing_algo_drops_the_other_algorithms_parameters():
+    space = ToyFamily({ALGO: ["vector"]}, dtype="float16")
+    assert space.domain(ALGO) == ("vector",)
+    assert space.domain("TILE") == (64, 256), "one TILE left: no ambiguity"
+    assert {p.key for p in space.params} == {ALGO, "vector.TILE", "vector.VEC"}
+    assert space.default_config[ALGO] == "vector" and space.size() == 2 * 3
+    # a configuration of a dropped algorithm still renders (a baseline that sets tolerances may be one)
+    tiled = {ALGO: "tiled", "TILE": 16, "UNROLL": 1}
+    assert Path(space.template_for(tiled)).name == space.algos["tiled"].template
+    assert "is not one of" in space.violations(tiled, (1024,), H200)[0]
+    with pytest.raises(InvalidArgument, match="outside its domain"):
+        ToyFamily({ALGO: ["nope"]}, dtype="float16")

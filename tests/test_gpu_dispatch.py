@@ -60,15 +60,16 @@ def test_numpy_on_tuned_and_untuned_shapes(gemm, caplog):
     assert gemm.choice(TUNED_SHAPE).source == TUNED
     c = gemm(a, b)
     assert isinstance(c, np.ndarray) and c.shape == (512, 384) and rel_error(c, a, b) < 1e-5
-    a2, b2 = inputs(100, 70, 33, seed=1)
+    a2, b2 = inputs(601, 390, 250, seed=1)  # the tuned shape's class (large M, wide): its configuration
     with caplog.at_level(logging.WARNING, logger="autotune.dispatch"):
         for _ in range(3):
             c2 = gemm(a2, b2)
     assert rel_error(c2, a2, b2) < 1e-5
-    assert gemm.choice("100x70x33").source == NEAREST
-    fallbacks = [r for r in caplog.records if "100x70x33" in r.getMessage()]
+    assert gemm.choice("601x390x250").source == NEAREST
+    assert gemm.choice("100x70x33").source == DEFAULT  # another class: its rule default
+    fallbacks = [r for r in caplog.records if "601x390x250" in r.getMessage()]
     assert len(fallbacks) == 1, "a fallback is logged once per (kernel, shape)"
-    out = np.empty((100, 70), np.float32)
+    out = np.empty((601, 390), np.float32)
     assert gemm(a2, b2, out=out) is out and rel_error(out, a2, b2) < 1e-5
 
 

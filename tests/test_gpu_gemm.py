@@ -13,7 +13,7 @@ from autotune.spaces.gemm_simt import PIPELINES
 
 pytestmark = pytest.mark.gpu
 
-SHAPES = [(1000, 1000, 1000), (127, 4096, 4096), (33, 65, 17), (1, 4096, 4096)]
+SHAPES = [(1000, 1000, 1000), (127, 4096, 4096), (33, 65, 17), (1, 4096, 4096), (1001, 1, 4099)]
 PER_ALGORITHM = 10  # random valid configurations per (dtype, algorithm), besides its default
 CASES = [(d, a) for d in get_space("gemm").supported_dtypes() for a in get_space("gemm", dtype=d).domain(ALGO)]
 
@@ -25,20 +25,20 @@ def device():
     return query_device()
 
 
-def pick(dtype: str, algo: str, device, count: int, seed: int) -> list[dict]:
-    """The algorithm's default (where valid) and ``count`` random valid configurations of it."""
+def pick(dtype: str, algo: str, device, count: int, seed: int, shape=(4096, 4096, 4096)) -> list[dict]:
+    """The algorithm's default (where valid) and ``count`` random valid configurations of it at ``shape``."""
     space = get_space("gemm", {ALGO: [algo]}, dtype=dtype)
     rng = random.Random(seed)
     picked: dict[str, dict] = {}
     default = {ALGO: algo, **space.algos[algo].default_config}
-    if not space.violations(default, (4096, 4096, 4096), device):
+    if not space.violations(default, shape, device):
         picked[config_key(default)] = default
     wanted_pipelines = set(PIPELINES) if algo == "simt" else set()
     for _ in range(20000):
         if len(picked) > count and not wanted_pipelines:
             break
         config = space.random_config(rng)
-        if space.violations(config, (4096, 4096, 4096), device):
+        if space.violations(config, shape, device):
             continue
         if len(picked) > count and config.get("PIPELINE") not in wanted_pipelines:
             continue
@@ -53,7 +53,7 @@ def test_random_valid_configs_are_correct(shape, dtype, algo, device):
     from autotune.evaluation.gpu import GpuEvaluator
 
     space = get_space("gemm", dtype=dtype)
-    configs = [c for c in pick(dtype, algo, device, PER_ALGORITHM, 2026) if not space.violations(c, shape, device)]
+    configs = pick(dtype, algo, device, PER_ALGORITHM, 2026, shape)
     if not configs:
         pytest.skip(f"no configuration of {algo} fits {shape}")
     with GpuEvaluator(space, shape, seed=7, min_time_ms=1.0, max_reps=5) as evaluator:

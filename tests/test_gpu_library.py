@@ -22,6 +22,9 @@ TARGETS = {
     "layernorm": (333, 3001),
     "layernorm_backward": (333, 3001),
     "rmsnorm": (333, 3001),
+    "rmsnorm_backward": (333, 3001),
+    "dot": (1_000_003,),
+    "histogram": (1_000_003, 300),
     "add": (1_000_003,),
     "relu": (1_000_003,),
     "sigmoid": (1_000_003,),
@@ -71,7 +74,7 @@ def test_dispatch_on_torch_tensors(kernel, tmp_path):
     shape = TARGETS[kernel]
     tuned = autotune.load(kernel, db=str(tmp_path / "none.db"))  # nothing tuned: the default configuration
     inputs = space.inputs(shape, np.random.default_rng(5))
-    refs = space.reference(inputs, shape)
+    refs = space.reference(space.decoded_inputs(inputs, shape), shape)
     result = tuned(*[torch.from_numpy(inputs[n]).cuda() for n in space.input_specs(shape)])
     results = result if isinstance(result, tuple) else (result,)
     for name, got in zip(space.outputs(shape), results):
@@ -91,3 +94,127 @@ def test_vector_paths_fall_back_on_unaligned_pointers(tmp_path):
     softmax = autotune.load("softmax", db=str(tmp_path / "none.db"))
     m = torch.randn(64 * 1024 + 1, device="cuda")[1:].view(64, 1024)  # rows a multiple of 4, pointer not
     torch.testing.assert_close(softmax(m), torch.softmax(m, dim=1))
+
+
+# --- dtypes ---------------------------------------------------------------------------------------------------
+HALF = ("float16", "bfloat16")
+HALF_TARGETS = {**{k: v for k, v in TARGETS.items() if k != "histogram"}, "layernorm_mixed": (333, 3001), "rmsnorm_mixed": (333, 3001),
+                "layernorm_backward_mixed": (333, 3001), "rmsnorm_backward_mixed": (333, 3001)}  # fmt: skip
+
+
+def to_torch(array: np.ndarray, dtype: str, torch):
+    """A host array of autotune's encoding (bfloat16: uint16 bits) as a CUDA tensor of ``dtype``."""
+    t = torch.from_numpy(np.ascontiguousarray(array))
+    if dtype == "bfloat16":
+        t = t.view(torch.int16).view(torch.bfloat16)
+    return t.cuda()
+
+
+@pytest.mark.parametrize("dtype", HALF)
+@pytest.mark.parametrize("kernel", sorted(HALF_TARGETS))
+def test_half_configs_are_correct(kernel, dtype, device):
+    """The rule default and a few random valid configurations per half dtype (fp32 weights in the _mixed
+    kernels): each is checked on the target and the ragged validation shapes, against the half tolerance."""
+    from autotune.evaluation.gpu import GpuEvaluator
+
+    space = get_space(kernel, dtype=dtype)
+    shape = HALF_TARGETS[kernel]
+    configs = {config_key(c): c for c in [space.rule_default(shape, device), *random_valid(space, shape, device, 3, 17)]}
+    with GpuEvaluator(space, shape, seed=5, min_time_ms=0.2, max_reps=3) as evaluator:
+        results = [f.result() for f in [evaluator.submit(c) for c in configs.values()]]
+    wrong = [(c, m.failure, m.reason) for c, m in zip(configs.values(), results) if not m.ok]
+    assert not wrong, wrong[:4]
+
+
+@pytest.mark.parametrize("dtype", HALF)
+@pytest.mark.parametrize("kernel", ["softmax", "layernorm", "rmsnorm_mixed", "rmsnorm_backward", "add", "sum",
+                                    "sgemv", "dot"])
+def test_dispatch_picks_the_dtype_of_torch_tensors(kernel, dtype, tmp_path):
+    torch = pytest.importorskip("torch")
+    import autotune
+
+    space = get_space(kernel, dtype=dtype)
+    shape = HALF_TARGETS[kernel]
+    tuned = autotune.load(kernel, db=str(tmp_path / "none.db"))
+    specs = space.input_specs(shape)
+    inputs = space.inputs(shape, np.random.default_rng(6))
+    refs = space.reference(space.decoded_inputs(inputs, shape), shape)
+    result = tuned(*[to_torch(inputs[n], specs[n].dtype, torch) for n in specs])
+    results = result if isinstance(result, tuple) else (result,)
+    for (name, spec), got in zip(space.outputs(shape).items(), results):
+        assert str(got.dtype).removeprefix("torch.") == spec.dtype, (name, got.dtype)
+        ref = refs[name].reshape(spec.shape)
+        err = np.linalg.norm(got.float().cpu().numpy().astype(np.float64) - ref) / np.linalg.norm(ref)
+        assert err <= space.tolerance(name, shape), (kernel, name, err)
+
+
+def test_mixed_dtypes_get_one_line_naming_the_argument(tmp_path):
+    torch = pytest.importorskip("torch")
+    import autotune
+    from autotune.errors import InvalidType
+
+    layernorm = autotune.load("layernorm", db=str(tmp_path / "none.db"))
+    x = torch.randn(8, 64, device="cuda", dtype=torch.float16)
+    w = torch.ones(64, device="cuda")
+    with pytest.raises(InvalidType, match="weight has dtype float32.*layernorm_mixed"):
+        layernorm(x, w, torch.zeros(64, device="cuda"))
+    mixed = autotune.load("layernorm_mixed", db=str(tmp_path / "none.db"))
+    y, mean, rstd = mixed(x, w, torch.zeros(64, device="cuda"))
+    torch.testing.assert_close(y, torch.nn.functional.layer_norm(x.float(), [64]).half(), atol=2e-3, rtol=2e-3)
+    assert mean.dtype == torch.float32 and y.dtype == torch.float16
+
+
+def test_histogram_matches_bincount_and_drops_bad_values(tmp_path):
+    torch = pytest.importorskip("torch")
+    import autotune
+
+    histogram = autotune.load("histogram", db=str(tmp_path / "none.db"))
+    values = torch.randint(-50, 300, (1_000_001,), device="cuda", dtype=torch.int32)
+    values[::997] = 2**31 - 1
+    values[1::991] = -(2**31)
+    counts = histogram(values, torch.zeros(256, device="cuda", dtype=torch.int32))
+    kept = values[(values >= 0) & (values < 256)].long()
+    assert torch.equal(counts.long(), torch.bincount(kept, minlength=256))
+
+
+def test_tune_missing_searches_an_untuned_shape_once_stores_and_logs(tmp_path, caplog):
+    torch = pytest.importorskip("torch")
+    import logging
+
+    import autotune
+
+    db = str(tmp_path / "tuned.db")
+    softmax = autotune.load("softmax", db=db, tune_missing=3)
+    x = torch.randn(64, 1000, device="cuda", dtype=torch.float16)
+    with caplog.at_level(logging.WARNING):
+        y = softmax(x)
+    assert "searching 3 trials now (tune_missing)" in caplog.text
+    assert softmax.choice((64, 1000), "float16").source == "tuned"
+    assert autotune.load("softmax", db=db, strict=True).choice((64, 1000), "float16").source == "tuned"  # stored
+    torch.testing.assert_close(y.float(), torch.softmax(x.float(), dim=1), atol=1e-3, rtol=1e-2)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        softmax(x)
+    assert "tune_missing" not in caplog.text  # once per shape and dtype
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("kernel", ["softmax", "layernorm", "rmsnorm"])
+def test_rows_split_over_a_cluster_are_correct(kernel, dtype, device):
+    """MAPPING=cluster (sm_90): partial statistics exchanged through distributed shared memory, the row cached in
+    registers across the cluster; the rule default for a long row, and explicit cluster sizes."""
+    from autotune.evaluation.gpu import GpuEvaluator
+
+    if tuple(device.compute_capability) < (9, 0):
+        pytest.skip("thread-block clusters need sm_90")
+    space = get_space(kernel, dtype=dtype)
+    shape = (37, 65536)
+    base = space.rule_default(shape, device)
+    assert base["MAPPING"] == "cluster"
+    configs = [base] + [{**base, "CLUSTER": c, "BLOCK": 512, "ITEMS": shape[1] // (512 * c * base["VEC"])}
+                        for c in (2, 8)]  # fmt: skip
+    assert all(not space.violations(c, shape, device) for c in configs)
+    with GpuEvaluator(space, shape, seed=7, min_time_ms=0.2, max_reps=3) as evaluator:
+        results = [f.result() for f in [evaluator.submit(c) for c in configs]]
+    wrong = [(c, m.failure, m.reason) for c, m in zip(configs, results) if not m.ok]
+    assert not wrong, wrong[:4]

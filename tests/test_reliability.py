@@ -154,7 +154,7 @@ def test_four_processes_share_one_postgresql_database(tmp_path):
     url = os.environ.get("AUTOTUNE_TEST_POSTGRES_URL")
     if not url:
         pytest.skip("no PostgreSQL server: .ci/run starts one and sets AUTOTUNE_TEST_POSTGRES_URL")
-    engine = sa.create_engine(url)
+    engine = sa.create_engine(resolve_url(url))
     with engine.begin() as conn:  # a clean database for this run
         conn.execute(sa.text("DROP SCHEMA public CASCADE; CREATE SCHEMA public"))
     engine.dispose()

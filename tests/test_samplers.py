@@ -37,6 +37,17 @@ def test_recording_is_exhaustive_and_real(recording):
     assert times[-1] / times[0] > 3, "a space where the choice matters"
 
 
+def test_a_recording_older_than_a_parameter_loads_at_its_default(recording, h200):
+    """Recorded before split-K existed: each configuration ran SPLIT_K = 1, and the search proposes only that."""
+    from autotune.spaces import get_space
+
+    assert recording.domains["simt.SPLIT_K"] == [1]
+    assert all(c["ALGO"] == "simt" and c["SPLIT_K"] == 1 for c in recording.configs.values())
+    space = get_space("gemm", recording.domains)
+    assert space.domain("simt.SPLIT_K") == (1,)
+    assert not [c for c in recording.configs.values() if "missing" in " ".join(space.violations(c, recording.shape, h200))]
+
+
 def test_tpe_finds_near_optimal_configs_and_beats_random(recording, tmp_path):
     optimum = min(m.time_ms for m in recording.measurements.values())
     tpe = [best_found(recording, "tpe", seed, 60, tmp_path) / optimum for seed in range(5)]

@@ -96,3 +96,67 @@ def test_strict_raises_instead_of_falling_back(space, h200):
         choose(space, (4000, 4096, 4096), h200, rows, HASH, strict=True)
     with pytest.raises(NotTuned, match="stale"):
         choose(space, (4096,) * 3, h200, [Row("4096x4096x4096", cfg(space), template_hash=OLD)], HASH, strict=True)
+
+
+# --- GEMM shape classes and rule defaults ---------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "shape, klass",
+    [
+        ((1, 4096, 4096), ("1", "wide")),
+        ((4096, 1, 4096), ("large", "col")),
+        ((16, 4096, 4096), ("16", "wide")),
+        ((40, 4096, 1024), ("64", "wide")),
+        ((127, 4096, 4096), ("256", "wide")),
+        ((16384, 128, 16384), ("large", "narrow")),
+        ((1024, 1024, 65536), ("large", "deep")),
+        ((4096, 4096, 4096), ("large", "wide")),
+    ],
+)
+def test_gemm_shape_classes(space, shape, klass):
+    assert space.shape_class(shape) == klass
+
+
+def test_fallback_prefers_the_same_class_over_a_nearer_shape(space, h200):
+    small = cfg(space, BM=16, BN=128, WARPS_M=1, WARPS_N=4, TM=4, TN=4, WNITER=1, SPLIT_K=4)
+    rows = [Row("32x4096x4096", cfg(space, BM=32, WARPS_M=1)), Row("16x32768x32768", small)]
+    assert log_distance((16, 4096, 4096), (32, 4096, 4096)) < log_distance((16, 4096, 4096), (16, 32768, 32768))
+    choice = choose(space, (16, 4096, 4096), h200, rows, HASH)
+    assert choice.source == NEAREST and choice.row.shape == "16x32768x32768" and choice.config == small
+
+
+@pytest.mark.parametrize("shape", [(1, 4096, 4096), (4096, 1, 4096), (16, 4096, 4096), (16384, 128, 16384)])
+def test_rule_default_not_the_square_winner(space, h200, shape):
+    """With only 4096³ tuned, other classes run their rule default: GEMV for a row or a column, a small tile
+    with split-K for 16 rows, split-K for a tall-skinny output."""
+    winner = cfg(space, BM=256, BN=128, WARPS_M=4, WARPS_N=2, BK=16)
+    assert space.violations(winner, shape, h200) == [], "the square winner would run here: the class decides"
+    choice = choose(space, shape, h200, [Row("4096x4096x4096", winner)], HASH)
+    assert choice.source == DEFAULT and "1 tuned for shapes of another class" in choice.reason
+    config = choice.config
+    assert space.violations(config, shape, h200) == []
+    m, n, _ = shape
+    if m == 1 or n == 1:
+        assert config["ALGO"] == "gemv" and (n == 1 or config["SPLIT_K"] > 1)
+    else:
+        assert config["ALGO"] == "simt" and config["SPLIT_K"] > 1
+        assert config["BM"] == (16 if m == 16 else 128)
+
+
+def test_rule_defaults_are_valid_everywhere(h200):
+    import random
+
+    rng = random.Random(5)
+    shapes = [(rng.choice([1, 2, 7, 16, 33, 64, 100, 255, 1000, 5000]), rng.choice([1, 3, 64, 129, 4096]),
+               rng.choice([1, 5, 64, 1000, 16384])) for _ in range(200)]  # fmt: skip
+    for dtype in ("float32", "float16", "bfloat16"):
+        space = get_space("gemm", dtype=dtype)
+        for shape in shapes:
+            config = space.rule_default(shape, h200)
+            if dtype == "float32" or 1 in shape[:2]:  # half precision has only gemv in this family so far
+                assert space.violations(config, shape, h200) == [], (dtype, shape, config)
+
+
+def test_rule_default_stays_within_narrowed_domains(h200):
+    narrow = get_space("gemm", {"ALGO": ["simt"], "SPLIT_K": [1]})
+    config = narrow.rule_default((1, 4096, 4096), h200)
+    assert config["ALGO"] == "simt" and config["SPLIT_K"] == 1 and narrow.violations(config, (1, 4096, 4096), h200) == []

@@ -100,7 +100,7 @@ def test_validation_shapes_are_ragged_against_every_tile(space):
 def test_narrowed_domains(space):
     narrow = get_space("gemm", {"ALGO": ["simt"], "BM": [64, 128]})
     assert narrow.domain("BM") == (64, 128)
-    assert narrow.size() == space.size() // 2
+    assert narrow.size() * 5 == space.size() * 2  # two of five tile heights
     with pytest.raises(ValueError, match="no parameter"):
         get_space("gemm", {"XX": [1]})
     with pytest.raises(ValueError, match="outside its domain"):
@@ -151,3 +151,73 @@ def test_template_rejects_what_the_space_rejects(space, h200, cache_dir):
     finally:
         compiler.close()
     assert all(not r.ok and "static assertion" in (r.error or "") for r in results), [r.error for r in results]
+
+
+# --- split-K and small-M tiles ------------------------------------------------------------------------------
+SMALL_M = {"BM": 16, "BN": 128, "WARPS_M": 1, "WARPS_N": 4, "TM": 4, "TN": 4, "WNITER": 1, "BK": 32}
+
+
+def test_split_k_launches_into_a_workspace_then_reduces(space, h200):
+    config = {**space.default_config, **SMALL_M, "SPLIT_K": 4}
+    assert space.violations(config, (16, 4096, 4096), h200) == []
+    gemm, reduce = space.launches(config, (16, 4096, 4096), h200)
+    assert gemm.kernel == "sgemm" and gemm.grid == (32, 1, 4), "split-K is the grid's z dimension"
+    assert gemm.args[:3] == ("A", "B", "partial"), "the partial tiles go to the workspace"
+    assert reduce.kernel == "gemm_splitk_reduce" and reduce.args[:2] == ("partial", "C")
+    assert int(reduce.args[2]) == 16 * 4096 and int(reduce.args[3]) == 4
+    assert isinstance(reduce.args[2], np.int64) and isinstance(reduce.args[3], np.int32)
+    (spec,) = space.workspace(config, (16, 4096, 4096)).values()
+    assert spec.shape == (4, 16, 4096) and spec.dtype == "float32"
+
+
+def test_without_split_k_one_launch_writes_c(space, h200):
+    (launch,) = space.launches(space.default_config, (333, 264, 104), h200)
+    assert launch.grid[2] == 1 and launch.args[2] == "C"
+    assert space.workspace(space.default_config, (333, 264, 104)) == {}
+
+
+def test_split_k_is_a_launch_choice_not_a_define(space):
+    """Configurations that differ only in SPLIT_K share one compiled kernel."""
+    split = {**space.default_config, "SPLIT_K": 8}
+    assert "SPLIT_K" not in space.defines(split)
+    assert space.defines(split) == space.defines(space.default_config)
+
+
+def test_split_k_workspace_is_bounded(space, h200):
+    config = {**space.default_config, "SPLIT_K": 16}
+    assert any("workspace" in p for p in space.violations(config, (8192, 8192, 8192), h200))
+    assert space.violations(config, (127, 4096, 4096), h200) == []
+
+
+@pytest.mark.parametrize("bm, warps_m, tm, wniter", [(16, 1, 4, 1), (16, 2, 2, 1), (32, 1, 4, 2), (32, 2, 4, 1)])
+def test_small_m_tiles_are_valid(space, h200, bm, warps_m, tm, wniter):
+    config = {**space.default_config, "BM": bm, "WARPS_M": warps_m, "TM": tm, "WNITER": wniter, "BN": 128}
+    assert space.violations(config, (16, 4096, 4096), h200) == []
+
+
+def test_small_m_tiles_that_do_not_split_are_refused(space, h200):
+    config = {**space.default_config, "BM": 16, "WARPS_M": 4, "TM": 8}
+    assert any("does not split" in p for p in space.violations(config, SHAPE, h200))
+
+
+@pytest.mark.nvcc
+def test_small_m_and_split_k_configs_compile_without_spilling(space, h200, cache_dir):
+    """BM 16 and 32 tiles compile and hold the reduce kernel, those the rule defaults use without spilling; the
+    template's static_asserts agree with the constraints on a BM 16 tile that does not split."""
+    from autotune.spaces._gemm_rules import SIMT_TILES
+
+    configs = [{**space.default_config, **tile, "PIPELINE": p} for tile in SIMT_TILES.values()
+               for p in ("double", "cp.async-3")]  # fmt: skip
+    rules = len(configs)
+    configs += sample_valid(get_space("gemm", {"ALGO": ["simt"], "BM": [16, 32]}), h200, 6, seed=4)
+    bad = {**space.default_config, "BM": 16, "WARPS_M": 4, "TM": 8}
+    compiler = Compiler("sm_90a", cache_dir=cache_dir)
+    try:
+        results = [f.result() for f in [compiler.submit(space.template_for(c), space.defines(c)) for c in configs]]
+        rejected = compiler.submit(space.template_for(bad), space.defines(bad)).result()
+    finally:
+        compiler.close()
+    assert all(r.ok for r in results), [r.error for r in results if not r.ok][:2]
+    assert all({"sgemm", "gemm_splitk_reduce"} <= set(r.kernels) for r in results)
+    assert all(k.spill_stores == 0 for r in results[:rules] for k in r.kernels.values()), "the rules' tiles"
+    assert not rejected.ok and "static assertion" in (rejected.error or "")

@@ -28,7 +28,7 @@ def template_defaults(space, config) -> dict[str, int]:
 
 def test_the_library_is_complete():
     expected = {"sgemv", "sum", "max", "softmax", "layernorm", "layernorm_backward", "rmsnorm",
-                "add", "relu", "sigmoid", "gelu", "gemm"}  # fmt: skip
+                "add", "relu", "sigmoid", "gelu", "gemm", "rmsnorm_backward", "dot", "histogram"}  # fmt: skip
     assert expected <= set(KERNELS)
 
 
@@ -45,7 +45,7 @@ def test_default_config_is_the_templates_and_valid_everywhere(kernel, h200):
     for config in default_configs(space):
         defaults = template_defaults(space, config)
         rendered = space.defines(config)
-        skip = ("OP", "DTYPE")  # chosen by the kernel and the problem, not tuned
+        skip = ("OP", "DTYPE", "WDTYPE", "RMS")  # chosen by the kernel and the problem, not tuned
         mismatched = {k: (v, defaults.get(k)) for k, v in rendered.items() if k not in skip and defaults.get(k) != v}
         assert not mismatched, f"default configuration and template macro defaults disagree ({config.get('ALGO')})"
     config = space.default_config
@@ -101,6 +101,16 @@ def test_row_cache_constraint_depends_on_the_shape(h200):
     assert "do not fit the register cache" in space.violations(cached, (8192, 4096), h200)[0]
 
 
+def test_the_cache_holds_rows_whose_chunks_start_early(h200):
+    # Rows of a length no multiple of VEC start their first chunk up to VEC - 1 elements before the row (at an
+    # aligned address): a cache of exactly `cols` elements is then one chunk short.
+    space = get_space("softmax")
+    cached = {**space.default_config, "CACHE": 1, "ITEMS": 8}  # 1024 elements
+    assert space.violations(cached, (8, 1024), h200) == []
+    assert "register cache" in space.violations(cached, (8, 1022), h200)[0]
+    assert space.violations(cached, (8, 1021), h200) == []
+
+
 def test_softmax_inputs_hold_minus_infinity_and_large_values():
     x = get_space("softmax").inputs((64, 1000), np.random.default_rng(1))["x"]
     assert np.isneginf(x).any() and (x > 80).any() and not np.isneginf(x).all(axis=1).any()
@@ -147,3 +157,212 @@ def test_sampled_configs_of_every_template_compile(h200, cache_dir):
     finally:
         compiler.close()
     assert not failures, failures[:3]
+
+
+# --- dtypes ---------------------------------------------------------------------------------------------------
+ROW_KERNELS = ["softmax", "layernorm", "rmsnorm", "layernorm_backward", "rmsnorm_backward"]
+HALF = ("float16", "bfloat16")
+
+
+# Opted into by name: TF32 tensor-core products of float32 storage, at TF32's tolerance (no half variant either)
+REDUCED_PRECISION = ("gemm_tf32",)
+
+
+@pytest.mark.parametrize(
+    "kernel", [k for k in LIBRARY if get_space(k).supported_dtypes()[0] == "float32" and k not in REDUCED_PRECISION]
+)
+def test_every_library_kernel_answers_float32_and_both_halves(kernel):
+    assert set(get_space(kernel).supported_dtypes()) == {"float32", "float16", "bfloat16"}
+
+
+@pytest.mark.parametrize("kernel", LIBRARY)
+@pytest.mark.parametrize("dtype", ["float32", *HALF])
+def test_inputs_outputs_and_references_per_dtype(kernel, dtype, h200):
+    cls = type(get_space(kernel))
+    if dtype not in cls.supported_dtypes():
+        pytest.skip(f"{kernel} has no {dtype}")
+    space = get_space(kernel, dtype=dtype)
+    shape = space.validation_cases(space.default_shape)[2][0]
+    specs = space.input_specs(shape)
+    inputs = space.inputs(shape, np.random.default_rng(0))
+    for name, array in inputs.items():
+        assert array.dtype == np.dtype(dtypes.dtype(specs[name].dtype).host), name
+    # The reference sees the rounded values the kernel is given, and the problem's dtype renders as DTYPE.
+    decoded = space.decoded_inputs(inputs, shape)
+    refs = space.reference(decoded, shape)
+    assert all(np.isfinite(r).all() for r in refs.values())
+    assert space.defines(space.default_config)["DTYPE"] == dtypes.dtype(dtype).code
+    for name, spec in space.outputs(shape).items():
+        tol = space.tolerance(name, shape)
+        assert tol >= 1e-3 if spec.dtype in HALF else tol < (1e-2 if kernel in REDUCED_PRECISION else 1e-4), (
+            name, spec.dtype, tol
+        )
+    assert space.violations(space.rule_default(space.default_shape, h200), space.default_shape, h200) == []
+
+
+def test_statistics_stay_fp32_and_mixed_variants_take_fp32_weights():
+    ln = get_space("layernorm", dtype="bfloat16")
+    out = ln.outputs((4, 8))
+    assert out["y"].dtype == "bfloat16" and out["mean"].dtype == out["rstd"].dtype == "float32"
+    assert ln.input_specs((4, 8))["weight"].dtype == "bfloat16"
+    mixed = get_space("layernorm_mixed", dtype="float16")
+    assert mixed.input_specs((4, 8))["weight"].dtype == "float32" and mixed.defines(mixed.default_config)["WDTYPE"] == 0
+    assert mixed.input_specs((4, 8))["x"].dtype == "float16"
+    bwd = get_space("rmsnorm_backward_mixed", dtype="bfloat16")
+    assert bwd.outputs((4, 8))["dweight"].dtype == "float32" and bwd.outputs((4, 8))["dx"].dtype == "bfloat16"
+    assert "float32" not in type(mixed).supported_dtypes()
+    assert get_space("sum", dtype="float16").outputs((8,))["out"].dtype == "float32"  # fp32 result
+
+
+def test_vectors_wider_than_16_bytes_and_half_atomics_are_rejected(h200):
+    f32, f16 = get_space("softmax"), get_space("softmax", dtype="float16")
+    wide = {**f32.default_config, "VEC": 8}
+    assert any("16" in p for p in f32.violations(wide, (64, 1024), h200))
+    assert f16.violations(wide, (64, 1024), h200) == []  # 8 halves: one 16-byte access
+    for kernel in ("layernorm_backward", "sum", "add", "sgemv"):
+        assert get_space(kernel).violations({**get_space(kernel).default_config, "VEC": 8}, (64, 1024)[: len(get_space(kernel).dims)], h200)
+    atomic = {**get_space("layernorm_backward").default_config, "ATOMIC": 1}
+    assert get_space("layernorm_backward").violations(atomic, (64, 1024), h200) == []
+    assert "fp32 only" in get_space("layernorm_backward", dtype="float16").violations(atomic, (64, 1024), h200)[0]
+    assert get_space("layernorm_backward_mixed", dtype="float16").violations(atomic, (64, 1024), h200) == []
+
+
+@pytest.mark.parametrize(
+    "kernel, given, message",
+    [
+        ("softmax", {"x": "float64"}, "x has dtype float64"),
+        ("add", {"x": "float16", "y": "float32"}, "y has dtype float32"),
+        ("layernorm", {"x": "float16", "weight": "float32", "bias": "float32"}, "layernorm_mixed"),
+        ("layernorm", {"x": "float16", "weight": "float16", "bias": "bfloat16"}, "bias has dtype bfloat16"),
+        ("layernorm_mixed", {"x": "float16", "weight": "float16", "bias": "float16"}, "weight has dtype float16"),
+        ("layernorm_mixed", {"x": "float32", "weight": "float32", "bias": "float32"}, "x has dtype float32"),
+        ("layernorm_backward", {"dy": "bfloat16", "x": "bfloat16", "weight": "bfloat16", "mean": "bfloat16",
+                                "rstd": "float32"}, "mean has dtype bfloat16"),
+        ("rmsnorm_backward", {"dy": "float16", "x": "float32", "weight": "float16", "rstd": "float32"}, "x has dtype"),
+    ],
+)
+def test_dtype_errors_name_the_argument(kernel, given, message):
+    from autotune.errors import InvalidType
+
+    with pytest.raises(InvalidType, match=message):
+        type(get_space(kernel)).infer_dtype(given)
+
+
+def test_dtype_inference_accepts_fp32_statistics_and_mixed_weights():
+    assert type(get_space("layernorm_backward")).infer_dtype(
+        {"dy": "float16", "x": "float16", "weight": "float16", "mean": "float32", "rstd": "float32"}) == "float16"
+    assert type(get_space("rmsnorm_mixed")).infer_dtype({"x": "bfloat16", "weight": "float32"}) == "bfloat16"
+
+
+# --- the half tolerance separates fp32 accumulation from half accumulation -------------------------------------
+def _rmsnorm_like(x: np.ndarray, w: np.ndarray, acc: str) -> np.ndarray:
+    """RMSNorm computed with its sum of squares accumulated column by column in ``acc`` (a row per thread, the
+    crudest kernel), then the output rounded like the kernel's store."""
+    ss = np.zeros(x.shape[0], dtype=acc)
+    for j in range(x.shape[1]):
+        ss = (ss + (x[:, j] * x[:, j]).astype(acc)).astype(acc)
+    rstd = 1.0 / np.sqrt(ss.astype(np.float64) / x.shape[1] + 1e-6)
+    return x * rstd[:, None] * w
+
+
+@pytest.mark.parametrize("dtype", HALF)
+def test_half_tolerance_passes_fp32_accumulation_and_fails_half_accumulation(dtype):
+    space = get_space("rmsnorm", dtype=dtype)
+    shape = (64, 3001)
+    inputs = space.decoded_inputs(space.inputs(shape, np.random.default_rng(2)), shape)
+    ref = space.reference(inputs, shape)["y"]
+    tol = space.tolerance("y", shape)
+    half_acc = "float16"  # numpy has no bfloat16 arithmetic: float16 stands for a half accumulator (bf16's is worse)
+    for acc, passes in (("float32", True), (half_acc, False)):
+        got = dtypes.round_to(_rmsnorm_like(inputs["x"], inputs["weight"], acc), dtype)
+        err = np.linalg.norm(got - ref) / np.linalg.norm(ref)
+        assert (err <= tol) == passes, (acc, err, tol)
+
+
+def test_rule_defaults_follow_the_shape(h200):
+    sm = get_space("softmax", dtype="float16")
+    narrow, wide, one = (sm.rule_default(s, h200) for s in [(8192, 768), (4096, 50257), (1, 12288)])
+    assert narrow["MAPPING"] == "warp" and narrow["VEC"] == 8 and narrow["CACHE"] == 1
+    assert wide["MAPPING"] == "cluster" and wide["VEC"] == 8  # odd rows keep 16-byte vectors (shifted chunks)
+    assert one["MAPPING"] == "block" and one["BLOCK"] >= 256
+    assert get_space("softmax").rule_default((8192, 768), h200)["VEC"] == 4
+    few = get_space("rmsnorm").rule_default((16, 768), h200)
+    assert few["BLOCK"] < narrow["BLOCK"]  # few rows: fewer rows per block, so more blocks
+    for kernel in LIBRARY:
+        space = get_space(kernel)
+        for shape in ([(8192, 768), (1, 12288), (1024, 65536), (4096, 50257)] if len(space.dims) == 2 else [(1 << 26,)]):
+            assert space.violations(space.rule_default(shape, h200), shape, h200) == [], (kernel, shape)
+
+
+@pytest.mark.nvcc
+def test_half_and_mixed_configs_compile_without_spills(h200, cache_dir):
+    compiler = Compiler("sm_90", cache_dir=cache_dir)
+    jobs = []
+    try:
+        for kernel in LIBRARY:
+            for dtype in HALF:
+                if dtype not in type(get_space(kernel)).supported_dtypes():
+                    continue
+                space = get_space(kernel, dtype=dtype)
+                shape = space.default_shape
+                for config in [space.rule_default(shape, h200), *sample_valid(space, shape, h200, 1, seed=3)]:
+                    jobs.append((kernel, dtype, config, compiler.submit(space.template_for(config), space.defines(config))))
+        failures = [(k, d, c, f.result().error) for k, d, c, f in jobs if not f.result().ok]
+        assert not failures, failures[:3]
+        spills = [(k, d, c) for k, d, c, f in jobs if f.result().spill_bytes]
+        assert not spills, spills[:3]
+    finally:
+        compiler.close()
+
+
+# --- dot and histogram ----------------------------------------------------------------------------------------
+def test_histogram_drops_out_of_range_values_and_validates_with_them(h200):
+    space = get_space("histogram")
+    values = np.array([0, 3, 3, -1, 4, 2**31 - 1, -(2**31), 1], dtype=np.int32)
+    base = np.array([10, 0, 0, 5], dtype=np.int32)
+    counts = space.reference({"values": values, "base": base}, (8, 4))["counts"]
+    assert counts.tolist() == [11, 1, 0, 7]  # -1, 4 and the int32 extremes count nowhere
+    inputs = space.inputs((100_003, 256), np.random.default_rng(0))
+    v = inputs["values"]
+    assert (v < 0).any() and (v >= 256).any() and (v == -(2**31)).any() and (v == 2**31 - 1).any()
+    assert space.tolerance("counts", (10, 4)) == 0.0
+    big = {**space.default_config, "SMEM": 1, "REPLICAS": 8}
+    assert "shared memory" in space.violations(big, (1 << 20, 8192), h200)[0]
+    assert space.rule_default((1 << 20, 1 << 20), h200)["SMEM"] == 0  # a million bins: global atomics
+    assert space.infer_shape({"values": (1000,), "base": (256,)}) == (1000, 256)
+
+
+def test_histogram_launch_geometry(h200):
+    space = get_space("histogram")
+    config = {**space.default_config, "REPLICAS": 4}
+    init, main = space.launches(config, (1 << 20, 300), h200)
+    assert init.kernel == "histogram_init" and main.shared_bytes == 4 * 300 * 4
+
+
+def test_dot_answers_half_inputs_with_an_fp32_result():
+    space = get_space("dot", dtype="bfloat16")
+    assert space.outputs((100,))["out"].dtype == "float32" and space.input_specs((100,))["x"].dtype == "bfloat16"
+    inputs = space.decoded_inputs(space.inputs((1000,), np.random.default_rng(0)), (1000,))
+    assert space.reference(inputs, (1000,))["out"][0] == pytest.approx(float(inputs["x"] @ inputs["y"]))
+    assert space.tolerance("out", (1 << 26,)) < 1e-3
+
+
+# --- long rows: a cluster of blocks per row --------------------------------------------------------------------
+def test_cluster_rows_need_sm90_and_cache_long_rows_on_chip(h200):
+    from autotune.device import DeviceInfo
+    import dataclasses
+
+    space = get_space("softmax")
+    config = {**space.default_config, "MAPPING": "cluster", "CLUSTER": 8, "BLOCK": 512, "CACHE": 1, "ITEMS": 4}
+    assert space.violations(config, (1024, 65536), h200) == []  # 8 x 512 threads x 4 x float4 = 65536
+    assert "register cache" in space.violations(config, (1024, 65537), h200)[0]
+    a100 = dataclasses.replace(h200, compute_capability=(8, 0), name="NVIDIA A100")
+    assert any("compute capability 9.0" in p for p in space.violations(config, (1024, 65536), a100))
+    assert space.rule_default((1024, 65536), a100)["MAPPING"] != "cluster"
+    assert "CLUSTER only matters" in space.violations({**space.default_config, "CLUSTER": 4}, (8, 64), h200)[0]
+    (launch,) = space.launches(config, (1000, 65536), h200)
+    assert launch.grid == (8000, 1, 1) and launch.block == (512, 1, 1)
+    for kernel in ("softmax", "layernorm", "rmsnorm"):
+        for shape in [(1024, 65536), (4096, 50257)]:
+            rule = get_space(kernel).rule_default(shape, h200)
+            assert rule["MAPPING"] == "cluster" and rule["CACHE"] == 1, (kernel, shape, rule)  # read once

@@ -1,5 +1,6 @@
 import os
 import sqlite3
+import sys
 
 import pytest
 import sqlalchemy as sa
@@ -26,7 +27,9 @@ def test_resolve_url(monkeypatch, tmp_path):
     monkeypatch.setenv("AUTOTUNE_DB", str(tmp_path / "env.db"))
     assert resolve_url(None) == f"sqlite:///{tmp_path / 'env.db'}"
     assert resolve_url(tmp_path / "x.db") == f"sqlite:///{tmp_path / 'x.db'}"
-    assert resolve_url("postgresql://u:p@localhost/autotune") == "postgresql://u:p@localhost/autotune"
+    # psycopg 3 whatever SQLAlchemy's default driver; an explicit driver is kept.
+    assert resolve_url("postgresql://u:p@localhost/autotune") == "postgresql+psycopg://u:p@localhost/autotune"
+    assert resolve_url("postgresql+psycopg://u@h/a") == "postgresql+psycopg://u@h/a"
     with pytest.raises(StorageError, match="no such database kind"):
         resolve_url("notadialect://host/db")
 
@@ -168,3 +171,12 @@ def test_a_reader_refuses_to_write(tmp_path):
     with pytest.raises(StorageError, match="opened for reading"):
         reader.import_entries([entry()], overwrite=True)
     reader.close()
+
+
+def test_missing_postgresql_driver_is_one_line(monkeypatch):
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # import psycopg now fails as where it is not installed
+    with pytest.raises(StorageError) as info:
+        resolve_url("postgresql://u:secret@db.example/autotune")
+    message = str(info.value)
+    assert "psycopg" in message and "autotune[postgres]" in message and "\n" not in message
+    assert "secret" not in message, "the password is not printed"

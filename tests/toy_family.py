@@ -1,4 +1,4 @@
-"""A toy kernel family with two algorithms (no templates are compiled): the driver's define-by-run search over a
+"""A toy kernel family with two algorithms (its templates exist but are never compiled: the synthetic evaluator runs it): the driver's define-by-run search over a
 conditional space, tested on synthetic recorded times."""
 
 from __future__ import annotations

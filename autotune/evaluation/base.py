@@ -66,6 +66,8 @@ class Measurement:
     compile_s: float | None = None
     compile_cached: bool | None = None
     evaluate_s: float | None = None  # wall time on the GPU worker
+    validate_s: float | None = None  # of which validating (the rest: timing)
+    queue_s: float | None = None  # compiled, waiting for the GPU worker
     worker_restarted: bool = False
 
     @property

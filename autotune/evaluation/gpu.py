@@ -10,9 +10,9 @@ no pycuda) raises `DeviceError`, since no search can go on then.
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import queue
 import threading
+import time
 from concurrent.futures import Future
 from dataclasses import asdict
 from pathlib import Path
@@ -22,7 +22,8 @@ from autotune.compiler import Compiler, CompileResult, cache_root
 from autotune.device import DeviceInfo
 from autotune.errors import DeviceError, InvalidArgument
 from autotune.evaluation.base import Evaluator, Measurement, Timing, Toolchain
-from autotune.evaluation.worker import Setup, main as worker_main
+from autotune.evaluation.process import start_worker, stop_worker
+from autotune.evaluation.worker import Setup
 from autotune.shape import Shape, format_shape
 from autotune.spaces.base import Config, KernelSpace, Launch
 
@@ -46,14 +47,18 @@ class GpuEvaluator(Evaluator):
         device_ordinal: int = 0,
         cache_dir: Path | None = None,
         compiler: Compiler | None = None,
+        work_queue: "queue.Queue[tuple | None] | None" = None,
     ) -> None:
+        """``compiler`` and ``work_queue``: shared with the evaluators of other GPUs (`MultiGpuEvaluator`), which
+        then owns them: compiled candidates go to whichever GPU's feeder is free first."""
         self.space = space
+        self._owns_compiler = compiler is None
+        self._owns_queue = work_queue is None
         self.shape = tuple(shape)
         self.timeout_s = timeout_s
         self.device_ordinal = device_ordinal
         self.restarts = 0
         self._slowest_ok = 0.0
-        self._mp = mp.get_context("spawn")
         self._proc: Any = None
         self._conn: Any = None
         self._cache_dir = cache_dir or cache_root()
@@ -96,17 +101,13 @@ class GpuEvaluator(Evaluator):
         )
         self._configure()
 
-        self._queue: "queue.Queue[tuple | None]" = queue.Queue()
+        self._queue: "queue.Queue[tuple | None]" = work_queue if work_queue is not None else queue.Queue()
         self._feeder = threading.Thread(target=self._feed, name="gpu-feeder", daemon=True)
         self._feeder.start()
 
     # --- worker lifecycle -----------------------------------------------------------------------------------
     def _spawn(self) -> DeviceInfo:
-        parent, child = self._mp.Pipe()
-        self._proc = self._mp.Process(target=worker_main, args=(child, self.device_ordinal), daemon=True)
-        self._proc.start()
-        child.close()
-        self._conn = parent
+        self._proc, self._conn = start_worker(self.device_ordinal)
         msg = self._receive(START_TIMEOUT_S, "start")
         if msg[0] != "device":
             self._kill()
@@ -130,8 +131,11 @@ class GpuEvaluator(Evaluator):
             code = self._reap()
             raise DeviceError(f"GPU worker exited during {what} (exit code {code})") from None
 
+    def _alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
     def _ensure_worker(self) -> None:
-        if self._proc is not None and self._proc.is_alive():
+        if self._alive():
             return
         if self._proc is not None:
             self._reap()
@@ -145,14 +149,10 @@ class GpuEvaluator(Evaluator):
             self._conn = None
         if proc is None:
             return None
-        proc.join(10)
-        if proc.is_alive():
-            proc.kill()
-            proc.join(10)
-        return proc.exitcode
+        return stop_worker(proc)
 
     def _kill(self) -> None:
-        if self._proc is not None and self._proc.is_alive():
+        if self._alive():
             self._proc.kill()
         self._reap()
 
@@ -204,17 +204,21 @@ class GpuEvaluator(Evaluator):
                                    compile_cached=result.cached)  # fmt: skip
             )
             return
-        self._queue.put(("evaluate", config, result, future))
+        self._queue.put(("evaluate", config, result, future, time.perf_counter()))
 
     def _feed(self) -> None:
         while True:
             item = self._queue.get()
             if item is None:
                 return
-            kind, future = item[0], item[-1]
+            kind = item[0]
+            future = item[3]
             try:
                 if kind == "evaluate":
-                    future.set_result(self._evaluate(item[1], item[2]))
+                    queued = time.perf_counter() - item[4]
+                    measurement = self._evaluate(item[1], item[2])
+                    measurement.queue_s = queued
+                    future.set_result(measurement)
                 else:
                     future.set_result(self._retime(item[1], item[2]))
             except BaseException as exc:  # DeviceError when the worker cannot be restarted
@@ -260,14 +264,14 @@ class GpuEvaluator(Evaluator):
         return [Timing(**t) if t else None for t in reply[1]]
 
     def close(self) -> None:
-        if getattr(self, "_queue", None) is not None:
+        if getattr(self, "_queue", None) is not None and self._owns_queue:
             self._queue.put(None)
             self._feeder.join(60)
-        if self._proc is not None and self._proc.is_alive() and self._conn is not None:
+        if self._alive() and self._conn is not None:
             try:
                 self._conn.send(("stop", None))
             except OSError:
                 pass
         self._reap()
-        if getattr(self, "compiler", None) is not None:
+        if getattr(self, "compiler", None) is not None and self._owns_compiler:
             self.compiler.close()

@@ -72,10 +72,33 @@ class Recording:
                 rec.domains = {ALGO: [legacy], **rec.domains}
             for r in data["records"]:
                 config = {ALGO: legacy, **r["config"]} if legacy is not None else r["config"]
-                rec.add(config, Measurement.from_dict(r["measurement"]))
+                rec.add(_completed(rec.kernel, config, rec.domains), Measurement.from_dict(r["measurement"]))
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise InvalidArgument(f"cannot read replay recording {path}: {exc}") from None
         return rec
+
+
+def _completed(kernel: str, config: Config, domains: dict[str, list[Any]]) -> Config:
+    """``config`` with the parameters its algorithm gained after it was recorded, at their defaults (e.g.
+    SIMT GEMM's SPLIT_K = 1, which is what it ran); ``domains`` is narrowed to those defaults in place, so that
+    the search proposes only what was recorded."""
+    from autotune.spaces import space_class
+
+    try:
+        cls = space_class(kernel)
+    except Exception:
+        return config
+    algo = next((a for a in cls.algorithms if a.name == config.get(ALGO)), None)
+    if algo is None:
+        return config
+    out = dict(config)
+    for p in algo.parameters:
+        if p.name not in out:
+            out[p.name] = algo.default_config[p.name]
+            key = f"{algo.name}.{p.name}"
+            if p.name not in domains and key not in domains:
+                domains[key] = [out[p.name]]
+    return out
 
 
 def _algorithm_of_legacy(kernel: str, domains: dict[str, list[Any]]) -> str | None:

@@ -389,13 +389,15 @@ class GpuSession:
                     data.free()
             err, steps, scratch = self._validate(module, config, self.target)
             worst = max(worst, err)
+            validated = time.perf_counter()
             # Estimate one run (warm, L2 flushed) to choose the repetitions.
             estimate = self._time([steps], 1)[0][0]
             s = self.setup
             reps = min(s.max_reps, max(s.min_reps, math.ceil(s.min_time_ms / max(estimate, 1e-3))))
             samples = self._time([steps], reps)[0]
             return Measurement(
-                ok=True, timing=Timing.of(samples), max_rel_error=worst, evaluate_s=time.perf_counter() - t0
+                ok=True, timing=Timing.of(samples), max_rel_error=worst, evaluate_s=time.perf_counter() - t0,
+                validate_s=validated - t0,
             )
         finally:
             self._free(scratch)
@@ -516,3 +518,35 @@ def _serve(conn: Any, session: GpuSession) -> None:
         conn.send((reply, answer, sticky))
         if sticky:
             return
+
+
+def _watch_parent(parent: int) -> None:
+    """Exit when the parent is gone (killed): a worker stuck in a hung kernel would otherwise stay behind."""
+    while True:
+        time.sleep(1.0)
+        if os.getppid() != parent:
+            os._exit(3)
+
+
+def _entry(argv: list[str]) -> None:
+    """``python -m autotune.evaluation.worker --fd N --device D`` (see autotune.evaluation.process)."""
+    import argparse
+    import threading
+    from multiprocessing.connection import Connection
+
+    parser = argparse.ArgumentParser(prog="autotune.evaluation.worker")
+    parser.add_argument("--fd", type=int, required=True, help="this end of the socket pair to the parent")
+    parser.add_argument("--device", type=int, default=0, help="CUDA device ordinal")
+    args = parser.parse_args(argv)
+    threading.Thread(target=_watch_parent, args=(os.getppid(),), name="parent-watch", daemon=True).start()
+    conn = Connection(args.fd)
+    try:
+        main(conn, args.device)
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the parent went away mid-answer
+    finally:
+        conn.close()
+
+
+if __name__ == "__main__":
+    _entry(sys.argv[1:])

@@ -1,5 +1,9 @@
 """What the row kernels (softmax, layernorm, rmsnorm) share: the tunables of kernel_templates/rows.cuh.
 
+dtype: x and y in float32, float16 or bfloat16 (statistics and arithmetic in fp32; see `_precision`). Weights are
+in the problem's dtype, or in fp32 in the `_mixed` variants (``weight_dtype``), as mixed-precision training keeps
+them.
+
 A group of threads owns each row — a warp (several rows per block) or the whole block — reads it in vectors,
 and may keep it in registers between passes. Caching is valid only for rows that fit the cache: the constraint
 depends on the shape, so the dispatcher picks, for an untuned shape, a tuned configuration that fits it.
@@ -7,48 +11,99 @@ depends on the shape, so the dispatcher picks, for an untuned shape, a tuned con
 
 from __future__ import annotations
 
-from typing import Mapping
+import math
+from typing import ClassVar, Mapping
 
+from autotune import dtypes
 from autotune.device import DeviceInfo
 from autotune.errors import InvalidArgument
 from autotune.shape import Shape
-from autotune.spaces.base import Config, KernelSpace, Param, ceil_div
+from autotune.spaces._precision import dtype_code, infer_dtype_by_specs, output_tolerance, widest_vec
+from autotune.spaces.base import BufferSpec, Config, KernelSpace, Param, ceil_div
 
-MAPPINGS = {"warp": 0, "block": 1}
+MAPPINGS = {"warp": 0, "block": 1, "cluster": 2}
+CLUSTER_MIN_CC = (9, 0)  # thread-block clusters and distributed shared memory
 BASE_REGISTERS = 40  # registers a row kernel uses besides its cache (measured with ptxas: 26 to 57)
 
 ROW_PARAMETERS = (
     Param("BLOCK", (64, 128, 256, 512, 1024), "threads per block"),
-    Param("MAPPING", tuple(MAPPINGS), "a warp per row (several rows per block) or the whole block per row"),
-    Param("VEC", (1, 2, 4), "floats per access (scalar fall-back where rows are unaligned)"),
+    Param("MAPPING", tuple(MAPPINGS), "a warp per row (several rows per block), a block per row, or a cluster of "
+          "CLUSTER blocks per row exchanging partial statistics through distributed shared memory (sm_90)"),
+    Param("CLUSTER", (2, 4, 8), "blocks per row with MAPPING=cluster"),
+    Param("VEC", (1, 2, 4, 8), "elements per access, 16 B at most (scalar fall-back where rows are unaligned)"),
     Param("CACHE", (0, 1), "keep the row in registers between passes (1) or read it again (0)"),
-    Param("ITEMS", (1, 2, 4, 8, 16, 32), "chunks of VEC floats each thread caches (with CACHE=1)"),
+    Param("ITEMS", (1, 2, 4, 8, 16, 32), "chunks of VEC elements each thread caches (with CACHE=1)"),
     Param("STREAM", (0, 1), "streaming loads/stores (__ldcs/__stcs)"),
 )
-ROW_DEFAULT = {"BLOCK": 256, "MAPPING": "warp", "VEC": 4, "CACHE": 0, "ITEMS": 8, "STREAM": 0}  # any shape
+ROW_DEFAULT = {"BLOCK": 256, "MAPPING": "warp", "CLUSTER": 2, "VEC": 4, "CACHE": 0, "ITEMS": 8, "STREAM": 0}
 
 
 class RowSpace(KernelSpace):
     dims = ("rows", "cols")
     default_shape = (4096, 4096)
     metric_unit = "GB/s"
+    dtypes = dtypes.FLOAT_DTYPES
+    weight_dtype: ClassVar[str | None] = None  # None: weights in the problem's dtype; "float32": a _mixed variant
+    mixed_variant: ClassVar[str] = ""  # the kernel that takes fp32 weights with half x (named in dtype errors)
+
+    @property
+    def wdtype(self) -> str:
+        return self.weight_dtype or self.dtype
+
+    @property
+    def itemsize(self) -> int:
+        return dtypes.dtype(self.dtype).itemsize
+
+    @classmethod
+    def infer_dtype(cls, given: Mapping[str, str]) -> str:
+        hint = f"fp32 weights with half x: autotune.load({cls.mixed_variant!r})" if cls.mixed_variant else ""
+        return infer_dtype_by_specs(cls, given, hint)
+
+    def fp32_tolerance(self, output: str, shape: Shape) -> float:
+        """The tolerance of ``output`` were it computed and held in fp32."""
+        return 1e-5
+
+    def tolerance(self, output: str, shape: Shape) -> float:
+        return output_tolerance(self.outputs(shape)[output].dtype, self.fp32_tolerance(output, shape))
+
+    def elem(self, shape: tuple[int, ...]) -> BufferSpec:
+        """A buffer of the problem's dtype."""
+        return BufferSpec(tuple(shape), self.dtype)
+
+    def weight(self, cols: int) -> BufferSpec:
+        return BufferSpec((cols,), self.wdtype)
 
     @staticmethod
     def threads_per_row(config: Config) -> int:
+        if config["MAPPING"] == "cluster":
+            return config["BLOCK"] * config["CLUSTER"]
         return 32 if config["MAPPING"] == "warp" else config["BLOCK"]
+
+    @staticmethod
+    def span(cols: int, vec: int) -> int:
+        """Elements the chunks of a row cover: rows whose length is no multiple of VEC start their first chunk up
+        to VEC - 1 elements early, at an aligned address (rows.cuh, row_pre)."""
+        return cols + (vec - 1 if cols % vec else 0)
 
     def row_constraints(self, config: Config, shape: Shape, device: DeviceInfo) -> list[str]:
         rows, cols = shape
         problems = []
         if config["BLOCK"] > device.max_threads_per_block:
             problems.append(f"{config['BLOCK']} threads per block > device limit")
+        if config["MAPPING"] == "cluster":
+            if tuple(device.compute_capability) < CLUSTER_MIN_CC:
+                problems.append(f"MAPPING=cluster needs compute capability 9.0; {device.name} has {device.cc}")
+        elif config["CLUSTER"] != ROW_DEFAULT["CLUSTER"]:
+            problems.append("CLUSTER only matters with MAPPING=cluster")
+        if config["VEC"] * self.itemsize > 16:
+            problems.append(f"VEC={config['VEC']} {self.dtype} is {config['VEC'] * self.itemsize} B per access (> 16)")
         if config["CACHE"]:
             capacity = self.threads_per_row(config) * config["VEC"] * config["ITEMS"]
-            if cols > capacity:
-                problems.append(f"rows of {cols} do not fit the register cache of {capacity} floats")
+            if self.span(cols, config["VEC"]) > capacity:
+                problems.append(f"rows of {cols} do not fit the register cache of {capacity} elements")
             cap = min(255, device.registers_per_multiprocessor // config["BLOCK"])
             if config["ITEMS"] * config["VEC"] + BASE_REGISTERS > cap:
-                problems.append(f"a cache of {config['ITEMS'] * config['VEC']} floats per thread exceeds the "
+                problems.append(f"a cache of {config['ITEMS'] * config['VEC']} fp32 values per thread exceeds the "
                                 f"{cap} registers a {config['BLOCK']}-thread block allows")  # fmt: skip
         elif config["ITEMS"] != ROW_DEFAULT["ITEMS"]:
             problems.append("ITEMS only matters with CACHE=1")
@@ -60,12 +115,57 @@ class RowSpace(KernelSpace):
     def row_defines(self, config: Config) -> dict[str, int | str]:
         out: dict[str, int | str] = dict(config)
         out["MAPPING"] = MAPPINGS[config["MAPPING"]]
+        out["DTYPE"] = dtype_code(self.dtype)
+        out["WDTYPE"] = dtype_code(self.wdtype)
         return out
+
+    # --- the rule-based default for untuned shapes ----------------------------------------------------------
+    def rule_default(self, shape: Shape, device: DeviceInfo) -> Config:
+        """Threads per row from the row length (a warp up to 8 vectors per lane, else a block sized for about 8
+        vectors per thread, else a cluster of blocks where the row would not fit one block's registers), 16-byte
+        vectors, rows per block from the row count
+        (fewer rows per block where there are few rows, so that every SM gets work), and the register cache
+        wherever the row fits it."""
+        rows, cols = shape
+        config = dict(self.default_config)
+        vec = widest_vec(self.dtype, 1 << 10, self.domain("VEC"))  # any row length keeps 16-byte vectors
+        vectors = ceil_div(self.span(cols, vec), vec)
+        cluster_ok = tuple(device.compute_capability) >= CLUSTER_MIN_CC
+        if vectors <= 32 * 8:
+            mapping = "warp"
+            block = 256
+            while block > 64 and ceil_div(rows, block // 32) < 2 * device.multiprocessors:
+                block //= 2
+            items = _pow2_at_least(ceil_div(vectors, 32))
+        else:
+            mapping = "block"
+            block = min(1024, max(128, _pow2_at_least(ceil_div(vectors, 8))))
+            items = _pow2_at_least(ceil_div(vectors, block))
+        config.update(BLOCK=block, MAPPING=mapping, VEC=vec, CACHE=1, ITEMS=max(items, 1))
+        config.update(self.rule_extra(config, shape))
+        if not self.violations(config, shape, device):
+            return config
+        if mapping == "block" and cluster_ok:  # too long for one block's registers: spread it over a cluster
+            for cluster in self.domain("CLUSTER"):
+                items = _pow2_at_least(ceil_div(vectors, block * cluster))
+                trial = {**config, "MAPPING": "cluster", "CLUSTER": cluster, "ITEMS": items}
+                trial.update(self.rule_extra(trial, shape))
+                if not self.violations(trial, shape, device):
+                    return trial
+        config.update(CACHE=0, ITEMS=ROW_DEFAULT["ITEMS"])  # read the row again each pass
+        config.update(self.rule_extra(config, shape))
+        return config
+
+    def rule_extra(self, config: Config, shape: Shape) -> Config:
+        """The family's own parameters in the rule-based default, given the row parameters chosen."""
+        return {}
 
     def defines(self, config: Config) -> dict[str, int | str]:
         return self.row_defines(config)
 
     def grid(self, config: Config, rows: int) -> tuple[int, int, int]:
+        if config["MAPPING"] == "cluster":
+            return (rows * config["CLUSTER"], 1, 1)  # consecutive blocks form a cluster: one row
         return (ceil_div(rows, config["BLOCK"] // self.threads_per_row(config)), 1, 1)
 
     def infer_shape(self, inputs: Mapping[str, tuple[int, ...]]) -> Shape:
@@ -81,3 +181,7 @@ class RowSpace(KernelSpace):
         # and the target's own row length with a ragged number of rows. Each is checked where the
         # configuration is valid for it (a register cache holds rows up to some length).
         return [(1, 1), (7, 1), (3, 7), (5, 1031), (2, 65539), (3, shape[1])]
+
+
+def _pow2_at_least(n: int) -> int:
+    return 1 << max(0, math.ceil(math.log2(max(n, 1))))

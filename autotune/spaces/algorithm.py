@@ -27,6 +27,9 @@ class Algorithm(ABC):
     template: ClassVar[str | Path]  # a file of kernel_templates/
     dtypes: ClassVar[tuple[str, ...]]  # problem dtypes it answers at their accuracy
     min_cc: ClassVar[tuple[int, int]] = (0, 0)  # e.g. (8, 0) for mma.sync, (9, 0) for wgmma
+    # Newest compute capability it runs on; None: any. Arch-specific code (sm_90a's wgmma) runs on its own
+    # capability alone, and a newer device would fail it at compile time rather than as a rejected proposal.
+    max_cc: ClassVar[tuple[int, int] | None] = None
     parameters: ClassVar[tuple["Param", ...]]
     default_config: ClassVar["Config"]  # its own parameters only; equal to the template's macro defaults
 
@@ -44,7 +47,7 @@ class Algorithm(ABC):
 
     @abstractmethod
     def constraints(self, config: "Config", shape: Shape, device: DeviceInfo) -> list[str]:
-        """Reasons ``config`` cannot work here (the family has checked the domains and ``min_cc``)."""
+        """Reasons ``config`` cannot work here (the family has checked the domains, ``min_cc`` and ``max_cc``)."""
 
     def defines(self, config: "Config") -> dict[str, int | str]:
         """-D defines: its own parameters, and DTYPE (the problem dtype's code, `autotune.dtypes`)."""

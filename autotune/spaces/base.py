@@ -136,16 +136,21 @@ class KernelSpace:
     def __init__(self, domains: Mapping[str, Sequence[Any]] | None = None, *, dtype: str | None = None) -> None:
         """``domains`` narrows some parameters to a subset of their values (replay data, quick searches): keyed
         by a parameter's name (every algorithm's parameter of that name) or its `Param.key` (one algorithm's).
+        Narrowing ``ALGO`` leaves out the parameters of the algorithms it drops (so a space of one algorithm has
+        that algorithm's parameters only), while ``algos`` keeps every algorithm of the dtype: a configuration
+        of another one (e.g. the baseline that sets tolerances) still renders and launches.
         ``dtype``: the problem's dtype (default: the family's first)."""
         self.dtype = self._bind_dtype(dtype)
         self.algos: dict[str, Algorithm] = {}
         params = list(self.parameters)
         if self.algorithms:
             self.algos = {a.name: a(self) for a in self.algorithms if self.dtype in a.dtypes}
+            wanted = (domains or {}).get(ALGO, self.algos)
+            offered = [name for name in self.algos if name in wanted]
             params = [Param(ALGO, tuple(self.algos), "algorithm"), *params]
-            for algo in self.algos.values():
-                params += [dataclasses.replace(p, algorithm=algo.name) for p in algo.parameters]
-            first = next(iter(self.algos.values()))
+            for name in offered:
+                params += [dataclasses.replace(p, algorithm=name) for p in self.algos[name].parameters]
+            first = self.algos[offered[0]] if offered else next(iter(self.algos.values()))
             self.default_config = {ALGO: first.name, **first.default_config}
         self.params: tuple[Param, ...] = tuple(self._narrow(params, domains or {}))
 
@@ -221,13 +226,16 @@ class KernelSpace:
     # --- constraints ----------------------------------------------------------------------------------------
     def constraints(self, config: Config, shape: Shape, device: DeviceInfo) -> list[str]:
         """Reasons this configuration cannot work on this device for this shape; empty when it can.
-        Families: the algorithm's compute-capability floor, then its own constraints."""
+        Families: the algorithm's compute-capability floor and ceiling, then its own constraints."""
         if not self.algorithms:
             raise NotImplementedError(f"{type(self).__name__} must define constraints")
         algo = self.algorithm(config)
         if tuple(device.compute_capability) < tuple(algo.min_cc):
             need = "%d.%d" % tuple(algo.min_cc)
             return [f"algorithm {algo.name} needs compute capability {need}; {device.name} has {device.cc}"]
+        if algo.max_cc is not None and tuple(device.compute_capability) > tuple(algo.max_cc):
+            most = "%d.%d" % tuple(algo.max_cc)
+            return [f"algorithm {algo.name} runs on compute capability {most} at most; {device.name} has {device.cc}"]
         return algo.constraints(config, shape, device)
 
     def violations(self, config: Config, shape: Shape, device: DeviceInfo) -> list[str]:

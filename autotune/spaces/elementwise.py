@@ -1,4 +1,6 @@
-"""Elementwise kernels over 1-D float32 arrays: add (x + y), relu, sigmoid, gelu (template: elementwise.cu).
+"""Elementwise kernels over 1-D arrays: add (x + y), relu, sigmoid, gelu (template: elementwise.cu).
+
+dtype: float32, float16 or bfloat16 in and out, fp32 arithmetic (half outputs: `_precision.HALF_TOLERANCE`).
 
 Four kernel names share one template; each fixes its OP define. Tunables: block size, vector width, vectors per
 thread, grid-stride loop (with its grid size in blocks per SM) or one step per thread, streaming loads/stores.
@@ -11,9 +13,11 @@ from typing import ClassVar, Mapping
 
 import numpy as np
 
+from autotune import dtypes
 from autotune.device import DeviceInfo
 from autotune.errors import InvalidArgument
 from autotune.shape import Shape
+from autotune.spaces._precision import dtype_code, output_tolerance, widest_vec
 from autotune.spaces.base import BufferSpec, Config, KernelSpace, Launch, Param, Step, ceil_div
 
 BLOCKS_PER_SM = (1, 2, 4, 8, 16, 32)
@@ -24,12 +28,13 @@ class _Elementwise(KernelSpace):
     dims = ("n",)
     default_shape = (1 << 24,)
     metric_unit = "GB/s"
+    dtypes = dtypes.FLOAT_DTYPES
     op: ClassVar[int]
     arity: ClassVar[int] = 1
 
     parameters = (
         Param("BLOCK", (64, 128, 256, 512, 1024), "threads per block"),
-        Param("VEC", (1, 2, 4), "floats per load (scalar fall-back where a pointer is not aligned)"),
+        Param("VEC", (1, 2, 4, 8), "elements per load, 16 B at most (scalar fall-back where a pointer is not aligned)"),
         Param("ITEMS", (1, 2, 4, 8), "vectors per thread per step"),
         Param("GRID_STRIDE", (0, 1), "1: a fixed grid strides over the data; 0: one step per thread"),
         Param("BLOCKS_PER_SM", BLOCKS_PER_SM, "grid of the grid-stride loop, in blocks per SM"),
@@ -43,12 +48,22 @@ class _Elementwise(KernelSpace):
             problems.append("BLOCKS_PER_SM only matters with GRID_STRIDE=1")
         if config["BLOCK"] > device.max_threads_per_block:
             problems.append(f"{config['BLOCK']} threads per block > device limit")
+        itemsize = dtypes.dtype(self.dtype).itemsize
+        if config["VEC"] * itemsize > 16:
+            problems.append(f"VEC={config['VEC']} {self.dtype} is {config['VEC'] * itemsize} B per access (> 16)")
         return problems
 
     def defines(self, config: Config) -> dict[str, int | str]:
         out: dict[str, int | str] = {k: v for k, v in config.items() if k != "BLOCKS_PER_SM"}
         out["OP"] = self.op
+        out["DTYPE"] = dtype_code(self.dtype)
         return out
+
+    def rule_default(self, shape: Shape, device: DeviceInfo) -> Config:
+        """16-byte vectors, two per thread per step where the array is large (more loads in flight)."""
+        (n,) = shape
+        vec = widest_vec(self.dtype, 1 << 10, self.domain("VEC"))  # pointers are checked at run time
+        return {**self.default_config, "VEC": vec, "ITEMS": 2 if n >= (1 << 22) else 1}
 
     def launches(self, config: Config, shape: Shape, device: DeviceInfo) -> list[Step]:
         (n,) = shape
@@ -60,17 +75,18 @@ class _Elementwise(KernelSpace):
         return [Launch("elementwise", (blocks, 1, 1), (config["BLOCK"], 1, 1), 0, ("x", y, "out", np.int64(n)))]
 
     def input_specs(self, shape: Shape) -> dict[str, BufferSpec]:
-        specs = {"x": BufferSpec(shape)}
+        specs = {"x": BufferSpec(shape, self.dtype)}
         if self.arity == 2:
-            specs["y"] = BufferSpec(shape)
+            specs["y"] = BufferSpec(shape, self.dtype)
         return specs
 
     def inputs(self, shape: Shape, rng: np.random.Generator) -> dict[str, np.ndarray]:
         # Normal, so that relu/sigmoid/gelu see both signs and their interesting region.
-        return {name: rng.standard_normal(spec.shape, dtype=np.float32) * 2 for name, spec in self.input_specs(shape).items()}
+        return {name: dtypes.encode(rng.standard_normal(spec.shape) * 2, self.dtype)
+                for name, spec in self.input_specs(shape).items()}  # fmt: skip
 
     def outputs(self, shape: Shape) -> dict[str, BufferSpec]:
-        return {"out": BufferSpec(shape)}
+        return {"out": BufferSpec(shape, self.dtype)}
 
     def infer_shape(self, inputs: Mapping[str, tuple[int, ...]]) -> Shape:
         x = inputs["x"]
@@ -83,13 +99,13 @@ class _Elementwise(KernelSpace):
         return (x[0],)
 
     def tolerance(self, output: str, shape: Shape) -> float:
-        return 1e-5
+        return output_tolerance(self.dtype, 1e-5)
 
     def validation_shapes(self, shape: Shape) -> list[Shape]:
         return [(1,), (7,), (1_000_003,)]
 
     def work(self, shape: Shape) -> float:
-        return 4.0 * shape[0] * (self.arity + 1)
+        return dtypes.dtype(self.dtype).itemsize * float(shape[0]) * (self.arity + 1)
 
 
 class AddSpace(_Elementwise):

@@ -3,6 +3,18 @@
 Algorithms (the ``ALGO`` parameter; each with its own template, tunables and constraints):
 
 * ``simt`` (float32): FFMA on the fp32 cores (`autotune.spaces.gemm_simt`).
+* ``tf32x3`` (float32): 3×TF32 on tensor cores, mma.sync, FP32-accurate (`autotune.spaces.gemm_tf32x3`); 1×TF32
+  is the separate family ``gemm_tf32`` (`autotune.spaces.gemm_tf32`).
+* ``mma`` (float16, bfloat16): mma.sync m16n8k16 tensor cores, fp32 accumulation (`autotune.spaces.gemm_mma`).
+* ``wgmma`` (float16, bfloat16): Hopper warpgroup MMA from swizzled shared memory, sm_90a only
+  (`autotune.spaces.gemm_wgmma`).
+* ``gemv`` (every dtype; M = 1 or N = 1 only): batch-1 products stream the matrix once
+  (`autotune.spaces.gemm_gemv`).
+
+Shape classes (`GemmSpace.shape_class`): M bucket (1, ≤16, ≤64, ≤256, large) and aspect (one column, narrow N,
+deep K, or wide). The dispatcher borrows a tuned configuration only within a class and otherwise runs
+`GemmSpace.rule_default`: GEMV for a row or a column, small block tiles with split-K for small M, split-K where
+the output has too few tiles to fill the GPU.
 
 dtype: float32 inputs and output, or float16 / bfloat16 inputs and output with fp32 accumulation.
 
@@ -10,8 +22,8 @@ Accuracy contract. A float32 request is answered only at fp32 accuracy: the tole
 is tied to the error the SIMT kernel (its default configuration: FFMA, fp32 accumulation along K) makes on the
 very same inputs, measured by the worker before each check: `FP32_FACTOR` times it, at least `FP32_FLOOR`.
 1×TF32 (about 3e-4) and half accumulation miss it by orders of magnitude; 3×TF32 meets it. (numpy's float32
-matmul is no stand-in: its blocked accumulation is 2–3× more accurate than a K-sequential kernel at K = 16384.) Half-precision outputs are held to a small multiple
-of their own rounding (`HALF_TOLERANCE`), which fp32 accumulation meets and half accumulation, over the
+matmul is no stand-in: its blocked accumulation is 2–3× more accurate than a K-sequential kernel at K = 16384.)
+Half-precision outputs are held to a small multiple of their own rounding (`HALF_TOLERANCE`), which fp32 accumulation meets and half accumulation, over the
 K = 16384 validation case, does not. Inputs are uniform in [-1, 1) and, in a second case, rows of A and columns
 of B scaled by powers of two over a wide range (2^±20 for float32 and bfloat16, 2^±3 for float16, whose range
 is narrow).
@@ -24,10 +36,16 @@ from typing import Mapping
 import numpy as np
 
 from autotune import dtypes
+from autotune.device import DeviceInfo
 from autotune.errors import InvalidArgument
 from autotune.shape import Shape
+from autotune.spaces import _gemm_rules
 from autotune.spaces.base import ALGO, UNIFORM, BufferSpec, Config, KernelSpace
+from autotune.spaces.gemm_gemv import GemvGemm
+from autotune.spaces.gemm_mma import MmaGemm
 from autotune.spaces.gemm_simt import SimtGemm
+from autotune.spaces.gemm_tf32x3 import Tf32x3Gemm
+from autotune.spaces.gemm_wgmma import WgmmaGemm
 
 WIDE = "wide"  # rows of A and columns of B scaled by 2^e, e uniform in ±WIDE_EXPONENT[dtype]
 WIDE_EXPONENT = {"float32": 20, "bfloat16": 20, "float16": 3}
@@ -42,7 +60,7 @@ class GemmSpace(KernelSpace):
     dims = ("M", "N", "K")
     default_shape = (4096, 4096, 4096)
     metric_unit = "TFLOP/s"
-    algorithms = (SimtGemm,)
+    algorithms = (SimtGemm, Tf32x3Gemm, MmaGemm, WgmmaGemm, GemvGemm)
 
     # --- problem --------------------------------------------------------------------------------------------
     def input_specs(self, shape: Shape) -> dict[str, BufferSpec]:
@@ -67,6 +85,13 @@ class GemmSpace(KernelSpace):
     def work(self, shape: Shape) -> float:
         m, n, k = shape
         return 2.0 * m * n * k
+
+    # --- fallback -------------------------------------------------------------------------------------------
+    def shape_class(self, shape: Shape) -> tuple:
+        return _gemm_rules.shape_class(shape)
+
+    def rule_default(self, shape: Shape, device: DeviceInfo) -> Config:
+        return _gemm_rules.rule_default(self, shape, device)
 
     # --- correctness ----------------------------------------------------------------------------------------
     def inputs(self, shape: Shape, rng: np.random.Generator, kind: str = UNIFORM) -> dict[str, np.ndarray]:
@@ -99,11 +124,15 @@ class GemmSpace(KernelSpace):
 
     def validation_cases(self, shape: Shape) -> list[tuple[Shape, str]]:
         # Ragged against every tile size: the first keeps N and K multiples of 8 (vector paths with edges), the
-        # second makes every row unaligned (scalar fall-back paths) and K no multiple of any mma K; the last two
-        # span a wide dynamic range, one of them along K = 16384.
+        # second makes every row unaligned (scalar fall-back paths) and K no multiple of any mma K; the third and
+        # fourth span a wide dynamic range, one of them along K = 16384. Then one row and one column (the GEMV
+        # algorithm's shapes; every other algorithm computes them too), the last of them wide-range.
         return [
             ((333, 264, 104), UNIFORM),
             ((67, 131, 33), UNIFORM),
             ((129, 72, 264), WIDE),
             ((61, 70, 16384), WIDE),
+            ((1, 131, 33), UNIFORM),
+            ((67, 1, 33), UNIFORM),
+            ((1, 70, 4099), WIDE),
         ]

@@ -4,6 +4,10 @@ The tiling hierarchy is block tile (BM×BN, stepping BK along K) → warp tile (
 block) → per-thread sub-tiles (WMITER×WNITER of them, each TM×TN). The search sees the warp *counts* rather than
 the warp-tile sizes, so that the thread count (32·WARPS_M·WARPS_N ≤ 512) and the divisibility of the block tile
 hold by construction, and most random proposals are valid.
+
+Small M: block tiles of 16 and 32 rows. Split-K (``SPLIT_K``, a launch choice that needs no recompilation):
+S > 1 slices of K run as the grid's z dimension into an fp32 workspace that a reduce kernel sums in a fixed
+order (`autotune.spaces._gemm_splitk`): a 127-row GEMM has too few output tiles to fill the GPU otherwise.
 """
 
 from __future__ import annotations
@@ -12,8 +16,9 @@ import numpy as np
 
 from autotune.device import DeviceInfo
 from autotune.shape import Shape
+from autotune.spaces._gemm_splitk import MAX_PARTIAL_BYTES, PARTIAL, partial_bytes, partial_spec, reduce_launch
 from autotune.spaces.algorithm import Algorithm
-from autotune.spaces.base import Config, Launch, Param, Step, ceil_div
+from autotune.spaces.base import BufferSpec, Config, Launch, Param, Step, ceil_div
 
 # PIPELINE value → (shared-memory stages, cp.async). "double" prefetches the next tile into registers.
 PIPELINES = {
@@ -34,7 +39,7 @@ class SimtGemm(Algorithm):
     dtypes = ("float32",)
 
     parameters = (
-        Param("BM", (32, 64, 128, 256), "block tile rows"),
+        Param("BM", (16, 32, 64, 128, 256), "block tile rows"),
         Param("BN", (32, 64, 128, 256), "block tile columns"),
         Param("BK", (8, 16, 32), "block tile depth (K step)"),
         Param("WARPS_M", (1, 2, 4), "warps along M (warp tile WM = BM / WARPS_M)"),
@@ -48,11 +53,14 @@ class SimtGemm(Algorithm):
         Param("PIPELINE", tuple(PIPELINES), "shared-memory staging: single, register-prefetch double, cp.async"),
         Param("GROUP_M", (1, 4, 8, 16), "block rasterisation: consecutive blocks sweep GROUP_M tile rows (L2)"),
         Param("MIN_BLOCKS", (1, 2), "occupancy hint to ptxas: registers capped so this many blocks fit an SM"),
+        Param("SPLIT_K", (1, 2, 3, 4, 6, 8, 16), "K slices run in parallel (fp32 workspace + reduce); launch only"),
     )
     default_config = {
         "BM": 128, "BN": 128, "BK": 8, "WARPS_M": 2, "WARPS_N": 4, "TM": 4, "TN": 4, "WNITER": 2,
         "VEC": 4, "A_TRANS": 1, "A_PAD": 4, "PIPELINE": "double", "GROUP_M": 1, "MIN_BLOCKS": 1,
+        "SPLIT_K": 1,
     }  # fmt: skip
+    LAUNCH_ONLY = ("SPLIT_K",)  # parameters of the launch plan, not of the compiled kernel
 
     # --- derived geometry -----------------------------------------------------------------------------------
     @staticmethod
@@ -119,11 +127,16 @@ class SimtGemm(Algorithm):
             problems.append(f"{g['smem_bytes']} B of shared memory > device limit {device.smem_per_block_optin} B")
         if g["async"] and device.compute_capability < (8, 0):
             problems.append(f"cp.async needs compute capability 8.0, device has {device.cc}")
+        splits = config["SPLIT_K"]
+        if splits > 1 and partial_bytes(splits, shape[0], shape[1]) > MAX_PARTIAL_BYTES:
+            problems.append(f"SPLIT_K={splits} needs {partial_bytes(splits, shape[0], shape[1]) >> 20} MiB of "
+                            f"workspace (> {MAX_PARTIAL_BYTES >> 20} MiB)")  # fmt: skip
         return problems
 
     def defines(self, config: Config) -> dict[str, int | str]:
         stages, use_async = PIPELINES[config["PIPELINE"]]
-        out: dict[str, int | str] = {k: v for k, v in self.local(config).items() if k != "PIPELINE"}
+        skip = ("PIPELINE", *self.LAUNCH_ONLY)
+        out: dict[str, int | str] = {k: v for k, v in self.local(config).items() if k not in skip}
         out["STAGES"] = stages
         out["ASYNC"] = use_async
         return out
@@ -132,15 +145,19 @@ class SimtGemm(Algorithm):
         m, n, k = shape
         g = self.geometry(config)
         blocks = ceil_div(m, config["BM"]) * ceil_div(n, config["BN"])
-        return [
-            Launch(
-                kernel="sgemm",
-                grid=(blocks, 1, 1),
-                block=(g["threads"], 1, 1),
-                shared_bytes=g["smem_bytes"],
-                args=("A", "B", "C", np.int32(m), np.int32(n), np.int32(k)),
-            )
-        ]
+        splits = config.get("SPLIT_K", 1)  # absent from configurations stored before split-K existed
+        gemm = Launch(
+            kernel="sgemm",
+            grid=(blocks, 1, splits),
+            block=(g["threads"], 1, 1),
+            shared_bytes=g["smem_bytes"],
+            args=("A", "B", "C" if splits == 1 else PARTIAL, np.int32(m), np.int32(n), np.int32(k)),
+        )
+        return [gemm] if splits == 1 else [gemm, reduce_launch(splits, m, n, device)]
+
+    def workspace(self, config: Config, shape: Shape) -> dict[str, BufferSpec]:
+        splits = config.get("SPLIT_K", 1)
+        return {} if splits == 1 else {PARTIAL: partial_spec(splits, shape[0], shape[1])}
 
     def describe(self, config: Config) -> str:
         c = config
@@ -148,4 +165,5 @@ class SimtGemm(Algorithm):
             f"simt {c['BM']}x{c['BN']}x{c['BK']} warps {c['WARPS_M']}x{c['WARPS_N']} thr {c['TM']}x{c['TN']}"
             f"/{c['WNITER']} vec{c['VEC']} {'At' if c['A_TRANS'] else 'A'}{'+pad' if c['A_PAD'] else ''} "
             f"{c['PIPELINE']} g{c['GROUP_M']} mb{c['MIN_BLOCKS']}"
+            + (f" splitk{c['SPLIT_K']}" if c.get("SPLIT_K", 1) > 1 else "")
         )

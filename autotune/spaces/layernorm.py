@@ -1,4 +1,7 @@
-"""LayerNorm forward over the rows of a float32 matrix: y, mean and rstd (template: layernorm.cu).
+"""LayerNorm forward over the rows of a matrix: y, mean and rstd (template: layernorm.cu).
+
+x and y in float32, float16 or bfloat16; weight and bias in the same dtype (``layernorm``) or in fp32 with half x
+(``layernorm_mixed``); mean, rstd and all arithmetic in fp32 (as torch keeps them).
 
 Tunables: those of every row kernel (autotune.spaces._rows) and how the statistics are computed: two passes,
 Welford, or one pass of shifted sums of squares. Inputs hold constant rows (variance 0).
@@ -10,6 +13,7 @@ from typing import Mapping
 
 import numpy as np
 
+from autotune import dtypes
 from autotune.device import DeviceInfo
 from autotune.errors import InvalidArgument
 from autotune.shape import Shape
@@ -20,15 +24,17 @@ EPS = 1e-5
 STATS = {"two_pass": 0, "welford": 1, "shifted_sumsq": 2}
 
 
-def layernorm_inputs(shape: Shape, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """x with a non-zero mean and every fifth row constant (dyadic values: their sums are exact in fp32)."""
+def layernorm_inputs(shape: Shape, rng: np.random.Generator, dtype: str = "float32",
+                     wdtype: str = "float32") -> dict[str, np.ndarray]:
+    """x with a non-zero mean and every fifth row constant (dyadic values: their sums are exact in fp32), as host
+    arrays of ``dtype`` (x) and ``wdtype`` (weight, bias)."""
     rows, cols = shape
-    x = (rng.standard_normal(shape) * 2 + 3).astype(np.float32)
+    x = rng.standard_normal(shape) * 2 + 3
     x[::5] = (np.arange(len(x[::5]))[:, None] % 7 + 1) * 0.75
     return {
-        "x": x,
-        "weight": rng.uniform(0.5, 1.5, cols).astype(np.float32),
-        "bias": rng.uniform(-0.5, 0.5, cols).astype(np.float32),
+        "x": dtypes.encode(x, dtype),
+        "weight": dtypes.encode(rng.uniform(0.5, 1.5, cols), wdtype),
+        "bias": dtypes.encode(rng.uniform(-0.5, 0.5, cols), wdtype),
     }
 
 
@@ -43,6 +49,7 @@ class LayerNormSpace(RowSpace):
     template = "layernorm.cu"
     parameters = (*ROW_PARAMETERS, Param("STATS", tuple(STATS), "two passes, Welford, or shifted sums of squares"))
     default_config = {**ROW_DEFAULT, "STATS": "two_pass"}
+    mixed_variant = "layernorm_mixed"
 
     def defines(self, config: Config) -> dict[str, int | str]:
         out = self.row_defines(config)
@@ -56,10 +63,15 @@ class LayerNormSpace(RowSpace):
 
     def input_specs(self, shape: Shape) -> dict[str, BufferSpec]:
         rows, cols = shape
-        return {"x": BufferSpec(shape), "weight": BufferSpec((cols,)), "bias": BufferSpec((cols,))}
+        return {"x": self.elem(shape), "weight": self.weight(cols), "bias": self.weight(cols)}
 
     def inputs(self, shape: Shape, rng: np.random.Generator) -> dict[str, np.ndarray]:
-        return layernorm_inputs(shape, rng)
+        return layernorm_inputs(shape, rng, self.dtype, self.wdtype)
+
+    def rule_extra(self, config: Config, shape: Shape) -> Config:
+        # Cached rows make a second pass free; rows read again favour one pass (shifted sums stay exact on
+        # constant and offset rows).
+        return {"STATS": "two_pass" if config["CACHE"] else "shifted_sumsq"}
 
     def infer_shape(self, inputs: Mapping[str, tuple[int, ...]]) -> Shape:
         shape = super().infer_shape(inputs)
@@ -70,7 +82,7 @@ class LayerNormSpace(RowSpace):
 
     def outputs(self, shape: Shape) -> dict[str, BufferSpec]:
         rows, cols = shape
-        return {"y": BufferSpec(shape), "mean": BufferSpec((rows,)), "rstd": BufferSpec((rows,))}
+        return {"y": self.elem(shape), "mean": BufferSpec((rows,)), "rstd": BufferSpec((rows,))}
 
     def reference(self, inputs, shape):
         mean, rstd = row_stats(inputs["x"])
@@ -78,9 +90,18 @@ class LayerNormSpace(RowSpace):
         y = (x - mean[:, None]) * rstd[:, None] * inputs["weight"].astype(np.float64) + inputs["bias"]
         return {"y": y, "mean": mean, "rstd": rstd}
 
-    def tolerance(self, output: str, shape: Shape) -> float:
+    def fp32_tolerance(self, output: str, shape: Shape) -> float:
         return 2e-5
 
     def work(self, shape: Shape) -> float:
         rows, cols = shape
-        return 4.0 * (2 * rows * cols + 2 * cols + 2 * rows)
+        return self.itemsize * 2.0 * rows * cols + dtypes.dtype(self.wdtype).itemsize * 2 * cols + 4.0 * 2 * rows
+
+
+class LayerNormMixedSpace(LayerNormSpace):
+    """LayerNorm of half x with fp32 weight and bias (mixed-precision training)."""
+
+    name = "layernorm_mixed"
+    dtypes = ("float16", "bfloat16")
+    weight_dtype = "float32"
+    mixed_variant = ""

@@ -1,4 +1,7 @@
-"""Reductions of a float32 vector to one value: sum and max (template: reduce.cu).
+"""Reductions of a vector to one value: sum and max (template: reduce.cu).
+
+dtype: x in float32, float16 or bfloat16; the result is always one fp32 value, accumulated in fp32 (a half sum
+would round away what the fp32 accumulation kept), so the fp32 tolerances hold for every dtype.
 
 Tunables: block size, vector width, vectors per thread per step, warp-shuffle vs shared-memory tree, grid size
 (blocks per SM), and how blocks combine: atomics into the result, or partials reduced by a second launch.
@@ -11,9 +14,11 @@ from typing import ClassVar, Mapping
 
 import numpy as np
 
+from autotune import dtypes
 from autotune.device import DeviceInfo
 from autotune.errors import InvalidArgument
 from autotune.shape import Shape
+from autotune.spaces._precision import dtype_code, widest_vec
 from autotune.spaces.base import BufferSpec, Config, KernelSpace, Launch, Param, Step, ceil_div
 
 
@@ -22,11 +27,12 @@ class _Reduce(KernelSpace):
     dims = ("n",)
     default_shape = (1 << 24,)
     metric_unit = "GB/s"
+    dtypes = dtypes.FLOAT_DTYPES
     op: ClassVar[int]
 
     parameters = (
         Param("BLOCK", (64, 128, 256, 512, 1024), "threads per block"),
-        Param("VEC", (1, 2, 4), "floats per load"),
+        Param("VEC", (1, 2, 4, 8), "elements per load (16 B at most)"),
         Param("ITEMS", (1, 2, 4, 8), "vectors per thread per step"),
         Param("TREE", (0, 1), "block reduction: 0 warp shuffles, 1 shared-memory halving tree"),
         Param("TWO_PASS", (0, 1), "0: atomics into the result; 1: per-block partials and a second launch"),
@@ -35,14 +41,24 @@ class _Reduce(KernelSpace):
     default_config = {"BLOCK": 256, "VEC": 4, "ITEMS": 2, "TREE": 0, "TWO_PASS": 0, "BLOCKS_PER_SM": 4}
 
     def constraints(self, config: Config, shape: Shape, device: DeviceInfo) -> list[str]:
+        problems = []
         if config["BLOCK"] > device.max_threads_per_block:
-            return [f"{config['BLOCK']} threads per block > device limit"]
-        return []
+            problems.append(f"{config['BLOCK']} threads per block > device limit")
+        itemsize = dtypes.dtype(self.dtype).itemsize
+        if config["VEC"] * itemsize > 16:
+            problems.append(f"VEC={config['VEC']} {self.dtype} is {config['VEC'] * itemsize} B per access (> 16)")
+        return problems
 
     def defines(self, config: Config) -> dict[str, int | str]:
         out: dict[str, int | str] = {k: v for k, v in config.items() if k != "BLOCKS_PER_SM"}
         out["OP"] = self.op
+        out["DTYPE"] = dtype_code(self.dtype)
         return out
+
+    def rule_default(self, shape: Shape, device: DeviceInfo) -> Config:
+        """16-byte vectors; enough blocks to fill every SM several times over, not more than the data needs."""
+        vec = widest_vec(self.dtype, 1 << 10, self.domain("VEC"))  # the pointer is checked at run time
+        return {**self.default_config, "VEC": vec, "ITEMS": 4, "BLOCKS_PER_SM": 8}
 
     def _grid(self, config: Config, n: int, device: DeviceInfo) -> int:
         needed = ceil_div(max(n // config["VEC"], 1), config["BLOCK"] * config["ITEMS"])
@@ -69,7 +85,7 @@ class _Reduce(KernelSpace):
         ]
 
     def input_specs(self, shape: Shape) -> dict[str, BufferSpec]:
-        return {"x": BufferSpec(shape)}
+        return {"x": BufferSpec(shape, self.dtype)}
 
     def outputs(self, shape: Shape) -> dict[str, BufferSpec]:
         return {"out": BufferSpec((1,))}
@@ -86,7 +102,7 @@ class _Reduce(KernelSpace):
         return [(1,), (7,), (1031,), (1_000_003,)]
 
     def work(self, shape: Shape) -> float:
-        return 4.0 * shape[0]
+        return dtypes.dtype(self.dtype).itemsize * float(shape[0])
 
 
 class SumSpace(_Reduce):
@@ -95,7 +111,7 @@ class SumSpace(_Reduce):
 
     def inputs(self, shape: Shape, rng: np.random.Generator) -> dict[str, np.ndarray]:
         # Positive terms: the relative error of the sum then measures the kernel, not cancellation.
-        return {"x": rng.uniform(0.0, 1.0, size=shape).astype(np.float32)}
+        return {"x": dtypes.encode(rng.uniform(0.0, 1.0, size=shape), self.dtype)}
 
     def reference(self, inputs, shape):
         return {"out": np.array([inputs["x"].astype(np.float64).sum()])}
@@ -110,7 +126,7 @@ class MaxSpace(_Reduce):
     op = 1
 
     def inputs(self, shape: Shape, rng: np.random.Generator) -> dict[str, np.ndarray]:
-        return {"x": rng.standard_normal(shape, dtype=np.float32)}
+        return {"x": dtypes.encode(rng.standard_normal(shape), self.dtype)}
 
     def reference(self, inputs, shape):
         return {"out": np.array([float(inputs["x"].max())])}

@@ -1,6 +1,7 @@
-"""RMSNorm forward over the rows of a float32 matrix: y = x * rsqrt(mean(x^2) + eps) * w (template: rmsnorm.cu).
+"""RMSNorm forward over the rows of a matrix: y = x * rsqrt(mean(x^2) + eps) * w (template: rmsnorm.cu).
 
-Tunables: those of every row kernel (autotune.spaces._rows).
+x and y in float32, float16 or bfloat16, w in the same dtype (``rmsnorm``) or in fp32 with half x
+(``rmsnorm_mixed``); fp32 arithmetic. Tunables: those of every row kernel (autotune.spaces._rows).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from typing import Mapping
 
 import numpy as np
 
+from autotune import dtypes
 from autotune.device import DeviceInfo
 from autotune.errors import InvalidArgument
 from autotune.shape import Shape
@@ -23,6 +25,7 @@ class RmsNormSpace(RowSpace):
     template = "rmsnorm.cu"
     parameters = ROW_PARAMETERS
     default_config = dict(ROW_DEFAULT)
+    mixed_variant = "rmsnorm_mixed"
 
     def launches(self, config: Config, shape: Shape, device: DeviceInfo) -> list[Step]:
         rows, cols = shape
@@ -30,12 +33,12 @@ class RmsNormSpace(RowSpace):
         return [Launch("rmsnorm", self.grid(config, rows), (config["BLOCK"], 1, 1), 0, args)]
 
     def input_specs(self, shape: Shape) -> dict[str, BufferSpec]:
-        return {"x": BufferSpec(shape), "weight": BufferSpec((shape[1],))}
+        return {"x": self.elem(shape), "weight": self.weight(shape[1])}
 
     def inputs(self, shape: Shape, rng: np.random.Generator) -> dict[str, np.ndarray]:
         return {
-            "x": rng.standard_normal(shape, dtype=np.float32),
-            "weight": rng.uniform(0.5, 1.5, shape[1]).astype(np.float32),
+            "x": dtypes.encode(rng.standard_normal(shape), self.dtype),
+            "weight": dtypes.encode(rng.uniform(0.5, 1.5, shape[1]), self.wdtype),
         }
 
     def infer_shape(self, inputs: Mapping[str, tuple[int, ...]]) -> Shape:
@@ -45,16 +48,22 @@ class RmsNormSpace(RowSpace):
         return shape
 
     def outputs(self, shape: Shape) -> dict[str, BufferSpec]:
-        return {"y": BufferSpec(shape)}
+        return {"y": self.elem(shape)}
 
     def reference(self, inputs, shape):
         x = inputs["x"].astype(np.float64)
         rstd = 1.0 / np.sqrt((x * x).mean(axis=1) + EPS)
         return {"y": x * rstd[:, None] * inputs["weight"].astype(np.float64)}
 
-    def tolerance(self, output: str, shape: Shape) -> float:
-        return 1e-5
-
     def work(self, shape: Shape) -> float:
         rows, cols = shape
-        return 4.0 * (2 * rows * cols + cols)
+        return self.itemsize * 2.0 * rows * cols + dtypes.dtype(self.wdtype).itemsize * cols
+
+
+class RmsNormMixedSpace(RmsNormSpace):
+    """RMSNorm of half x with fp32 weights (mixed-precision training)."""
+
+    name = "rmsnorm_mixed"
+    dtypes = ("float16", "bfloat16")
+    weight_dtype = "float32"
+    mixed_variant = ""

@@ -1,0 +1,77 @@
+"""The end of a search: the leaders and the default re-timed side by side, the winner the fastest re-timed.
+
+Times measured during the search come one candidate at a time, minutes apart, with the GPU's clocks and
+neighbours changing; the best few (and the template's default, the baseline of the speedup) are therefore
+timed again together, round-robin, so that the ranking compares like with like.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from optuna.trial import TrialState
+
+from autotune import studies
+from autotune.evaluation.base import Evaluator
+from autotune.shape import Shape
+from autotune.spaces.base import Config, KernelSpace, config_key
+
+
+@dataclass
+class Ranked:
+    trial_number: int
+    config: Config
+    time_ms: float  # re-timed median where re-timed, else the search's median
+    metric: float
+    registers: int | None
+    retimed: bool
+    spread: float | None = None  # interquartile range / median of the timing used
+
+
+@dataclass
+class Known:
+    number: int
+    state: TrialState
+    value: float | None
+    config: Config
+    attrs: dict[str, Any]
+
+
+def rank(
+    known: Iterable[Known], space: KernelSpace, shape: Shape, evaluator: Evaluator, top: int, rounds: int
+) -> list[Ranked]:
+    """Every complete trial ranked: the re-timed ones first (fastest first), then the rest by their search time."""
+    complete = sorted(
+        (k for k in known if k.state == TrialState.COMPLETE and k.value is not None),
+        key=lambda k: k.value,  # type: ignore[arg-type, return-value]
+    )
+    if not complete:
+        return []
+    leaders = complete[:top]
+    default = next((k for k in complete if config_key(k.config) == config_key(space.default_config)), None)
+    candidates = [*leaders, default] if default is not None and default not in leaders else list(leaders)
+    timings = evaluator.retime([k.config for k in candidates], rounds)
+    ranked = [
+        _ranked(k, space, shape, timing.median, True, timing.spread)
+        for k, timing in zip(candidates, timings)
+        if timing is not None  # cannot be run again: not a trustworthy winner
+    ]
+    retimed = {r.trial_number for r in ranked}
+    ranked += [_ranked(k, space, shape, k.value, False, None) for k in complete if k.number not in retimed]  # type: ignore[arg-type]
+    # Re-timed entries first, fastest first: they were measured side by side and compare fairly.
+    ranked.sort(key=lambda r: (not r.retimed, r.time_ms))
+    return ranked
+
+
+def _ranked(known: Known, space: KernelSpace, shape: Shape, time_ms: float, retimed: bool,
+            spread: float | None) -> Ranked:  # fmt: skip
+    return Ranked(
+        trial_number=known.number,
+        config=known.config,
+        time_ms=time_ms,
+        metric=space.metric(shape, time_ms),
+        registers=known.attrs.get(studies.REGISTERS),
+        retimed=retimed,
+        spread=spread,
+    )

@@ -1,0 +1,132 @@
+"""GEMM shape classes and the rule-based configuration per class: what the dispatcher runs where nothing tuned
+for a shape's class fits (`autotune.selection`), instead of a square shape's winner.
+
+Classes: the M bucket (1, ≤16, ≤64, ≤256, large) and the aspect (``col``: N = 1; ``narrow``: N ≤ 256;
+``deep``: K at least 8× the larger of M and N; ``wide`` otherwise). Rules:
+
+* M = 1 or N = 1: the ``gemv`` algorithm, its K split until the grid holds a few blocks per SM;
+* fp32 otherwise: the SIMT tile whose height fits M (16, 32, 64 rows, else the template's 128×128), and
+  split-K until the output tiles fill the GPU — without it a 16-row product runs on a quarter of the SMs;
+* otherwise (other dtypes): the default configuration of the first algorithm that can run the shape.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from autotune.device import DeviceInfo
+from autotune.shape import Shape
+from autotune.spaces.base import ALGO, Config, ceil_div
+
+if TYPE_CHECKING:
+    from autotune.spaces.base import KernelSpace
+
+M_BUCKETS = ((1, "1"), (16, "16"), (64, "64"), (256, "256"))  # M ≤ bound → label; beyond: "large"
+NARROW_N = 256
+DEEP_RATIO = 8
+BLOCKS_PER_SM = 2  # the grid a rule aims for: two waves' worth of blocks hides the tail of the first
+MIN_K_PER_SPLIT = 256  # a split shorter than this spends more on its partial tile than it computes
+
+# SIMT tiles per M bucket: (BM, BN, WARPS_M, WARPS_N, TM, TN, WNITER, BK); each splits into 32-lane warps.
+SIMT_TILES = {
+    16: {"BM": 16, "BN": 128, "WARPS_M": 1, "WARPS_N": 4, "TM": 4, "TN": 4, "WNITER": 1, "BK": 32},
+    32: {"BM": 32, "BN": 128, "WARPS_M": 1, "WARPS_N": 4, "TM": 4, "TN": 4, "WNITER": 2, "BK": 32},
+    64: {"BM": 64, "BN": 128, "WARPS_M": 2, "WARPS_N": 4, "TM": 4, "TN": 4, "WNITER": 2, "BK": 16},
+}
+
+
+def m_bucket(m: int) -> str:
+    for bound, label in M_BUCKETS:
+        if m <= bound:
+            return label
+    return "large"
+
+
+def aspect(shape: Shape) -> str:
+    m, n, k = shape
+    if n == 1:
+        return "col"
+    if n <= NARROW_N:
+        return "narrow"
+    if k >= DEEP_RATIO * max(m, n):
+        return "deep"
+    return "wide"
+
+
+def shape_class(shape: Shape) -> tuple:
+    return (m_bucket(shape[0]), aspect(shape))
+
+
+def _splits(domain: tuple[int, ...], blocks: int, k: int, device: DeviceInfo) -> int:
+    """The smallest split in ``domain`` giving BLOCKS_PER_SM blocks per SM, each split keeping
+    MIN_K_PER_SPLIT of K (1 where the grid is full already)."""
+    target = BLOCKS_PER_SM * device.multiprocessors
+    best = 1
+    for s in sorted(domain):
+        if s > 1 and k < s * MIN_K_PER_SPLIT:
+            break
+        best = s
+        if blocks * s >= 0.9 * target:
+            break
+    return best
+
+
+def _valid(space: "KernelSpace", config: Config, shape: Shape, device: DeviceInfo) -> bool:
+    return not space.violations(config, shape, device)
+
+
+def gemv_rule(space: "KernelSpace", shape: Shape, device: DeviceInfo) -> Config | None:
+    if "gemv" not in space.domain(ALGO):  # offered (a narrowed space keeps every algorithm in `algos`)
+        return None
+    algo = space.algos["gemv"]
+    m, n, k = shape
+    itemsize = 4 if space.dtype == "float32" else 2
+    config: Config = {ALGO: "gemv", **algo.default_config, "VEC": 16 // itemsize, "UNROLL": 4, "STREAM": 1}
+    if n == 1:  # rows of A: a warp per row, or several where rows are long and few
+        config.update(BLOCK=256, KTHREADS=32 if m >= 4 * device.multiprocessors else 128)
+        blocks = ceil_div(m, config["BLOCK"] // config["KTHREADS"])
+    else:  # columns of B: 32 column threads of VEC columns, 8 thread rows along K
+        config.update(BLOCK=256, KTHREADS=8)
+        blocks = ceil_div(n, config["BLOCK"] // config["KTHREADS"] * config["VEC"])
+    config["SPLIT_K"] = _splits(space.domain("gemv.SPLIT_K"), blocks, k, device)
+    for key, value in list(config.items()):  # keep within narrowed domains, else the algorithm's default
+        if key != ALGO and value not in space.domain(f"gemv.{key}"):
+            config[key] = algo.default_config[key]
+    return config if _valid(space, config, shape, device) else None
+
+
+def simt_rule(space: "KernelSpace", shape: Shape, device: DeviceInfo) -> Config | None:
+    if "simt" not in space.domain(ALGO):
+        return None
+    algo = space.algos["simt"]
+    m, n, k = shape
+    config: Config = {ALGO: "simt", **algo.default_config}
+    for bound, tile in SIMT_TILES.items():
+        if m <= bound:
+            config.update(tile)
+            if device.compute_capability >= (8, 0):
+                config["PIPELINE"] = "cp.async-3"  # deep prefetch: small tiles are bound by streaming B
+            break
+    blocks = ceil_div(m, config["BM"]) * ceil_div(n, config["BN"])
+    config["SPLIT_K"] = _splits(space.domain("simt.SPLIT_K"), blocks, k, device)
+    if any(key != ALGO and value not in space.domain(f"simt.{key}") for key, value in config.items()):
+        config = {ALGO: "simt", **algo.default_config}  # a narrowed space: its default, unsplit
+    return config if _valid(space, config, shape, device) else None
+
+
+def rule_default(space: "KernelSpace", shape: Shape, device: DeviceInfo) -> Config:
+    """The configuration the rules pick for ``shape``; where no rule applies, the default configuration of the
+    first algorithm (in the family's order of preference) that can run it."""
+    m, n, _ = shape
+    if m == 1 or n == 1:
+        config = gemv_rule(space, shape, device)
+        if config is not None:
+            return config
+    config = simt_rule(space, shape, device)
+    if config is not None:
+        return config
+    for name in space.domain(ALGO):
+        candidate = {ALGO: name, **space.algos[name].default_config}
+        if _valid(space, candidate, shape, device):
+            return candidate
+    return dict(space.default_config)

@@ -1,0 +1,94 @@
+"""Split-KV attention for decoding (template: kernel_templates/attention_split_kv.cu), float16 and bfloat16.
+
+Short queries (seq_q ≤ `MAX_SEQ_Q`) over a long KV sequence: the KV tiles are split SPLITS ways so that
+B·H·ceil(seq_q/16)·SPLITS blocks fill the GPU; each block's warps interleave over its split's tiles (mma.sync,
+online softmax, as FlashAttention-2) and merge into one normalised fp32 (O, LSE) per split in the workspace; a
+second kernel combines the splits by their log-sum-exp.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from autotune.device import DeviceInfo
+from autotune.shape import Shape
+from autotune.spaces.algorithm import Algorithm
+from autotune.spaces.attention_fa2 import SWIZZLE_DIMS
+from autotune.spaces.base import BufferSpec, Config, Launch, Param, Step, ceil_div
+
+MAX_SEQ_Q = 64  # beyond this the one-pass kernel has blocks enough
+BLOCKS_PER_SM = 8  # more blocks than this many per SM add no parallelism, only partial results to combine
+# O + S (weighed twice: the scores and their packed P live together) + Q fragments; the template's static_assert.
+# Measured with ptxas (sm_90): 128 compiles without spills at every WARPS and STAGES, 160 and 176 spill.
+MAX_TILE_REGISTERS = 128
+
+
+class SplitKvAttention(Algorithm):
+    name = "split_kv"
+    template = "attention_split_kv.cu"
+    dtypes = ("float16", "bfloat16")
+    min_cc = (8, 0)
+
+    parameters = (
+        Param("SPLITS", (1, 2, 4, 8, 16, 32, 64, 128), "KV splits (partial results combined by their LSE)"),
+        Param("WARPS", (1, 2, 4, 8), "warps per block, interleaved over the split's KV tiles"),
+        Param("BC", (32, 64, 128), "keys per KV tile"),
+        Param("STAGES", (1, 2, 3), "depth of each warp's K/V cp.async ring"),
+        Param("SWIZZLE", (0, 1), "XOR-swizzled shared tiles (head_dim 64/128) or rows padded by 16 bytes"),
+        Param("COMBINE_THREADS", (64, 128, 256), "threads per block of the combine kernel"),
+    )
+    default_config = {"SPLITS": 16, "WARPS": 4, "BC": 32, "STAGES": 2, "SWIZZLE": 0, "COMBINE_THREADS": 128}
+
+    @staticmethod
+    def geometry(config: Config, head_dim: int) -> dict[str, int]:
+        row = head_dim if config["SWIZZLE"] else head_dim + 8
+        warps = config["WARPS"]
+        rings = warps * config["STAGES"] * 2 * config["BC"] * row * 2
+        merge = warps * 16 * (head_dim + 2) * 4  # the warps' states, written over the rings after the loop
+        return {
+            "threads": 32 * warps,
+            "smem_bytes": 16 * row * 2 + max(rings, merge),
+            "tile_registers": head_dim // 2 + config["BC"] + head_dim // 4,
+        }
+
+    def constraints(self, config: Config, shape: Shape, device: DeviceInfo) -> list[str]:
+        config = self.local(config)
+        b, h, sq, skv, d = shape
+        g = self.geometry(config, d)
+        problems = []
+        if sq > MAX_SEQ_Q:
+            problems.append(f"split_kv is for decoding: seq_q {sq} > {MAX_SEQ_Q}")
+        blocks = b * h * ceil_div(sq, 16) * config["SPLITS"]
+        if config["SPLITS"] > 1 and blocks > BLOCKS_PER_SM * device.multiprocessors:
+            problems.append(f"{blocks} blocks > {BLOCKS_PER_SM} per SM: SPLITS={config['SPLITS']} is more than "
+                            f"{b}x{h} heads need on {device.multiprocessors} SMs")  # fmt: skip
+        if g["tile_registers"] > MAX_TILE_REGISTERS:
+            problems.append(f"{g['tile_registers']} registers of tiles per thread would spill")
+        if config["SWIZZLE"] and d not in SWIZZLE_DIMS:
+            problems.append(f"SWIZZLE needs head_dim 64 or 128, not {d}")
+        if g["smem_bytes"] > device.smem_per_block_optin:
+            problems.append(f"{g['smem_bytes']} B of shared memory > device limit {device.smem_per_block_optin} B")
+        return problems
+
+    def workspace(self, config: Config, shape: Shape) -> dict[str, BufferSpec]:
+        b, h, sq, skv, d = shape
+        splits = config["SPLITS"]
+        return {"o_part": BufferSpec((splits, b * h * sq, d)), "lse_part": BufferSpec((splits, b * h * sq))}
+
+    def launches(self, config: Config, shape: Shape, device: DeviceInfo) -> list[Step]:
+        b, h, sq, skv, d = shape
+        g = self.geometry(config, d)
+        rows = b * h * sq
+        threads = config["COMBINE_THREADS"]
+        scale = np.float32(self.space.scale_log2(d))
+        return [
+            Launch("attention_split_kv", (ceil_div(sq, 16) * config["SPLITS"], h, b), (g["threads"], 1, 1),
+                   g["smem_bytes"], ("q", "k", "v", "o_part", "lse_part", np.int32(sq), np.int32(skv), scale)),
+            Launch("attention_combine", (min(ceil_div(rows * d, threads), 16 * device.multiprocessors), 1, 1),
+                   (threads, 1, 1), 0, ("o_part", "lse_part", "o", "lse", np.int32(rows))),
+        ]  # fmt: skip
+
+    def describe(self, config: Config) -> str:
+        c = self.local(config)
+        return (f"split_kv splits={c['SPLITS']} warps={c['WARPS']} BC={c['BC']} stages={c['STAGES']} "
+                f"{'swz' if c['SWIZZLE'] else 'pad'} combine={c['COMBINE_THREADS']}")  # fmt: skip

@@ -1,0 +1,72 @@
+"""The mma GEMM's default and a few hand-picked configurations, measured without a search (validated and timed by
+autotune's GPU worker, L2 flushed), next to cuBLAS through torch (its own L2-flushed median): a quick check of what
+the template reaches before tuning, and of the default configuration's standing.
+
+    python benchmarks/gemm_mma_configs.py [--dtypes float16 bfloat16] [--shapes 4096x4096x4096 127x4096x4096]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from _timing import interleaved_medians
+
+VARIANTS: dict[str, dict[str, Any]] = {
+    "default": {},
+    "256x128 warps 64x64": {"BM": 256, "BN": 128},
+    "128x256 s3": {"STAGES": 3},
+    "128x256 s5": {"STAGES": 5},
+    "128x256 BK64 s3": {"BK": 64, "STAGES": 3},
+    "128x256 pad": {"SWIZZLE": 0},
+    "128x128 warps 64x64 (2 blocks/SM)": {"BN": 128, "STAGES": 3, "MIN_BLOCKS": 2},
+    "128x128 warps 64x32 dfrag": {"BN": 128, "WN": 32, "DOUBLE_FRAGS": 1},
+    "split-K 4, 128x128": {"BN": 128, "SPLIT_K": 4},
+    "32x128 warps 32x32": {"BM": 32, "BN": 128, "WM": 32, "WN": 32},
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dtypes", nargs="+", default=["float16", "bfloat16"])
+    parser.add_argument("--shapes", nargs="+", default=["4096x4096x4096", "127x4096x4096"])
+    parser.add_argument("--reps", type=int, default=30)
+    args = parser.parse_args()
+
+    import torch
+
+    from autotune.device import query_device
+    from autotune.evaluation.gpu import GpuEvaluator
+    from autotune.spaces import ALGO, get_space
+    from autotune.spaces.gemm_mma import MmaGemm
+
+    device = query_device()
+    flush = torch.empty(max(2 * device.l2_bytes, 256 << 20), dtype=torch.uint8, device="cuda")
+    for dtype in args.dtypes:
+        space = get_space("gemm", dtype=dtype)
+        for shape_text in args.shapes:
+            shape = space.parse_shape(shape_text)
+            m, n, k = shape
+            a = torch.rand(m, k, device="cuda").to(getattr(torch, dtype))
+            b = torch.rand(k, n, device="cuda").to(getattr(torch, dtype))
+            cublas_ms = interleaved_medians({"cuBLAS": lambda: torch.matmul(a, b)}, args.reps, flush, torch)["cuBLAS"]
+            cublas = space.metric(shape, cublas_ms)
+            print(f"\n{dtype} {shape_text} on {device.name}: cuBLAS {cublas:.1f} TFLOP/s")
+            configs = {name: {ALGO: "mma", **MmaGemm.default_config, **change} for name, change in VARIANTS.items()}
+            configs = {name: c for name, c in configs.items() if not space.violations(c, shape, device)}
+            with GpuEvaluator(space, shape, seed=0, min_time_ms=50.0, max_reps=args.reps) as evaluator:
+                results = {name: f.result() for name, f in {n: evaluator.submit(c) for n, c in configs.items()}.items()}
+            for name, r in results.items():
+                if r.ok:
+                    tflops = space.metric(shape, r.time_ms)
+                    print(f"  {name:>36}: {tflops:7.1f} TFLOP/s {tflops / cublas:5.2f}x  regs {r.registers} "
+                          f"spill {r.spill_bytes}  {space.describe(configs[name])}")  # fmt: skip
+                else:
+                    print(f"  {name:>36}: {r.failure} {r.reason}")
+            print(json.dumps({"dtype": dtype, "shape": shape_text, "cublas_tflops": cublas,
+                              "ours": {n: r.time_ms for n, r in results.items()}}))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

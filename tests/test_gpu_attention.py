@@ -1,0 +1,103 @@
+"""GPU tier: every attention algorithm, at every dtype it answers, head_dim 64 and 128, causal and not, is correct
+for its default and random valid configurations. Each evaluation first checks the family's validation cases
+(lengths 1, 77, 1000, 1031, 4097; seq_q ≠ seq_kv; large logits) against float64, then the target shape."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from autotune.spaces import ALGO, config_key, get_space
+
+pytestmark = pytest.mark.gpu
+
+PER_ALGORITHM = 4  # random valid configurations per case, besides the default
+KERNELS = ("attention", "attention_causal")
+CASES = [
+    (kernel, dtype, algo, d)
+    for kernel in KERNELS
+    for dtype in ("float16", "bfloat16", "float32")
+    for algo in get_space(kernel, dtype=dtype).domain(ALGO)
+    for d in (64, 128)
+]
+
+
+@pytest.fixture(scope="module")
+def device():
+    from autotune.device import query_device
+
+    return query_device()
+
+
+def pick(space, algo: str, shape, device, count: int, seed: int) -> list[dict]:
+    rng = random.Random(seed)
+    picked: dict[str, dict] = {}
+    default = {ALGO: algo, **space.algos[algo].default_config}
+    if not space.violations(default, shape, device):
+        picked[config_key(default)] = default
+    for _ in range(5000):
+        if len(picked) > count:
+            break
+        config = space.random_config(rng)
+        if config[ALGO] == algo and not space.violations(config, shape, device):
+            picked[config_key(config)] = config
+    return list(picked.values())
+
+
+@pytest.mark.parametrize("kernel, dtype, algo, d", CASES, ids=["-".join(map(str, c)) for c in CASES])
+def test_random_valid_configs_are_correct(kernel, dtype, algo, d, device):
+    from autotune.evaluation.gpu import GpuEvaluator
+
+    space = get_space(kernel, dtype=dtype)
+    shape = (2, 3, 333, 1000, d)
+    configs = pick(space, algo, shape, device, PER_ALGORITHM, seed=d)
+    with GpuEvaluator(space, shape, seed=11, min_time_ms=0.5, max_reps=3) as evaluator:
+        results = [f.result() for f in [evaluator.submit(c) for c in configs]]
+    wrong = [(space.describe(c), m.failure, m.reason) for c, m in zip(configs, results) if not m.ok]
+    assert not wrong, wrong
+    assert all(m.registers and m.spill_bytes == 0 for m in results)
+
+
+def pinned(kernel: str, space, shape, config: dict, device, path) -> object:
+    """The dispatcher running exactly ``config`` at ``shape`` (a scratch database holding that row alone)."""
+    import autotune
+    from autotune.storage import BestEntry, Database, resolve_url
+
+    db = Database(resolve_url(str(path)))
+    db.save_best(BestEntry(
+        device_name=device.name, compute_capability=device.cc, kernel=kernel, shape=space.format_shape(shape),
+        dtype=space.dtype, template_hash=space.template_hash(), params=config, time_ms=1.0, metric=1.0,
+        metric_unit="TFLOP/s", default_time_ms=None, driver_version=device.driver_version, nvcc_version="",
+        study_name="pinned", trial_number=0,
+    ))  # fmt: skip
+    db.close()
+    return autotune.load(kernel, db=str(path), strict=True)
+
+
+SPLIT_SHAPES = [(2, 4, 1, 4097, 128), (1, 3, 7, 3001, 64), (3, 2, 16, 1000, 128)]
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("shape", SPLIT_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_split_kv_matches_the_one_pass_kernel(kernel, shape, device, tmp_path):
+    """Several split counts (1 to more splits than KV tiles: empty splits) against fa2 on the very same inputs."""
+    import numpy as np
+
+    from autotune.spaces.attention import O_TOLERANCE
+
+    space = get_space(kernel, dtype="float16")
+    x = space.inputs(shape, np.random.default_rng(5))
+    q, k, v = (x[n] for n in ("q", "k", "v"))
+    one_pass = pinned(kernel, space, shape, {ALGO: "fa2", **space.algos["fa2"].default_config}, device,
+                      tmp_path / "fa2.db")(q, k, v)  # fmt: skip
+    base = {ALGO: "split_kv", **space.algos["split_kv"].default_config}
+    for i, change in enumerate([{"SPLITS": 1}, {"SPLITS": 4, "WARPS": 2}, {"SPLITS": 128, "WARPS": 2, "STAGES": 3},
+                                {"SPLITS": 8, "WARPS": 1, "STAGES": 1, "SWIZZLE": 1}]):  # fmt: skip
+        config = {**base, **change}
+        assert not space.violations(config, shape, device), space.violations(config, shape, device)
+        o, lse = pinned(kernel, space, shape, config, device, tmp_path / f"split{i}.db")(q, k, v)
+        ref_o = one_pass[0].astype(np.float64)
+        err = np.linalg.norm(o.astype(np.float64) - ref_o) / np.linalg.norm(ref_o)
+        assert err <= O_TOLERANCE["float16"], (change, err)
+        np.testing.assert_allclose(lse, one_pass[1], rtol=1e-5, atol=1e-5, err_msg=str(change))

@@ -1,0 +1,87 @@
+"""GPU tier: the dispatcher with only 4096³ tuned answers other shape classes correctly with their rule default
+(GEMV for one row or one column, a small tile with split-K for 16 rows, split-K for a tall-skinny output), not
+with the square winner."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import autotune
+from autotune.selection import DEFAULT, TUNED
+from autotune.spaces import get_space
+from autotune.storage import BestEntry, Database, resolve_url
+
+pytestmark = pytest.mark.gpu
+
+SQUARE = (4096, 4096, 4096)
+WINNER = {"BM": 128, "BN": 128, "BK": 16, "WARPS_M": 2, "WARPS_N": 4, "PIPELINE": "cp.async-3"}
+# (M, N, K) → the algorithm the rule picks; ragged sizes so that every edge path runs.
+CASES = [
+    ((1, 4096, 4096), "gemv"),
+    ((1, 1001, 3001), "gemv"),
+    ((4096, 1, 4096), "gemv"),
+    ((777, 1, 1025), "gemv"),
+    ((1, 1, 4097), "gemv"),
+    ((16, 4096, 4096), "simt"),
+    ((13, 1000, 2049), "simt"),
+    ((16384, 128, 16384), "simt"),
+    ((4001, 100, 8191), "simt"),
+]
+
+
+@pytest.fixture(scope="module")
+def gemm(tmp_path_factory):
+    from autotune.device import query_device
+
+    device = query_device()
+    space = get_space("gemm")
+    config = {**space.default_config, **WINNER}
+    assert not space.violations(config, SQUARE, device)
+    path = tmp_path_factory.mktemp("fallback") / "f.db"
+    database = Database(resolve_url(path))
+    database.save_best(BestEntry(
+        device_name=device.name, compute_capability=device.cc, kernel="gemm", shape="4096x4096x4096",
+        dtype="float32", template_hash=space.template_hash(), params=config, time_ms=2.0, metric=60.0,
+        metric_unit="TFLOP/s", default_time_ms=3.0, driver_version=device.driver_version, nvcc_version="test",
+        study_name="test", trial_number=0,
+    ))  # fmt: skip
+    database.close()
+    return autotune.load("gemm", db=str(path))
+
+
+def rel_error(c, a, b) -> float:
+    ref = np.asarray(a, np.float64) @ np.asarray(b, np.float64)
+    return float(np.linalg.norm(np.asarray(c, np.float64) - ref) / np.linalg.norm(ref))
+
+
+@pytest.mark.parametrize("shape, algo", CASES, ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else v)
+def test_other_classes_run_their_rule_default_correctly(gemm, shape, algo):
+    assert gemm.choice(SQUARE).source == TUNED
+    choice = gemm.choice(shape)
+    assert choice.source == DEFAULT and choice.config["ALGO"] == algo, choice
+    m, n, k = shape
+    rng = np.random.default_rng(m + n + k)
+    a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+    b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+    c = gemm(a, b)
+    assert c.shape == (m, n) and np.isfinite(c).all()
+    assert rel_error(c, a, b) < 1e-5
+    c2 = gemm(a, b)
+    assert np.array_equal(c, c2), "split-K sums its slices in a fixed order: the same answer every call"
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("shape", [(1, 4096, 4096), (4096, 1, 4096), (1, 333, 4099)], ids=lambda s: "x".join(map(str, s)))
+def test_half_precision_rows_and_columns_run_gemv(gemm, dtype, shape):
+    torch = pytest.importorskip("torch")
+    m, n, k = shape
+    gen = torch.Generator(device="cuda").manual_seed(k)
+    a = (torch.rand(m, k, device="cuda", generator=gen) * 2 - 1).to(getattr(torch, dtype))
+    b = (torch.rand(k, n, device="cuda", generator=gen) * 2 - 1).to(getattr(torch, dtype))
+    assert gemm.choice(shape, dtype).config["ALGO"] == "gemv"
+    c = gemm(a, b)
+    assert c.dtype == a.dtype and c.shape == (m, n)
+    ref = a.double() @ b.double()
+    err = float((c.double() - ref).norm() / ref.norm())
+    assert err < {"float16": 1e-3, "bfloat16": 8e-3}[dtype], err

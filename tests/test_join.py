@@ -1,0 +1,124 @@
+"""Hosts joining a study (`autotune worker`), on replayed measurements: the join logic needs no GPU."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import optuna
+import pytest
+import sqlalchemy as sa
+from optuna.trial import TrialState
+from typer.testing import CliRunner
+
+from autotune import studies
+from autotune.cli import app
+from autotune.errors import InvalidArgument
+from autotune.join import join
+from autotune.search import tune
+from autotune.storage import resolve_url
+
+from synthetic import make_recording
+
+TESTS = Path(__file__).parent
+
+
+@pytest.fixture
+def recording(tmp_path):
+    path = tmp_path / "rec.json"
+    return path, make_recording(path)
+
+
+def measured(url: str, name: str) -> list:
+    study = optuna.load_study(study_name=name, storage=url)
+    return [t for t in study.trials if studies.is_measured(t)]
+
+
+def test_worker_joins_and_reaches_the_study_target(tmp_path, recording):
+    path, _ = recording
+    db = str(tmp_path / "s.db")
+    first = tune("gemm", trials=10, db=db, replay=str(path), seed=1)
+    result = CliRunner().invoke(app, ["worker", first.study_name, "--db", db, "--trials", "25", "--replay", str(path)])
+    assert result.exit_code == 0, result.output
+    assert first.study_name in result.output
+    assert len(measured(resolve_url(db), first.study_name)) == 25
+    # Without --trials the worker aims at the study's recorded target (the latest search's --trials): reached.
+    report = join(first.study_name, db=db, replay=str(path))
+    assert report.measured_now == 0 and report.measured_total == 25
+
+
+def test_worker_refuses_what_it_cannot_join(tmp_path, recording):
+    path, rec = recording
+    db = str(tmp_path / "s.db")
+    first = tune("gemm", trials=5, db=db, replay=str(path), seed=1)
+    runner = CliRunner()
+    result = runner.invoke(app, ["worker", "nosuchstudy", "--db", db, "--replay", str(path)])
+    assert result.exit_code == 2 and result.output.startswith("error:") and "no study" in result.output
+    other_gpu = tmp_path / "h100.json"
+    rec.device = dataclasses.replace(rec.device, name="NVIDIA H100 80GB HBM3")
+    rec.save(other_gpu)
+    result = runner.invoke(app, ["worker", first.study_name, "--db", db, "--replay", str(other_gpu)])
+    assert result.exit_code == 2 and "not comparable" in result.output and len(result.output.splitlines()) == 1
+    other_template = tmp_path / "edited.json"
+    rec = make_recording(tmp_path / "again.json")
+    rec.template_hash = "f" * 64
+    rec.save(other_template)
+    with pytest.raises(InvalidArgument, match="same autotune version"):
+        join(first.study_name, db=db, replay=str(other_template))
+    result = runner.invoke(app, ["worker", first.study_name, "--db", db, "--wait", "-1"])
+    assert result.exit_code == 2 and "--wait must not be negative" in result.output
+
+
+_HOST = textwrap.dedent(
+    """
+    import json, sys
+    from autotune.evaluation import Recording, ReplayEvaluator
+    from autotune.join import join
+    from autotune.search import tune
+    role, url, path, name = sys.argv[1:5]
+    rec = Recording.load(path)
+    evaluator = ReplayEvaluator(rec, delay_s=0.05)  # a GPU's pace, so that both hosts take part
+    if role == "search":
+        report = tune("gemm", trials=60, db=url, evaluator=evaluator, template_hash=rec.template_hash,
+                      domains=rec.domains, shape=rec.shape, seed=1)
+    else:
+        report = join(name, db=url, evaluator=evaluator, wait_s=120, seed=2)
+    assert report.study_name == name, (report.study_name, name)
+    print(json.dumps({"measured_now": report.measured_now, "total": report.measured_total}))
+    """
+)
+
+
+def test_two_hosts_share_one_postgresql_study(tmp_path, recording):
+    url = os.environ.get("AUTOTUNE_TEST_POSTGRES_URL")
+    if not url:
+        pytest.skip("no PostgreSQL server: .ci/run starts one and sets AUTOTUNE_TEST_POSTGRES_URL")
+    url = resolve_url(url)
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:  # a clean database for this run
+        conn.execute(sa.text("DROP SCHEMA public CASCADE; CREATE SCHEMA public"))
+    engine.dispose()
+    path, rec = recording
+    name = studies.study_name("gemm", "x".join(map(str, rec.shape)), "float32", rec.device, rec.template_hash)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS.parent), str(TESTS)]))
+    # The joining host starts first and waits for the study that the searching host creates.
+    hosts = [
+        subprocess.Popen([sys.executable, "-c", _HOST, role, url, str(path), name], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for role in ("worker", "search")
+    ]  # fmt: skip
+    outputs = [h.communicate(timeout=600) for h in hosts]
+    for host, (out, err) in zip(hosts, outputs):
+        assert host.returncode == 0, err[-2000:]
+    reports = [json.loads(out.strip().splitlines()[-1]) for out, _ in outputs]
+    assert all(r["measured_now"] > 0 for r in reports), f"both hosts measured: {reports}"
+    study = optuna.load_study(study_name=name, storage=url)
+    count = sum(studies.is_measured(t) for t in study.trials)
+    assert 60 <= count <= 60 + 2 * 16, count  # each host stops at the target, finishing what it has in flight
+    assert sum(r["measured_now"] for r in reports) == count
+    assert not [t for t in study.trials if t.state == TrialState.RUNNING]

@@ -1,0 +1,74 @@
+"""Which problems one search tunes: --shape (repeated), --shapes FILE, --shapes-from shapes.json."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from autotune.cli import app
+from autotune.errors import InvalidArgument, UnknownKernel
+from autotune.multishape import Problem, load_calls, plan
+
+
+def write_calls(path, calls, version=1):
+    path.write_text(json.dumps({"version": version, "calls": calls}))
+    return path
+
+
+def test_shapes_from_every_source_in_order_without_duplicates(tmp_path):
+    listing = tmp_path / "shapes.txt"
+    listing.write_text("# from the profiler\n127,4096,4096\n4096x4096x4096  # again\n\n2048x2048x2047\n")
+    calls = write_calls(tmp_path / "shapes.json", [
+        {"kernel": "gemm", "shape": [512, 512, 512], "dtype": "float32"},
+        {"kernel": "softmax", "shape": [64, 1000], "dtype": "float32"},
+    ])  # fmt: skip
+    got = plan("gemm", "float32", ["4096,4096,4096", "127x4096x4096"], str(listing), str(calls))
+    assert [p.shape for p in got] == [(4096,) * 3, (127, 4096, 4096), (2048, 2048, 2047), (512, 512, 512)]
+    everything = plan(None, None, shapes_from=str(calls))
+    assert everything == [Problem("gemm", "float32", (512, 512, 512)), Problem("softmax", "float32", (64, 1000))]
+    assert plan("gemm", None) == [Problem("gemm", None, None)], "no shape: the kernel's default"
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("not json", "is not JSON"),
+        (json.dumps({"version": 2, "calls": []}), '"version": 1'),
+        (json.dumps({"version": 1, "calls": []}), "holds no calls"),
+        (json.dumps({"version": 1, "calls": [{"kernel": "gemm", "shape": [0, 1, 1]}]}), "positive integers"),
+        (json.dumps({"version": 1, "calls": [{"kernel": "gemm", "shape": [8, 8]}]}), "takes 3 dimensions"),
+        (json.dumps({"version": 1, "calls": [{"kernel": "gemm", "shape": [8, 8, 8], "dtype": 3}]}), "dtype"),
+        (json.dumps({"version": 1, "calls": ["gemm"]}), "call 0"),
+    ],
+)
+def test_a_malformed_shapes_file_is_refused_whole(tmp_path, content, message):
+    path = tmp_path / "shapes.json"
+    path.write_text(content)
+    with pytest.raises(InvalidArgument, match=message):
+        load_calls(path)
+
+
+def test_bad_sources(tmp_path):
+    with pytest.raises(UnknownKernel):
+        load_calls(write_calls(tmp_path / "s.json", [{"kernel": "nosuch", "shape": [1]}]))
+    with pytest.raises(InvalidArgument, match="cannot read"):
+        load_calls(tmp_path / "missing.json")
+    with pytest.raises(InvalidArgument, match="name a KERNEL"):
+        plan(None, None)
+    bad = tmp_path / "bad.txt"
+    bad.write_text("4096x4096x4096\n4096x\n")
+    with pytest.raises(InvalidArgument, match="line 2"):
+        plan("gemm", None, shapes_file=str(bad))
+    calls = write_calls(tmp_path / "rows.json", [{"kernel": "softmax", "shape": [64, 1000], "dtype": "float32"}])
+    with pytest.raises(InvalidArgument, match="no gemm calls"):
+        plan("gemm", "float32", shapes_from=str(calls))
+
+
+def test_cli_refuses_a_bad_shapes_file_in_one_line(tmp_path):
+    path = tmp_path / "shapes.json"
+    path.write_text("{}")
+    result = CliRunner().invoke(app, ["search", "--shapes-from", str(path), "--db", str(tmp_path / "x.db")])
+    assert result.exit_code == 2 and result.output.startswith("error:") and len(result.output.splitlines()) == 1
+    assert not (tmp_path / "x.db").exists()
