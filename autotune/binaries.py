@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import struct
 import tempfile
 from pathlib import Path
@@ -126,6 +127,9 @@ def _include_dirs() -> list[str]:
     for env in ("CUDA_HOME", "CUDA_PATH"):
         if os.environ.get(env):
             roots.append(Path(os.environ[env]) / "include")
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        roots.append(Path(nvcc).resolve().parent.parent / "include")
     roots.append(Path("/usr/local/cuda/include"))
     for root in roots:
         if (root / "cuda_fp16.h").is_file() and str(root) not in found:
@@ -158,7 +162,12 @@ def nvrtc_compile(template: str | Path, defines: Mapping[str, object], arch: str
             (size,) = check(nvrtc.nvrtcGetProgramLogSize(program), "log size")
             log = b" " * size
             check(nvrtc.nvrtcGetProgramLog(program, log), "log")
-            lines = [line for line in log.decode(errors="replace").splitlines() if "error" in line.lower()]
+            text = log.decode(errors="replace")
+            header = re.search(r'cannot open source file "(cuda_\w+\.h)"', text)
+            if header:
+                raise ToolchainError(f"NVRTC needs {header.group(1)}, found in no CUDA include folder: pip install "
+                                     f"nvidia-cuda-runtime (part of autotune[nvrtc]) or set CUDA_HOME")  # fmt: skip
+            lines = [line for line in text.splitlines() if "error" in line.lower()]
             raise ToolchainError(f"NVRTC cannot compile {source.name}: {(lines or ['no message'])[0].strip()}")
         (size,) = check(nvrtc.nvrtcGetCUBINSize(program), "cubin size")
         cubin = b" " * size
