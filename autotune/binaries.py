@@ -6,8 +6,8 @@ and the one function the runtime asks for a cubin.
 1. ``cached``: a cubin in the binary store (put there by ``autotune import`` of a file exported
    ``--with-binaries``, or by an earlier NVRTC compile);
 2. ``nvcc``: the compiler of `autotune.compiler` (its own disk cache first) where nvcc is installed;
-3. ``nvrtc``: NVRTC through cuda-python (``pip install 'autotune[nvrtc]'``: cuda-bindings and the NVRTC
-   library), stored for next time.
+3. ``nvrtc``: NVRTC through cuda-python (``pip install 'autotune[nvrtc]'``: cuda-bindings, the NVRTC library
+   and the CUDA runtime wheel for its cuda_fp16.h / cuda_bf16.h headers), stored for next time.
 
 The store's key is (template hash, compile defines, architecture): no compiler version, so a cubin built
 elsewhere is found. Every cubin is checked before it is stored and before it is loaded: a CUDA ELF whose SM
@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import struct
 import tempfile
 from pathlib import Path
@@ -115,6 +116,27 @@ _PRELUDE = b"""#pragma once
 _HEADERS = {b"stdint.h": _STDINT, b"cstdint": _STDINT, b"autotune_nvrtc_prelude.h": _PRELUDE}
 
 
+def _include_dirs() -> list[str]:
+    """Where cuda_fp16.h / cuda_bf16.h are (NVRTC has no built-in copies): the nvidia-cuda-runtime wheel's
+    include folder, else a CUDA toolkit's."""
+    import sys
+
+    found = []
+    roots = [Path(p) / "nvidia" / sub / "include" for p in sys.path if p
+             for sub in ("cu13", "cu12", "cuda_runtime")]  # fmt: skip
+    for env in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(env):
+            roots.append(Path(os.environ[env]) / "include")
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        roots.append(Path(nvcc).resolve().parent.parent / "include")
+    roots.append(Path("/usr/local/cuda/include"))
+    for root in roots:
+        if (root / "cuda_fp16.h").is_file() and str(root) not in found:
+            found.append(str(root))
+    return found[:1]
+
+
 def nvrtc_compile(template: str | Path, defines: Mapping[str, object], arch: str) -> bytes:
     """The cubin of ``template`` with ``defines`` for ``arch`` by NVRTC; `ToolchainError` when NVRTC is
     missing or the source does not compile."""
@@ -133,14 +155,19 @@ def nvrtc_compile(template: str | Path, defines: Mapping[str, object], arch: str
                                                      list(_HEADERS.values()), list(_HEADERS)), "create")
     try:
         options = [f"--gpu-architecture={arch}", "-std=c++17", "-default-device", f"-I{source.parent}",
-                   "--pre-include=autotune_nvrtc_prelude.h",
+                   "--pre-include=autotune_nvrtc_prelude.h", *(f"-I{d}" for d in _include_dirs()),
                    *(f"-D{k}={v}" for k, v in sorted(defines.items()))]  # fmt: skip
         result = nvrtc.nvrtcCompileProgram(program, len(options), [o.encode() for o in options])
         if result[0] != nvrtc.nvrtcResult.NVRTC_SUCCESS:
             (size,) = check(nvrtc.nvrtcGetProgramLogSize(program), "log size")
             log = b" " * size
             check(nvrtc.nvrtcGetProgramLog(program, log), "log")
-            lines = [line for line in log.decode(errors="replace").splitlines() if "error" in line.lower()]
+            text = log.decode(errors="replace")
+            header = re.search(r'cannot open source file "(cuda_\w+\.h)"', text)
+            if header:
+                raise ToolchainError(f"NVRTC needs {header.group(1)}, found in no CUDA include folder: pip install "
+                                     f"nvidia-cuda-runtime (part of autotune[nvrtc]) or set CUDA_HOME")  # fmt: skip
+            lines = [line for line in text.splitlines() if "error" in line.lower()]
             raise ToolchainError(f"NVRTC cannot compile {source.name}: {(lines or ['no message'])[0].strip()}")
         (size,) = check(nvrtc.nvrtcGetCUBINSize(program), "cubin size")
         cubin = b" " * size

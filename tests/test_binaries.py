@@ -174,3 +174,12 @@ def test_a_bad_binary_refuses_the_file_whole(tmp_path, exported, monkeypatch, wh
     result = CliRunner().invoke(app, ["import", str(bad), "--db", str(target)])
     assert result.exit_code == 2 and message in result.output, result.output
     assert file_digest(target) == before and not (tmp_path / "host-cache").exists()
+
+
+@needs_nvrtc
+def test_missing_cuda_headers_are_named(monkeypatch):
+    monkeypatch.setattr(binaries, "_include_dirs", lambda: [])
+    with pytest.raises(ToolchainError) as err:
+        binaries.nvrtc_compile(TEMPLATE, DEFINES, "sm_90a")
+    text = str(err.value)
+    assert text.startswith("NVRTC needs cuda_") and "pip install nvidia-cuda-runtime" in text and "\n" not in text

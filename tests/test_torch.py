@@ -151,3 +151,15 @@ def test_a_users_kernel_becomes_an_operator():
     with autotune.record() as calls:
         assert op(meta(1000), meta(1000)).shape == (1000,)
     assert calls.calls == [(ref, (1000,), "float32")]
+
+
+def test_attention_is_an_operator_where_the_family_is_installed():
+    from autotune.spaces import kernel_names
+
+    if "attention" not in kernel_names():
+        pytest.skip("no attention family in this installation")
+    q = meta(2, 3, 40, 64, dtype=torch.float16)
+    out = torch.ops.autotune.attention(q, q, q)
+    out = out if isinstance(out, tuple) else (out,)
+    assert out[0].shape == q.shape and out[0].dtype == torch.float16
+    assert "attention" not in att.WITH_AUTOGRAD  # forward only until a backward kernel lands
