@@ -125,7 +125,10 @@ def main() -> None:
             [best_known / t for t in curve(recording, sampler, seed, max(budgets), seeds_from)]
             for seed in range(args.seeds)
         ]
-        print(f"{name}: {args.seeds} searches in {time.perf_counter() - start:.1f} s", flush=True)
+        print(f"{name}: {args.seeds} searches in {time.perf_counter() - start:.1f} s; median fraction of best "
+              + ", ".join(f"{b}: {median_at(curves[name], b):.3f}" for b in budgets), flush=True)
+        # Written after each variant: a long study interrupted keeps what it has.
+        (args.out / "samplers.json").write_text(json.dumps({"best_known_ms": best_known, "curves": curves}))
     table = {name: {b: median_at(c, b) for b in budgets} for name, c in curves.items()}
     if args.random_recording:
         table["random (whole space, exact)"] = random_expected_best(load(args.random_recording), budgets)
