@@ -85,7 +85,8 @@ def _related(storage: Any, space: KernelSpace, shape: Shape, device: DeviceInfo,
     """Other studies of the same kernel and dtype: on this device (other shapes, or an older template) and on
     other devices of the same architecture."""
     here, elsewhere = [], []
-    for summary in optuna.get_all_study_summaries(storage, include_best_trial=False):
+    # Study records only: Optuna's study summaries read every trial of every study (minutes on a large file).
+    for summary in optuna.storages.get_storage(storage).get_all_studies():
         attrs = summary.user_attrs
         if summary.study_name == exclude:
             continue

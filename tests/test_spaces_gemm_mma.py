@@ -125,7 +125,7 @@ def test_validation_cases_exercise_the_fallback_paths():
     assert any(n % 8 and k % 8 and k % 16 for _, n, k in cases)
     assert any(n % 8 == 0 and k % 8 == 0 and m % 16 for m, n, k in cases)
     for m, n, _ in cases:
-        assert all(m % s for s in space.domain("BM")) or all(n % s for s in space.domain("BN"))
+        assert all(m % s for s in space.domain("mma.BM")) or all(n % s for s in space.domain("mma.BN"))
 
 
 def test_round_trip_through_a_study_and_the_best_table(tmp_path):
