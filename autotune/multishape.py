@@ -11,17 +11,12 @@ leaders of the shapes tuned before it (`autotune.warmstart`), so later shapes st
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from autotune.errors import InvalidArgument
 from autotune.shape import Shape, format_shape
 from autotune.spaces import get_space
-
-SHAPES_VERSION = 1
-
 
 @dataclass(frozen=True)
 class Problem:
@@ -34,38 +29,14 @@ class Problem:
 
 
 def load_calls(path: str | Path) -> list[Problem]:
-    """The calls of a shapes file written by `autotune.record()`, checked whole: one clear line on any fault."""
-    where = f"--shapes-from {path}"
-    try:
-        data = json.loads(Path(path).read_text())
-    except OSError as exc:
-        raise InvalidArgument(f"{where}: cannot read it ({exc.strerror})") from None
-    except ValueError as exc:
-        raise InvalidArgument(f"{where}: is not JSON ({exc})") from None
-    if not isinstance(data, dict) or data.get("version") != SHAPES_VERSION or not isinstance(data.get("calls"), list):
-        raise InvalidArgument(f'{where}: expected {{"version": {SHAPES_VERSION}, "calls": [...]}}')
-    problems = []
-    for i, call in enumerate(data["calls"]):
-        problems.append(_call(call, f"{where}: call {i}"))
-    if not problems:
-        raise InvalidArgument(f"{where}: holds no calls")
-    return problems
+    """The calls of a shapes file written by `autotune.record()`, checked whole by the loader `record` pairs
+    with (`autotune.recording.load_shapes`): one clear line on any fault."""
+    from autotune.recording import load_shapes
 
-
-def _call(call: Any, where: str) -> Problem:
-    if not isinstance(call, dict) or not isinstance(call.get("kernel"), str):
-        raise InvalidArgument(f"{where}: expected an object with kernel, shape and dtype")
-    shape = call.get("shape")
-    if not isinstance(shape, list) or not shape or not all(isinstance(d, int) and d > 0 for d in shape):
-        raise InvalidArgument(f"{where}: shape must be a list of positive integers, got {shape!r}")
-    dtype = call.get("dtype")
-    if dtype is not None and not isinstance(dtype, str):
-        raise InvalidArgument(f"{where}: dtype must be a string, got {dtype!r}")
-    space = get_space(call["kernel"], dtype=dtype)  # unknown kernel or dtype: one line
-    if len(shape) != len(space.dims):
-        raise InvalidArgument(f"{where}: {call['kernel']} takes {len(space.dims)} dimensions "
-                              f"({'x'.join(space.dims)}), got {len(shape)}")  # fmt: skip
-    return Problem(call["kernel"], space.dtype, tuple(shape))
+    calls = load_shapes(path)
+    if not calls:
+        raise InvalidArgument(f"--shapes-from {path}: holds no calls")
+    return [Problem(kernel, dtype, shape) for kernel, shape, dtype in calls]
 
 
 def read_shapes_file(path: str | Path, kernel: str, dtype: str | None) -> list[Problem]:
