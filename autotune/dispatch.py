@@ -23,7 +23,7 @@ from autotune import recording
 from autotune.arrays import CAI, CUPY, RAW, TORCH, ArrayArg, check_matches, describe, empty_like, stream_handle
 from autotune.cuda_driver import CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_UNIFIED, Driver
 from autotune.device import DeviceInfo, query_device
-from autotune.errors import AutotuneError, DeviceError, InvalidArgument, InvalidType, NotTuned, ToolchainError
+from autotune.errors import AutotuneError, InvalidArgument, InvalidType, NotTuned, ToolchainError
 from autotune.selection import TUNED, Choice, choose, describe_fallback
 from autotune.shape import Shape, format_shape
 from autotune.spaces import get_space

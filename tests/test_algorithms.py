@@ -13,7 +13,7 @@ from autotune import studies
 from autotune.errors import InvalidArgument
 from autotune.evaluation import ReplayEvaluator
 from autotune.search import SearchSettings, tune
-from autotune.spaces import ALGO, config_key, get_space
+from autotune.spaces import ALGO, config_key
 from autotune.storage import Database, resolve_url
 
 from conftest import H200

@@ -295,10 +295,8 @@ def test_random_valid_configs_are_correct_on_ragged_shapes(dtype):
 @pytest.mark.parametrize("dtype", HALF)
 def test_split_k_at_127_rows(dtype):
     """127×4096×K with split-K (K kept small for speed, and ragged): the partials and the reduction are right."""
-    from autotune.device import query_device
     from autotune.evaluation.gpu import GpuEvaluator
 
-    device = query_device()
     space = get_space("gemm", dtype=dtype)
     configs = [
         {ALGO: "mma", **MmaGemm.default_config, "BM": 128, "BN": 128, "WM": 64, "WN": 64, "SPLIT_K": s}

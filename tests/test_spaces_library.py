@@ -350,7 +350,6 @@ def test_dot_answers_half_inputs_with_an_fp32_result():
 
 # --- long rows: a cluster of blocks per row --------------------------------------------------------------------
 def test_cluster_rows_need_sm90_and_cache_long_rows_on_chip(h200):
-    from autotune.device import DeviceInfo
     import dataclasses
 
     space = get_space("softmax")
