@@ -1,6 +1,7 @@
 """Per-call host overhead of autotune's PyTorch operators over a direct `TunedKernel` call (µs).
 
     python benchmarks/torch_overhead.py [--out overhead.json]
+    python benchmarks/torch_overhead.py --cpu      # no GPU: the Python side only (see `cpu_main`)
 
 For gemm (64x64x64), softmax (64x256) and layernorm (64x256): the direct call ``kernel(*tensors)`` (the output
 allocated by the dispatcher through torch) against ``torch.ops.autotune.<kernel>(*tensors)`` and the
@@ -38,11 +39,93 @@ def per_call_us(contenders: dict, batches: int, torch) -> dict[str, float]:
     return {name: statistics.median(v) for name, v in samples.items()}
 
 
+def _stub_launches(torch, att) -> None:
+    """--cpu: each operator's launcher gets, on its first call, a real single-launch `_Plan` whose
+    cuLaunchKernel is a no-op returning CUDA_SUCCESS, and a driver whose make_current does nothing. So the timed
+    path is everything of ours and torch's on the host except the driver calls themselves (~1-2 µs on a GPU host)."""
+    import ctypes
+    from types import SimpleNamespace
+
+    from autotune.dispatch import _Plan, _Step
+    from autotune.torch import launch as launch_module
+    from autotune.torch import ops
+
+    driver = SimpleNamespace(make_current=lambda ctx: None, check=lambda code, what: None)
+    launch_module._RAW_STREAM = lambda ordinal: 0
+    for info in ops.OPS.values():
+        launcher = info.launcher
+        launcher.validate = None
+
+        def prepare(key, tensors, launcher=launcher, info=info):
+            space, shape = info.problem(tensors)
+            outputs = space.outputs(shape)
+            names = (*info.inputs, *outputs)
+            holders = [ctypes.c_uint64(0) for _ in names]
+            params = (ctypes.c_void_p * len(holders))(*[ctypes.addressof(h) for h in holders])
+            step = _Step(0, (1, 1, 1), (1, 1, 1), 0, params, list(zip(names, holders)), holders,
+                         launch=lambda stream, params: 0)  # fmt: skip
+            plan = _Plan(shape, space.dtype, None, [step], outputs, {}, kernel=space.name)
+            kernel = SimpleNamespace(_driver=driver, _context=0)
+            entry = launch_module._Entry(kernel, plan, [(s.shape, getattr(torch, s.dtype)) for s in outputs.values()],
+                                         [], names, tensors[0].device, 0, plan.fast_slots(names))  # fmt: skip
+            launcher._entries[key] = entry
+            return entry
+
+        launcher._prepare = prepare
+
+
+def cpu_main(calls: int) -> None:
+    """Host-side cost of the operator layers with CPU tensors and no-op launches (CPU-SIDE ONLY: no GPU, no driver).
+    `launcher(tensors)` is the launch path itself (plan lookup, torch.empty outputs, pointer slots, the no-op
+    launch); the operator adds torch's dispatcher, fake/autograd registration and our impl wrapper on top."""
+    import torch
+
+    import autotune.torch as att
+    from autotune.torch import ops
+
+    _stub_launches(torch, att)
+    x = torch.randn(64, 256)
+    w, b = torch.randn(256), torch.randn(256)
+    a, m = torch.randn(64, 64), torch.randn(64, 64)
+    problems = {
+        "gemm": ((a, m), lambda: att.functional.matmul(a, m)),
+        "softmax": ((x,), lambda: att.functional.softmax(x)),
+        "layernorm": ((x, w, b), lambda: att.functional.layer_norm(x, (256,), w, b)),
+    }
+    print(f"CPU-SIDE ONLY (CPU tensors, launches stubbed to no-ops; torch {torch.__version__}), "
+          f"{calls} calls, best of 7 (µs per call):")  # fmt: skip
+    for kernel, (tensors, function) in problems.items():
+        info = ops.OPS[kernel]
+        op = getattr(torch.ops.autotune, kernel)
+        contenders = {
+            "launcher(tensors)": lambda i=info, t=tensors: i.launcher(t),
+            f"torch.ops.autotune.{kernel}": lambda o=op, t=tensors: o(*t),
+            f"torch.ops.autotune.{kernel}.default": lambda o=op.default, t=tensors: o(*t),
+            "autotune.torch.functional": function,
+        }
+        base = None
+        for name, fn in contenders.items():
+            for _ in range(1000):
+                fn()
+            best = float("inf")
+            for _ in range(7):
+                start = time.perf_counter_ns()
+                for _ in range(calls):
+                    fn()
+                best = min(best, (time.perf_counter_ns() - start) / calls / 1000)
+            base = best if base is None else base
+            print(f"  {kernel}: {name:40s} {best:7.2f}   over the launcher {best - base:+6.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batches", type=int, default=30)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--cpu", action="store_true", help="CPU-side only: no GPU, launches stubbed (see cpu_main)")
     args = parser.parse_args()
+    if args.cpu:
+        cpu_main(20_000)
+        return
 
     import torch
 

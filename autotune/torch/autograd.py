@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from autotune.spaces.rmsnorm import EPS as RMS_EPS
-from autotune.torch.ops import OPS
+from autotune.torch.ops import _LIBRARY, OPS
 
 
 def _layernorm_setup(ctx: Any, inputs: tuple, output: tuple) -> None:
@@ -76,6 +76,33 @@ BACKWARDS = {
 }
 
 
+def _fast_autograd(name: str, backward: Any, setup: Any) -> bool:
+    """Register the Autograd kernel of ``name`` ourselves: torch's own (torch.library.register_autograd) builds a
+    metadata object and goes through Python layers on every call, grad or not. Ours redispatches straight below
+    autograd when no input needs a gradient (the inference and CUDA-graph case) and hands the rest to the very
+    kernel torch would have made. False where this torch lacks the private helper (then torch's is used)."""
+    try:
+        from torch._library.autograd import Info, make_autograd_impl
+    except ImportError:
+        return False
+    overload = getattr(torch.ops.autotune, name).default
+    with_grad = make_autograd_impl(overload, Info(backward, setup))
+    below = torch._C._after_autograd_keyset
+    grad_enabled = torch._C.is_grad_enabled
+    any_requires_grad = torch._C._any_requires_grad
+    below_autograd = torch._C._AutoDispatchBelowAutograd
+    redispatch = overload.redispatch
+
+    def kernel(keyset: Any, *args: Any) -> Any:
+        if grad_enabled() and any_requires_grad(*args):
+            return with_grad(keyset, *args)
+        with below_autograd():
+            return redispatch(keyset & below, *args)
+
+    _LIBRARY.impl(name, kernel, "Autograd", with_keyset=True)
+    return True
+
+
 def register_autograd() -> list[str]:
     """Attach the backward of every registered operator that has one (layernorm's needs layernorm_backward)."""
     done = []
@@ -83,6 +110,7 @@ def register_autograd() -> list[str]:
         info = OPS.get(kernel)
         if info is None or (kernel == "layernorm" and "layernorm_backward" not in OPS):
             continue
-        info.op.register_autograd(backward, setup_context=setup)
+        if not _fast_autograd(info.name, backward, setup):
+            torch.library.register_autograd(info.qualname, backward, setup_context=setup, lib=_LIBRARY)
         done.append(kernel)
     return done

@@ -4,6 +4,12 @@ The first call for a (device, shapes, dtype) builds the plan through `autotune.d
 (configuration chosen, compiled or read from the cache, loaded). Every later call only allocates the outputs and
 any workspace through torch's caching allocator and launches: no cudaMalloc, no host synchronisation, so the
 call can be captured in a CUDA graph (capture after one warm-up call, as with any lazily compiled kernel).
+
+The per-call path is kept to what a CUDA graph or a loop of small calls can afford (issue 13: at most 3 µs
+over a direct `TunedKernel` call): one dict lookup keyed by each tensor's (shape, dtype, device index), one
+contiguity test per tensor, `torch.empty` per output, and one cuLaunchKernel with the parameter block built
+once. Everything else (device, dtype and shape checks with their torch-style errors) runs on the first call of
+a key only: a key that is new goes through `validate`.
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ import torch
 from autotune.dispatch import TunedKernel, _Plan, _torch_current_stream
 
 _DATABASE: list[str | None] = [None]  # the database the operators read (None: $AUTOTUNE_DB, else the default)
+# torch's current stream as an int, without building a torch.cuda.Stream object (what Triton uses).
+_RAW_STREAM: Callable[[int], int] = getattr(torch._C, "_cuda_getCurrentRawStream", None) or _torch_current_stream
 
 
 def set_database(db: str | None) -> None:
@@ -31,6 +39,9 @@ class _Entry:
     outputs: list[tuple[tuple[int, ...], torch.dtype]]
     workspace: list[tuple[str, int]]  # name, bytes
     names: tuple[str, ...]  # inputs then outputs, the order pointers are listed in
+    device: torch.device
+    ordinal: int
+    slots: list | None  # `_Plan.fast_slots`: single-launch plans fill the pointer slots directly
 
 
 class Launcher:
@@ -44,19 +55,29 @@ class Launcher:
         self._lock = threading.Lock()
 
     def __call__(self, tensors: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
-        device = tensors[0].device
-        key = (device.index, *[t.shape for t in tensors], *[t.dtype for t in tensors])
-        entry = self._entries.get(key)
+        key = []
+        for t in tensors:
+            if not t.is_contiguous() and self.validate is not None:
+                self.validate(tensors)  # raises NotContiguous
+            key += (t.shape, t.dtype, t.get_device())  # get_device: -1 on the CPU, so a CPU tensor is a new key
+        entry = self._entries.get(tuple(key))
         if entry is None:
-            entry = self._prepare(key, tensors)
-        results = tuple(torch.empty(shape, dtype=dtype, device=device) for shape, dtype in entry.outputs)
+            entry = self._prepare(tuple(key), tensors)
+        device = entry.device
+        results = tuple([torch.empty(shape, dtype=dtype, device=device) for shape, dtype in entry.outputs])
+        if entry.slots is not None:  # one launch, no workspace: the pointers go straight to their slots
+            kernel = entry.kernel
+            kernel._driver.make_current(kernel._context)
+            entry.plan.launch_pointers(kernel._driver, entry.slots, [t.data_ptr() for t in (*tensors, *results)],
+                                       _RAW_STREAM(entry.ordinal))  # fmt: skip
+            return results
         pointers = dict(zip(entry.names, [t.data_ptr() for t in (*tensors, *results)]))
         scratch = []
         for name, nbytes in entry.workspace:
             buffer = torch.empty(nbytes, dtype=torch.uint8, device=device)  # freed stream-ordered after the launch
             scratch.append(buffer)
             pointers[name] = buffer.data_ptr()
-        entry.kernel.launch(entry.plan, pointers, _torch_current_stream(device.index))
+        entry.kernel.launch(entry.plan, pointers, _RAW_STREAM(entry.ordinal))
         return results
 
     def _prepare(self, key: tuple, tensors: Sequence[torch.Tensor]) -> _Entry:
@@ -70,7 +91,8 @@ class Launcher:
         plan = tuned.prepare(*tensors)
         outputs = [(tuple(s.shape), getattr(torch, s.dtype)) for s in plan.outputs.values()]
         workspace = [(name, max(spec.nbytes, 1)) for name, spec in plan.workspace.items()]
-        entry = _Entry(tuned, plan, outputs, workspace, (*tuned.input_names, *plan.outputs))
+        names = (*tuned.input_names, *plan.outputs)
+        entry = _Entry(tuned, plan, outputs, workspace, names, tensors[0].device, ordinal, plan.fast_slots(names))
         self._entries[key] = entry
         return entry
 
