@@ -543,7 +543,7 @@ def tune(
                 from autotune.warmstart import find_study
 
                 from_study = find_study(storage, from_study)
-            study = studies.open_study(storage, name, sampler_obj, attributes)
+            study = studies.open_study(storage, name, sampler_obj, attributes, refresh_s=run_settings.refresh_s)
             study.set_user_attr(studies.TARGET, trials)  # what hosts joining with `autotune worker` aim at
             study.set_user_attr(studies.SAMPLER, sampler)
             seeds = []

@@ -8,11 +8,13 @@ editing a template starts a new study, re-running the same command resumes the o
 from __future__ import annotations
 
 import datetime as dt
+import time
 import warnings
 from typing import Any
 
 import optuna
 import sqlalchemy as sa
+from optuna.storages._cached_storage import _CachedStorage
 from optuna.trial import TrialState
 
 from autotune.device import DeviceInfo
@@ -45,10 +47,18 @@ def study_name(
 
 
 def open_study(
-    storage: Any, name: str, sampler: optuna.samplers.BaseSampler, attributes: dict[str, Any]
+    storage: Any,
+    name: str,
+    sampler: optuna.samplers.BaseSampler,
+    attributes: dict[str, Any],
+    *,
+    refresh_s: float | None = None,
 ) -> optuna.Study:
-    """Create the study, or load it to resume; a new study is given ``attributes``."""
+    """Create the study, or load it to resume; a new study is given ``attributes``. ``refresh_s``: read other
+    processes' trials at most this often (`LocalTrials`); None reads the database at every look."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    if refresh_s is not None and isinstance(storage, optuna.storages.RDBStorage):
+        storage = LocalTrials(storage, refresh_s)
     study = optuna.create_study(
         storage=storage, study_name=name, sampler=sampler, direction="minimize", load_if_exists=True
     )
@@ -74,6 +84,77 @@ def is_interrupted(trial: optuna.trial.FrozenTrial) -> bool:
     """Failed without a result: stopped by Ctrl-C, or left by a killed process and failed by the stale sweep."""
     return trial.state == TrialState.FAIL and not is_measured(trial) and trial.user_attrs.get(OUTCOME) not in (
         REJECTED, DUPLICATE)
+
+
+class LocalTrials(_CachedStorage):
+    """Optuna's cached storage that reads the database at most every ``refresh_s`` seconds.
+
+    Optuna's own cache keeps finished trials but reads every unfinished one again at each look, and TPE with a
+    constant liar looks at every trial once per parameter group of every proposal: with 16 candidates in flight
+    that was most of the driver's time (issue 12). This process writes its own trials through here, so each write
+    is applied to the cached copy as well; only other processes' trials (joining hosts) are seen up to
+    ``refresh_s`` late, which the samplers tolerate as they tolerate trials still in flight. A trial asked for
+    is always read from the database (`get_trial` of an unfinished trial), so settling one twice is still caught.
+    """
+
+    def __init__(self, backend: optuna.storages.RDBStorage, refresh_s: float) -> None:
+        super().__init__(backend)
+        self.refresh_s = refresh_s
+        self._read_at: dict[int, float] = {}
+
+    def __getstate__(self) -> dict[Any, Any]:
+        state = super().__getstate__()
+        state["_read_at"] = {}
+        return state
+
+    def _read_trials_from_remote_storage(self, study_id: int) -> None:
+        now = time.monotonic()
+        if study_id in self._read_at and now - self._read_at[study_id] < self.refresh_s:
+            return
+        super()._read_trials_from_remote_storage(study_id)
+        self._read_at[study_id] = now
+
+    def _cached(self, trial_id: int) -> optuna.trial.FrozenTrial | None:
+        where = self._trial_id_to_study_id_and_number.get(trial_id)
+        return None if where is None else self._studies[where[0]].trials.get(where[1])
+
+    def set_trial_param(self, trial_id: int, param_name: str, param_value_internal: float,
+                        distribution: optuna.distributions.BaseDistribution) -> None:  # fmt: skip
+        super().set_trial_param(trial_id, param_name, param_value_internal, distribution)
+        with self._lock:
+            trial = self._cached(trial_id)
+            if trial is not None:
+                trial._params[param_name] = distribution.to_external_repr(param_value_internal)
+                trial._distributions[param_name] = distribution
+
+    def set_trial_user_attr(self, trial_id: int, key: str, value: Any) -> None:
+        super().set_trial_user_attr(trial_id, key, value)
+        with self._lock:
+            trial = self._cached(trial_id)
+            if trial is not None:
+                trial._user_attrs[key] = value
+
+    def set_trial_system_attr(self, trial_id: int, key: str, value: Any) -> None:
+        super().set_trial_system_attr(trial_id, key, value)
+        with self._lock:
+            trial = self._cached(trial_id)
+            if trial is not None:
+                trial._system_attrs[key] = value
+
+    def set_trial_state_values(self, trial_id: int, state: TrialState, values: Any = None) -> bool:
+        changed = super().set_trial_state_values(trial_id, state, values)
+        if changed:
+            with self._lock:
+                trial = self._cached(trial_id)
+                if trial is not None:
+                    trial.state = state
+                    trial.values = list(values) if values is not None else None
+                    now = dt.datetime.now()
+                    if state == TrialState.RUNNING and trial.datetime_start is None:
+                        trial.datetime_start = now
+                    if state.is_finished():
+                        trial.datetime_complete = now
+        return changed
 
 
 class Liveness:
