@@ -188,12 +188,18 @@ class Search:
 
     def _enqueue_starts(self, seeds: Sequence[tuple[Config, str]]) -> None:
         """A new study measures the template's default configuration first (the baseline of the speedup), then
-        the warm-start seeds; both are ordinary measured trials, marked by their role."""
+        the space's rule-based default for this shape (so a tuned result is never slower than the untuned
+        dispatcher's choice), then the warm-start seeds; all are ordinary measured trials, marked by their role."""
         default = dict(self.space.default_config)
         queued = set()
         if not self.space.violations(default, self.shape, self.device):
             self.study.enqueue_trial(self.space.optuna_params(default), user_attrs={studies.ROLE: "default"})
             queued.add(config_key(default))
+        rule = self.space.rule_default(self.shape, self.device)  # what the dispatcher runs here untuned
+        rule_key = config_key(rule)
+        if rule_key not in queued and not self.space.violations(rule, self.shape, self.device):
+            self.study.enqueue_trial(self.space.optuna_params(rule), user_attrs={studies.ROLE: studies.RULE})
+            queued.add(rule_key)
         for config, source in seeds:
             key = config_key(config)
             if key in queued or self.space.violations(config, self.shape, self.device):

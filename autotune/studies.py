@@ -33,6 +33,7 @@ SEED_FROM = "seed_from"  # on a warm-start seed (role "seed"): the study and tri
 TARGET = "target_trials"  # study attribute: the --trials of the latest search (what `autotune worker` aims at)
 SAMPLER = "sampler"  # study attribute: the sampler of the latest search
 SEED = "seed"  # role of a warm-start trial
+RULE = "rule"  # role of the trial of the space's rule-based default for the searched shape
 
 MEASURED, REJECTED, DUPLICATE, INTERRUPTED = "measured", "rejected", "duplicate", "interrupted"
 

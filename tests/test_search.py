@@ -190,3 +190,15 @@ def test_a_trial_killed_while_its_result_was_written_is_not_measured():
     assert studies.is_measured(failed) and not studies.is_interrupted(failed)
     assert studies.is_measured(good)
     assert not studies.is_interrupted(trial(TrialState.FAIL, outcome=studies.DUPLICATE))
+
+
+def test_rule_default_for_the_shape_is_measured_second(tmp_path, recording_file):
+    report = tune("gemm", trials=12, db=str(tmp_path / "s.db"), replay=str(recording_file), seed=5)
+    study = load_study(tmp_path / "s.db", report)
+    space = get_space("gemm")
+    measured = sorted((t for t in study.trials if studies.is_measured(t)), key=lambda t: t.number)
+    rule = space.rule_default(tuple(int(d) for d in report.shape.split("x")), report.device)
+    assert config_key(rule) != config_key(space.default_config), "the test needs a rule default of its own"
+    second = measured[1]
+    assert second.user_attrs[studies.ROLE] == studies.RULE
+    assert config_key(space.config_of(second.params)) == config_key(rule)
