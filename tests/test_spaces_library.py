@@ -283,8 +283,12 @@ def test_rule_defaults_follow_the_shape(h200):
     sm = get_space("softmax", dtype="float16")
     narrow, wide, one = (sm.rule_default(s, h200) for s in [(8192, 768), (4096, 50257), (1, 12288)])
     assert narrow["MAPPING"] == "warp" and narrow["VEC"] == 8 and narrow["CACHE"] == 1
-    assert wide["MAPPING"] == "cluster" and wide["VEC"] == 8  # odd rows keep 16-byte vectors (shifted chunks)
+    # odd rows keep 16-byte vectors (shifted chunks); too long for a block's registers: re-read, never a cluster
+    assert wide["MAPPING"] == "block" and wide["VEC"] == 8 and wide["CACHE"] == 0 and wide["ONLINE"] == 1
     assert one["MAPPING"] == "block" and one["BLOCK"] >= 256
+    mid = sm.rule_default((16384, 8192), h200)  # 1024 vectors: a block of 512 threads, two cached vectors each
+    assert (mid["MAPPING"], mid["BLOCK"], mid["CACHE"], mid["ITEMS"]) == ("block", 512, 1, 2)
+    assert get_space("layernorm", dtype="float16").rule_default((1024, 65536), h200)["STATS"] == "shifted_sumsq"
     assert get_space("softmax").rule_default((8192, 768), h200)["VEC"] == 4
     few = get_space("rmsnorm").rule_default((16, 768), h200)
     assert few["BLOCK"] < narrow["BLOCK"]  # few rows: fewer rows per block, so more blocks

@@ -23,6 +23,7 @@ from autotune.spaces.base import BufferSpec, Config, KernelSpace, Param, ceil_di
 
 MAPPINGS = {"warp": 0, "block": 1, "cluster": 2}
 CLUSTER_MIN_CC = (9, 0)  # thread-block clusters and distributed shared memory
+LONG_ROW_BLOCK = 512  # threads per row of the rule default for rows longer than a warp handles
 BASE_REGISTERS = 40  # registers a row kernel uses besides its cache (measured with ptxas: 26 to 57)
 
 ROW_PARAMETERS = (
@@ -121,16 +122,20 @@ class RowSpace(KernelSpace):
 
     # --- the rule-based default for untuned shapes ----------------------------------------------------------
     def rule_default(self, shape: Shape, device: DeviceInfo) -> Config:
-        """Threads per row from the row length (a warp up to 8 vectors per lane, else a block sized for about 8
-        vectors per thread, else a cluster of blocks where the row would not fit one block's registers), 16-byte
-        vectors, rows per block from the row count
-        (fewer rows per block where there are few rows, so that every SM gets work), and the register cache
-        wherever the row fits it."""
+        """Threads per row from the row length, 16-byte vectors, and the register cache wherever the row fits it:
+
+        * up to 8 vectors per lane: a warp per row, rows per block from the row count (fewer rows per block where
+          there are few rows, so that every SM gets work);
+        * longer rows: a block per row with about 2 vectors per thread (up to 512 threads; more threads per row
+          measured faster than more vectors per thread);
+        * rows too long for one block's register cache: 512 threads re-reading the row, whose second and third
+          passes hit L2. Measured on the H100 (run 1 of the second 2026-11-23 session, fp16 rows of 50257 and
+          65536): 1.5-2.3x faster than a cluster of blocks caching the row in registers, whose cluster
+          barriers then dominate; so clusters are left to the search."""
         rows, cols = shape
         config = dict(self.default_config)
         vec = widest_vec(self.dtype, 1 << 10, self.domain("VEC"))  # any row length keeps 16-byte vectors
         vectors = ceil_div(self.span(cols, vec), vec)
-        cluster_ok = tuple(device.compute_capability) >= CLUSTER_MIN_CC
         if vectors <= 32 * 8:
             mapping = "warp"
             block = 256
@@ -139,20 +144,13 @@ class RowSpace(KernelSpace):
             items = _pow2_at_least(ceil_div(vectors, 32))
         else:
             mapping = "block"
-            block = min(1024, max(128, _pow2_at_least(ceil_div(vectors, 8))))
+            block = min(LONG_ROW_BLOCK, max(128, _pow2_at_least(ceil_div(vectors, 2))))
             items = _pow2_at_least(ceil_div(vectors, block))
         config.update(BLOCK=block, MAPPING=mapping, VEC=vec, CACHE=1, ITEMS=max(items, 1))
         config.update(self.rule_extra(config, shape))
         if not self.violations(config, shape, device):
             return config
-        if mapping == "block" and cluster_ok:  # too long for one block's registers: spread it over a cluster
-            for cluster in self.domain("CLUSTER"):
-                items = _pow2_at_least(ceil_div(vectors, block * cluster))
-                trial = {**config, "MAPPING": "cluster", "CLUSTER": cluster, "ITEMS": items}
-                trial.update(self.rule_extra(trial, shape))
-                if not self.violations(trial, shape, device):
-                    return trial
-        config.update(CACHE=0, ITEMS=ROW_DEFAULT["ITEMS"])  # read the row again each pass
+        config.update(BLOCK=LONG_ROW_BLOCK if mapping == "block" else block, CACHE=0, ITEMS=ROW_DEFAULT["ITEMS"])
         config.update(self.rule_extra(config, shape))
         return config
 
