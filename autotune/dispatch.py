@@ -301,21 +301,29 @@ class TunedKernel:
         entry = self._torch_plans.get(tuple(key))
         if entry is None:
             return _SLOW
-        plan, slots, out_shape, out_dtype = entry
+        plan, slots, out_specs = entry
+        device = arrays[0].device
         if out is None:
-            out = self._torch.empty(out_shape, dtype=out_dtype, device=arrays[0].device)
-        elif (type(out) is not tensor or out.shape != out_shape or out.dtype != out_dtype or not out.is_cuda
-              or out.get_device() != ordinal or not out.is_contiguous()):  # fmt: skip
-            return _SLOW
-        pointers.append(out.data_ptr())
+            outs = [self._torch.empty(shape, dtype=dtype, device=device) for shape, dtype in out_specs]
+        else:
+            outs = [out] if len(out_specs) == 1 else out
+            if type(outs) not in (tuple, list) or len(outs) != len(out_specs):
+                return _SLOW
+            for t, (shape, dtype) in zip(outs, out_specs):
+                if (type(t) is not tensor or t.shape != shape or t.dtype != dtype or not t.is_cuda
+                        or t.get_device() != ordinal or not t.is_contiguous()):  # fmt: skip
+                    return _SLOW
+        for t in outs:
+            pointers.append(t.data_ptr())
         handle = _torch_current_stream(ordinal) if stream is None else stream_handle(stream)
         self._driver.make_current(self._context)
         plan.launch_pointers(self._driver, slots, pointers, handle)
-        return out
+        return outs[0] if len(outs) == 1 else tuple(outs)
 
     def _remember_torch(self, inputs: Sequence[ArrayArg], plan: _Plan) -> None:
-        """Let later calls with tensors of these shapes take `_call_torch`."""
-        if len(plan.outputs) != 1 or any(a.kind != TORCH for a in inputs):
+        """Let later calls with tensors of these shapes take `_call_torch` (single-launch plans, any number of
+        outputs)."""
+        if any(a.kind != TORCH for a in inputs):
             return
         slots = plan.fast_slots([*self.input_names, *plan.outputs])
         if slots is None:
@@ -323,11 +331,11 @@ class TunedKernel:
         import torch
 
         self._torch, self._torch_type = torch, type(inputs[0].obj)
-        (spec,) = plan.outputs.values()
         key = []
         for arg in inputs:
             key += [arg.obj.shape, arg.obj.dtype]
-        self._torch_plans[tuple(key)] = (plan, slots, torch.Size(spec.shape), getattr(torch, spec.dtype))
+        out_specs = [(torch.Size(spec.shape), getattr(torch, spec.dtype)) for spec in plan.outputs.values()]
+        self._torch_plans[tuple(key)] = (plan, slots, out_specs)
 
     def _call(self, arrays: tuple, out: Any, stream: Any) -> Any:
         if len(arrays) != len(self.input_names):
