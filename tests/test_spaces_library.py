@@ -353,7 +353,7 @@ def test_dot_answers_half_inputs_with_an_fp32_result():
 
 
 # --- long rows: a cluster of blocks per row --------------------------------------------------------------------
-def test_cluster_rows_need_sm90_and_cache_long_rows_on_chip(h200):
+def test_cluster_rows_need_sm90_and_long_rows_get_a_rule(h200):
     import dataclasses
 
     space = get_space("softmax")
@@ -369,4 +369,6 @@ def test_cluster_rows_need_sm90_and_cache_long_rows_on_chip(h200):
     for kernel in ("softmax", "layernorm", "rmsnorm"):
         for shape in [(1024, 65536), (4096, 50257)]:
             rule = get_space(kernel).rule_default(shape, h200)
-            assert rule["MAPPING"] == "cluster" and rule["CACHE"] == 1, (kernel, shape, rule)  # read once
+            # too long for one block's registers: the rule re-reads at 512 threads (measured faster than a
+            # register-caching cluster); clusters stay in the space for the search
+            assert (rule["MAPPING"], rule["BLOCK"], rule["CACHE"]) == ("block", 512, 0), (kernel, shape, rule)
