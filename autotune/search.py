@@ -195,9 +195,9 @@ class Search:
         if not self.space.violations(default, self.shape, self.device):
             self.study.enqueue_trial(self.space.optuna_params(default), user_attrs={studies.ROLE: "default"})
             queued.add(config_key(default))
-        rule = self.space.rule_default(self.shape, self.device)  # what the dispatcher runs here untuned
-        rule_key = config_key(rule)
-        if rule_key not in queued and not self.space.violations(rule, self.shape, self.device):
+        rule = self._rule_default()
+        rule_key = config_key(rule) if rule is not None else None
+        if rule is not None and rule_key not in queued and not self.space.violations(rule, self.shape, self.device):
             self.study.enqueue_trial(self.space.optuna_params(rule), user_attrs={studies.ROLE: studies.RULE})
             queued.add(rule_key)
         for config, source in seeds:
@@ -208,6 +208,15 @@ class Search:
             self.report.seeds.append(source)
             self.study.enqueue_trial(self.space.optuna_params(config),
                                      user_attrs={studies.ROLE: studies.SEED, studies.SEED_FROM: source})  # fmt: skip
+
+    def _rule_default(self) -> Config | None:
+        """What the dispatcher runs at this shape untuned; None where the space's rule does not apply to its own
+        parameters (a subclass that dropped or renamed a parameter the inherited rule picks)."""
+        try:
+            rule = self.space.rule_default(self.shape, self.device)
+        except KeyError:
+            return None
+        return rule if set(rule) <= {p.name for p in self.space.params} else None
 
     # --- proposing ------------------------------------------------------------------------------------------
     def _next_grid_config(self) -> Config | None:

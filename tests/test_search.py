@@ -11,7 +11,7 @@ from optuna.trial import TrialState
 from autotune import studies
 from autotune.errors import InvalidArgument
 from autotune.evaluation import ReplayEvaluator
-from autotune.search import SearchSettings, tune
+from autotune.search import Search, SearchSettings, tune
 from autotune.spaces import config_key, get_space
 from autotune.storage import Database, resolve_url
 
@@ -202,3 +202,15 @@ def test_rule_default_for_the_shape_is_measured_second(tmp_path, recording_file)
     second = measured[1]
     assert second.user_attrs[studies.ROLE] == studies.RULE
     assert config_key(space.config_of(second.params)) == config_key(rule)
+
+
+def test_a_space_whose_inherited_rule_does_not_fit_gets_no_rule_seed(h200):
+    """A subclass of gemm with its own parameters (tests/faults) inherits gemm's rule, which picks parameters
+    it does not have: the search starts without a rule seed instead of failing."""
+    from faults.space import FaultyGemmSpace
+
+    search = Search.__new__(Search)  # only what _rule_default reads
+    search.space, search.shape, search.device = FaultyGemmSpace(), (256, 256, 256), h200
+    assert search._rule_default() is None
+    search.space, search.shape = get_space("gemm"), (512, 512, 512)
+    assert search._rule_default() == get_space("gemm").rule_default((512, 512, 512), h200)
