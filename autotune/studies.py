@@ -8,6 +8,7 @@ editing a template starts a new study, re-running the same command resumes the o
 from __future__ import annotations
 
 import datetime as dt
+import json
 import time
 import warnings
 from typing import Any
@@ -15,6 +16,8 @@ from typing import Any
 import optuna
 import sqlalchemy as sa
 from optuna.storages._cached_storage import _CachedStorage
+from optuna.storages._rdb import models as rdb_models
+from optuna.storages._rdb.storage import _create_scoped_session
 from optuna.trial import TrialState
 
 from autotune.device import DeviceInfo
@@ -102,18 +105,60 @@ class LocalTrials(_CachedStorage):
         super().__init__(backend)
         self.refresh_s = refresh_s
         self._read_at: dict[int, float] = {}
+        self._unwritten: dict[int, list[tuple[str, float, Any]]] = {}  # trial id → parameters to write
+        self._unwritten_attrs: dict[int, dict[str, Any]] = {}  # trial id → user attributes to write
 
     def __getstate__(self) -> dict[Any, Any]:
+        self.write_pending()
         state = super().__getstate__()
         state["_read_at"] = {}
+        state["_unwritten"] = {}
+        state["_unwritten_attrs"] = {}
         return state
 
     def _read_trials_from_remote_storage(self, study_id: int) -> None:
         now = time.monotonic()
         if study_id in self._read_at and now - self._read_at[study_id] < self.refresh_s:
             return
+        self.write_pending()  # the copies about to be read must not lack parameters this process holds back
         super()._read_trials_from_remote_storage(study_id)
         self._read_at[study_id] = now
+
+    # A proposal suggests a dozen parameters and the search sets a few user attributes, and Optuna commits each on
+    # its own (most of the driver's database time, issue 12). A parameter whose distribution this process has
+    # already written once, and every user attribute, is held back and written, all of a trial's together in one
+    # transaction, before anything else about that trial is written or read from the database; so, as Optuna
+    # promises, a trial's parameters and attributes reach the database before its state does.
+    def _write_params(self, trial_id: int) -> None:
+        with self._lock:
+            params = self._unwritten.pop(trial_id, None)
+            attrs = self._unwritten_attrs.pop(trial_id, None)
+        if not params and not attrs:
+            return
+        with _create_scoped_session(self._backend.scoped_session, True) as session:
+            trial = rdb_models.TrialModel.find_or_raise_by_id(trial_id, session)
+            self._backend.check_trial_is_updatable(trial_id, trial.state)
+            if params:
+                rows = [{"trial_id": trial_id, "param_name": name, "param_value": value,
+                         "distribution_json": optuna.distributions.distribution_to_json(distribution)}
+                        for name, value, distribution in params]  # fmt: skip
+                session.execute(sa.insert(rdb_models.TrialParamModel), rows)
+            for key, value in (attrs or {}).items():
+                self._backend._set_trial_attr_without_commit(session, rdb_models.TrialUserAttributeModel, trial_id,
+                                                             key, value)  # fmt: skip
+
+    def write_pending(self) -> None:
+        """Write everything held back (of all trials)."""
+        for trial_id in list({*self._unwritten, *self._unwritten_attrs}):
+            self._write_params(trial_id)
+
+    def get_trial(self, trial_id: int) -> optuna.trial.FrozenTrial:
+        self._write_params(trial_id)
+        return super().get_trial(trial_id)
+
+    def get_best_trial(self, study_id: int) -> optuna.trial.FrozenTrial:
+        self.write_pending()
+        return super().get_best_trial(study_id)
 
     def _cached(self, trial_id: int) -> optuna.trial.FrozenTrial | None:
         where = self._trial_id_to_study_id_and_number.get(trial_id)
@@ -121,7 +166,14 @@ class LocalTrials(_CachedStorage):
 
     def set_trial_param(self, trial_id: int, param_name: str, param_value_internal: float,
                         distribution: optuna.distributions.BaseDistribution) -> None:  # fmt: skip
-        super().set_trial_param(trial_id, param_name, param_value_internal, distribution)
+        with self._lock:
+            study_id, _ = self._trial_id_to_study_id_and_number[trial_id]
+            known = self._studies[study_id].param_distribution.get(param_name)
+            if known is not None:  # written once already: checked here, written with the trial's next write
+                optuna.distributions.check_distribution_compatibility(known, distribution)
+                self._unwritten.setdefault(trial_id, []).append((param_name, param_value_internal, distribution))
+        if known is None:  # the first time: at once, checked against the database (another process's trials)
+            super().set_trial_param(trial_id, param_name, param_value_internal, distribution)
         with self._lock:
             trial = self._cached(trial_id)
             if trial is not None:
@@ -129,13 +181,15 @@ class LocalTrials(_CachedStorage):
                 trial._distributions[param_name] = distribution
 
     def set_trial_user_attr(self, trial_id: int, key: str, value: Any) -> None:
-        super().set_trial_user_attr(trial_id, key, value)
+        json.dumps(value)  # refused here, as Optuna would, rather than at the trial's next write
         with self._lock:
+            self._unwritten_attrs.setdefault(trial_id, {})[key] = value
             trial = self._cached(trial_id)
             if trial is not None:
                 trial._user_attrs[key] = value
 
     def set_trial_system_attr(self, trial_id: int, key: str, value: Any) -> None:
+        self._write_params(trial_id)
         super().set_trial_system_attr(trial_id, key, value)
         with self._lock:
             trial = self._cached(trial_id)
@@ -143,6 +197,7 @@ class LocalTrials(_CachedStorage):
                 trial._system_attrs[key] = value
 
     def set_trial_state_values(self, trial_id: int, state: TrialState, values: Any = None) -> bool:
+        self._write_params(trial_id)
         changed = super().set_trial_state_values(trial_id, state, values)
         if changed:
             with self._lock:
