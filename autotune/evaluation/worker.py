@@ -116,11 +116,11 @@ class DataSet:
         self.tolerances = dict(tolerances)
         self.zero_tolerances = {name: space.zero_tolerance(name, shape) for name in self.outputs}
 
-    def reload_inputs(self, cuda: Any, stream: Any) -> None:
-        """Copy the inputs to the device again: a candidate that wrote into them (out of bounds) cannot change
-        what the next one is checked on."""
+    def reload_inputs(self, cuda: Any) -> None:
+        """Copy the inputs to the device again (synchronously, from pageable memory): a candidate that wrote
+        into them (out of bounds) cannot change what the next one is checked on."""
         for name, array in self.host_inputs.items():
-            cuda.memcpy_htod_async(self.buffers[name][0], array, stream)
+            cuda.memcpy_htod(self.buffers[name][0], array)
 
     def free(self) -> None:
         for alloc, _ in self.buffers.values():
@@ -231,7 +231,7 @@ class GpuSession:
                 raise
             left = CASE_REUSE
         else:
-            data.reload_inputs(self.cuda, self.stream)
+            data.reload_inputs(self.cuda)
         self._cases[key] = (data, left - 1)
         return data
 
@@ -452,12 +452,11 @@ class GpuSession:
 
     def close(self) -> None:
         """Leave the context stack empty (pycuda aborts the process at exit otherwise)."""
-        for data, _ in self._cases.values():
+        for data, _ in getattr(self, "_cases", {}).values():
             try:
                 data.free()
             except Exception:
                 pass
-        self._cases.clear()
         try:
             self.context.pop()
         except Exception:
