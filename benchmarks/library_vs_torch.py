@@ -2,6 +2,7 @@
 
     python benchmarks/library_vs_torch.py [--kernels softmax layernorm ...] [--dtype float32 float16 bfloat16]
                                           [--trials 30] [--db PATH] [--untuned] [--shapes 4096x50257 ...]
+                                          [--domains JSON --sampler grid]
 
 For each kernel, dtype and shape: tune (a search of --trials unless the database already holds a result), load
 the result through the dispatcher (`autotune.load`), and time it and torch's op on the same tensors, interleaved,
@@ -83,6 +84,9 @@ def main() -> None:
     parser.add_argument("--untuned", action="store_true", help="no search; the dispatcher with no stored row")
     parser.add_argument("--trials", type=int, default=30)
     parser.add_argument("--reps", type=int, default=30)
+    parser.add_argument("--domains", type=json.loads, default=None,
+                        help='narrow the searched space, e.g. \'{"CACHE": [2], "BLOCK": [256, 512]}\'')
+    parser.add_argument("--sampler", default=None, help="the search's sampler (default: autotune's)")
     parser.add_argument("--db", default="/tmp/library.db")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
@@ -147,7 +151,9 @@ def measure(kernel, dtype, shape_text, args, device, copy_gbs, flush, empty_db, 
         database.close()
         if not stored:
             start = time.perf_counter()
-            autotune.tune(kernel, shape_text, dtype=dtype, trials=args.trials, db=args.db, seed=0)
+            extra = {"sampler": args.sampler} if args.sampler else {}
+            autotune.tune(kernel, shape_text, dtype=dtype, trials=args.trials, db=args.db, seed=0,
+                          domains=args.domains, **extra)  # fmt: skip
             search_s = time.perf_counter() - start
         tuned = autotune.load(kernel, db=args.db, strict=True)
     tensors = make_inputs(space, shape, torch)

@@ -9,8 +9,11 @@
 //   VEC      elements per access (8 halves = 16 B; scalar fall-back where a base pointer is unaligned). Rows of
 //            any length keep vector accesses: a row's chunks start `pre` elements before the row (row_pre), at
 //            an aligned address, and the first and last chunk are masked
-//   CACHE    1: the row stays in registers between passes (needs cols <= TPR*VEC*ITEMS); 0: re-read
-//   ITEMS    chunks of VEC floats each thread holds when CACHE
+//   CACHE    1: the row stays in registers between passes (needs cols <= TPR*VEC*ITEMS); 0: re-read;
+//            2: the row stays in (dynamic) shared memory, in its own dtype, copied there with cp.async: every
+//            load of the row in flight at once, no registers held, read from DRAM once (ITEMS*BLOCK*VEC
+//            elements per block; a cluster spreads a row over its blocks' shared memory)
+//   ITEMS    chunks of VEC elements each thread holds when CACHE
 // Thread `lane` of the group owns chunks j = (lane + t*TPR)*VEC, t = 0, 1, …: a warp reads contiguous memory.
 #pragma once
 #include "common.cuh"
@@ -120,10 +123,48 @@ __device__ __forceinline__ float row_reduce(float v, Op op, float* scratch) {
 // The chunks of a row this thread owns: f(j, chunk) for each, from the register cache or from memory.
 // Elements past the end of the row read as `pad`; f must mask them where pad is not neutral.
 struct RowCache {
-#if CACHE
+#if CACHE == 1
   Vec<VEC> c[ITEMS];
 #endif
 };
+
+#if CACHE == 2
+// Thread (t, threadIdx.x)'s t-th chunk lives at slot t*BLOCK + threadIdx.x: each thread reads back only what it
+// copied itself, so waiting for its own copies (cp.async.wait_all) is enough, with no block barrier.
+extern __shared__ __align__(16) unsigned char row_smem[];
+
+template <class T>
+__device__ __forceinline__ T* row_slot(int t) {
+  return reinterpret_cast<T*>(row_smem) + (size_t)(t * BLOCK + threadIdx.x) * VEC;
+}
+
+template <int BYTES>
+__device__ __forceinline__ void cp_async_bytes(void* smem, const void* gmem) {
+  static_assert(BYTES == 4 || BYTES == 8 || BYTES == 16, "cp.async copies 4, 8 or 16 bytes");
+  const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+  if (BYTES == 16) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(s), "l"(gmem), "n"(BYTES) : "memory");
+  }
+}
+
+// VEC elements of T from shared memory (aligned to VEC elements) as fp32.
+template <class T>
+__device__ __forceinline__ Vec<VEC> load_slot(const T* p) {
+  constexpr int BYTES = VEC * (int)sizeof(T);
+  typedef typename Raw<(BYTES < 16 ? BYTES : 16)>::type R;
+  R raw[BYTES / sizeof(R)];
+  const R* q = reinterpret_cast<const R*>(p);
+#pragma unroll
+  for (int i = 0; i < (int)(BYTES / sizeof(R)); ++i) raw[i] = q[i];
+  const T* e = reinterpret_cast<const T*>(raw);
+  Vec<VEC> r;
+#pragma unroll
+  for (int i = 0; i < VEC; ++i) r.v[i] = to_f32(e[i]);
+  return r;
+}
+#endif
 
 // How far before the row its first chunk starts: the row's offset (in elements) past an aligned address, when the
 // base pointer is aligned (`vec`); then every chunk but the first and the last is one aligned vector access.
@@ -134,23 +175,55 @@ __device__ __forceinline__ int row_pre(int row, int cols, bool vec) {
 template <class T>
 __device__ __forceinline__ void cache_row(RowCache& rc, const T* row, int cols, int lane, bool vec, int pre,
                                           float pad) {
-#if CACHE
+#if CACHE == 1
 #pragma unroll
   for (int t = 0; t < ITEMS; ++t) {
     const int j = (lane + t * TPR) * VEC - pre;
     if (j < cols) rc.c[t] = load_chunk<VEC>(row, j, cols, vec, pad);
   }
+#elif CACHE == 2
+#pragma unroll
+  for (int t = 0; t < ITEMS; ++t) {
+    const int j = (lane + t * TPR) * VEC - pre;
+    if (j < cols) {
+      T* slot = row_slot<T>(t);
+      if (vec && j >= 0 && j + VEC <= cols) {
+        cp_async_bytes<VEC * (int)sizeof(T)>(slot, row + j);
+      } else {  // the row's first and last chunk, or an unaligned row: element by element (pad applied on read)
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) {
+          if (j + e >= 0 && j + e < cols) slot[e] = row[j + e];
+        }
+      }
+    }
+  }
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
 #endif
 }
 
 template <class T, class F>
 __device__ __forceinline__ void for_chunks(const RowCache& rc, const T* row, int cols, int lane, bool vec, int pre,
                                            float pad, F f) {
-#if CACHE
+#if CACHE == 1
 #pragma unroll
   for (int t = 0; t < ITEMS; ++t) {
     const int j = (lane + t * TPR) * VEC - pre;
     if (j < cols) f(j, rc.c[t]);
+  }
+#elif CACHE == 2
+#pragma unroll
+  for (int t = 0; t < ITEMS; ++t) {
+    const int j = (lane + t * TPR) * VEC - pre;
+    if (j < cols) {
+      Vec<VEC> v = load_slot<T>(row_slot<T>(t));
+      if (j < 0 || j + VEC > cols) {
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) {
+          if (j + e < 0 || j + e >= cols) v.v[e] = pad;
+        }
+      }
+      f(j, v);
+    }
   }
 #else
   for (int j = lane * VEC - pre; j < cols; j += TPR * VEC) f(j, load_chunk<VEC>(row, j, cols, vec, pad));

@@ -235,3 +235,28 @@ def test_rows_split_over_a_cluster_are_correct(kernel, dtype, device):
         results = [f.result() for f in [evaluator.submit(c) for c in configs]]
     wrong = [(c, m.failure, m.reason) for c, m in zip(configs, results) if not m.ok]
     assert not wrong, wrong[:4]
+
+
+# --- rows cached in shared memory (CACHE=2) --------------------------------------------------------------------
+@pytest.mark.parametrize("kernel", ["softmax", "layernorm", "rmsnorm"])
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_rows_cached_in_shared_memory_are_correct(kernel, dtype, device):
+    """Every mapping and vector width with the row in shared memory, on a ragged target and the validation shapes
+    (rows of 1, 7, 1031 and 65539 where the cache holds them), unaligned chunk starts included."""
+    from autotune.evaluation.gpu import GpuEvaluator
+
+    space = get_space(kernel, dtype=dtype)
+    shape = (77, 3001)
+    vec = 8 if dtype == "float16" else 4
+    configs = [
+        {**space.default_config, "MAPPING": "block", "BLOCK": 128, "VEC": vec, "CACHE": 2, "ITEMS": 4},
+        {**space.default_config, "MAPPING": "block", "BLOCK": 512, "VEC": 2, "CACHE": 2, "ITEMS": 4},
+        {**space.default_config, "MAPPING": "warp", "BLOCK": 128, "VEC": vec, "CACHE": 2, "ITEMS": 16},
+        {**space.default_config, "MAPPING": "cluster", "CLUSTER": 2, "BLOCK": 256, "VEC": vec, "CACHE": 2, "ITEMS": 4},
+    ]
+    configs = [{**c, **space.rule_extra(c, shape)} for c in configs]
+    assert all(space.violations(c, shape, device) == [] for c in configs), [space.violations(c, shape, device) for c in configs]
+    with GpuEvaluator(space, shape, seed=3, min_time_ms=0.5, max_reps=5) as evaluator:
+        results = [f.result() for f in [evaluator.submit(c) for c in configs]]
+    wrong = [(c, m.failure, m.reason) for c, m in zip(configs, results) if not m.ok]
+    assert not wrong, wrong[:4]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import random
 import re
+import shutil
+import subprocess
 
 import numpy as np
 import pytest
@@ -372,3 +374,41 @@ def test_cluster_rows_need_sm90_and_long_rows_get_a_rule(h200):
             # too long for one block's registers: the rule re-reads at 512 threads (measured faster than a
             # register-caching cluster); clusters stay in the space for the search
             assert (rule["MAPPING"], rule["BLOCK"], rule["CACHE"]) == ("block", 512, 0), (kernel, shape, rule)
+
+
+def test_rows_cached_in_shared_memory(h200):
+    f16, f32 = get_space("softmax", dtype="float16"), get_space("softmax")
+    smem = {**f16.default_config, "MAPPING": "block", "BLOCK": 512, "VEC": 8, "CACHE": 2, "ITEMS": 16}
+    assert f16.violations(smem, (1024, 65536), h200) == []  # 512 x 16 x 8 halves = 128 KiB
+    (launch,) = f16.launches(smem, (1024, 65536), h200)
+    assert launch.shared_bytes == 512 * 16 * 8 * 2
+    wide = {**smem, "VEC": 4, "ITEMS": 32}
+    assert any("exceeds the device" in p for p in f32.violations(wide, (1024, 65536), h200))  # 256 KiB of fp32
+    cluster = {**wide, "MAPPING": "cluster", "CLUSTER": 2, "ITEMS": 16}
+    assert f32.violations(cluster, (1024, 65536), h200) == []  # each block of the pair holds half the row
+    assert any("shared-memory cache" in p for p in f16.violations(smem, (1024, 65537), h200))
+    assert any("cp.async" in p for p in f16.violations({**smem, "VEC": 1, "ITEMS": 32}, (8, 64), h200))
+    assert f16.launches({**smem, "CACHE": 0, "ITEMS": 8}, (8, 64), h200)[0].shared_bytes == 0
+
+
+@pytest.mark.nvcc
+def test_rows_cached_in_shared_memory_compile_to_cp_async(cache_dir):
+    compiler = Compiler("sm_90a", cache_dir=cache_dir)
+    try:
+        jobs = []
+        for kernel in ("softmax", "layernorm", "rmsnorm"):
+            for dtype in ("float32", "float16", "bfloat16"):
+                space = get_space(kernel, dtype=dtype)
+                config = {**space.default_config, "MAPPING": "block", "BLOCK": 256, "CACHE": 2, "ITEMS": 4,
+                          "VEC": 16 // space.itemsize}  # fmt: skip
+                jobs.append((kernel, dtype, compiler.submit(space.template_for(config), space.defines(config))))
+        results = [(k, d, f.result()) for k, d, f in jobs]
+        assert all(r.ok for _, _, r in results), [(k, d, r.error) for k, d, r in results if not r.ok][:2]
+        assert not [(k, d) for k, d, r in results if r.spill_bytes]
+        if shutil.which("cuobjdump") is None:
+            pytest.skip("cuobjdump not found: compiled, SASS not checked")
+        for kernel, dtype, result in results:
+            sass = subprocess.run(["cuobjdump", "-sass", result.cubin], capture_output=True, text=True).stdout
+            assert "LDGSTS" in sass, (kernel, dtype)  # the row's copies are cp.async
+    finally:
+        compiler.close()

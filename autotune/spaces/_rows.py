@@ -24,6 +24,7 @@ from autotune.spaces.base import BufferSpec, Config, KernelSpace, Param, ceil_di
 MAPPINGS = {"warp": 0, "block": 1, "cluster": 2}
 CLUSTER_MIN_CC = (9, 0)  # thread-block clusters and distributed shared memory
 LONG_ROW_BLOCK = 512  # threads per row of the rule default for rows longer than a warp handles
+STATIC_SHARED = 1024  # static shared memory of a row kernel besides the cache (ptxas: up to 400 B)
 BASE_REGISTERS = 40  # registers a row kernel uses besides its cache (measured with ptxas: 26 to 57)
 
 ROW_PARAMETERS = (
@@ -32,8 +33,9 @@ ROW_PARAMETERS = (
           "CLUSTER blocks per row exchanging partial statistics through distributed shared memory (sm_90)"),
     Param("CLUSTER", (2, 4, 8), "blocks per row with MAPPING=cluster"),
     Param("VEC", (1, 2, 4, 8), "elements per access, 16 B at most (scalar fall-back where rows are unaligned)"),
-    Param("CACHE", (0, 1), "keep the row in registers between passes (1) or read it again (0)"),
-    Param("ITEMS", (1, 2, 4, 8, 16, 32), "chunks of VEC elements each thread caches (with CACHE=1)"),
+    Param("CACHE", (0, 1, 2), "keep the row in registers (1) or in shared memory (2) between passes, or read it "
+          "again (0)"),
+    Param("ITEMS", (1, 2, 4, 8, 16, 32), "chunks of VEC elements each thread caches (with CACHE=1 or 2)"),
     Param("STREAM", (0, 1), "streaming loads/stores (__ldcs/__stcs)"),
 )
 ROW_DEFAULT = {"BLOCK": 256, "MAPPING": "warp", "CLUSTER": 2, "VEC": 4, "CACHE": 0, "ITEMS": 8, "STREAM": 0}
@@ -99,19 +101,34 @@ class RowSpace(KernelSpace):
         if config["VEC"] * self.itemsize > 16:
             problems.append(f"VEC={config['VEC']} {self.dtype} is {config['VEC'] * self.itemsize} B per access (> 16)")
         if config["CACHE"]:
+            where = "register" if config["CACHE"] == 1 else "shared-memory"
             capacity = self.threads_per_row(config) * config["VEC"] * config["ITEMS"]
             if self.span(cols, config["VEC"]) > capacity:
-                problems.append(f"rows of {cols} do not fit the register cache of {capacity} elements")
+                problems.append(f"rows of {cols} do not fit the {where} cache of {capacity} elements")
+        if config["CACHE"] == 1:
             cap = min(255, device.registers_per_multiprocessor // config["BLOCK"])
             if config["ITEMS"] * config["VEC"] + BASE_REGISTERS > cap:
                 problems.append(f"a cache of {config['ITEMS'] * config['VEC']} fp32 values per thread exceeds the "
                                 f"{cap} registers a {config['BLOCK']}-thread block allows")  # fmt: skip
+        elif config["CACHE"] == 2:
+            if config["VEC"] * self.itemsize < 4:
+                problems.append(f"CACHE=2 copies 4, 8 or 16 bytes at a time (cp.async); VEC={config['VEC']} "
+                                f"{self.dtype} is {config['VEC'] * self.itemsize} B")  # fmt: skip
+            if self.shared_bytes(config) + STATIC_SHARED > device.smem_per_block_optin:
+                problems.append(f"a shared-memory cache of {self.shared_bytes(config)} B per block exceeds the "
+                                f"device's {device.smem_per_block_optin} B")  # fmt: skip
         elif config["ITEMS"] != ROW_DEFAULT["ITEMS"]:
-            problems.append("ITEMS only matters with CACHE=1")
+            problems.append("ITEMS only matters with CACHE=1 or 2")
         return problems
 
     def constraints(self, config: Config, shape: Shape, device: DeviceInfo) -> list[str]:
         return self.row_constraints(config, shape, device)
+
+    def shared_bytes(self, config: Config) -> int:
+        """Dynamic shared memory per block: the row's chunks with CACHE=2, else none."""
+        if config.get("CACHE") != 2:
+            return 0
+        return config["ITEMS"] * config["BLOCK"] * config["VEC"] * self.itemsize
 
     def row_defines(self, config: Config) -> dict[str, int | str]:
         out: dict[str, int | str] = dict(config)

@@ -59,7 +59,7 @@ class LayerNormSpace(RowSpace):
     def launches(self, config: Config, shape: Shape, device: DeviceInfo) -> list[Step]:
         rows, cols = shape
         args = ("x", "weight", "bias", "y", "mean", "rstd", np.int32(rows), np.int32(cols), np.float32(EPS))
-        return [Launch("layernorm", self.grid(config, rows), (config["BLOCK"], 1, 1), 0, args)]
+        return [Launch("layernorm", self.grid(config, rows), (config["BLOCK"], 1, 1), self.shared_bytes(config), args)]
 
     def input_specs(self, shape: Shape) -> dict[str, BufferSpec]:
         rows, cols = shape

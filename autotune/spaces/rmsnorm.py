@@ -30,7 +30,7 @@ class RmsNormSpace(RowSpace):
     def launches(self, config: Config, shape: Shape, device: DeviceInfo) -> list[Step]:
         rows, cols = shape
         args = ("x", "weight", "y", np.int32(rows), np.int32(cols), np.float32(EPS))
-        return [Launch("rmsnorm", self.grid(config, rows), (config["BLOCK"], 1, 1), 0, args)]
+        return [Launch("rmsnorm", self.grid(config, rows), (config["BLOCK"], 1, 1), self.shared_bytes(config), args)]
 
     def input_specs(self, shape: Shape) -> dict[str, BufferSpec]:
         return {"x": self.elem(shape), "weight": self.weight(shape[1])}

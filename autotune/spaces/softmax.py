@@ -23,7 +23,7 @@ class SoftmaxSpace(RowSpace):
 
     def launches(self, config: Config, shape: Shape, device: DeviceInfo) -> list[Step]:
         rows, cols = shape
-        return [Launch("softmax", self.grid(config, rows), (config["BLOCK"], 1, 1), 0,
+        return [Launch("softmax", self.grid(config, rows), (config["BLOCK"], 1, 1), self.shared_bytes(config),
                        ("x", "y", np.int32(rows), np.int32(cols)))]  # fmt: skip
 
     def rule_extra(self, config: Config, shape: Shape) -> Config:
