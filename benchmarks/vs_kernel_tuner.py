@@ -55,6 +55,16 @@ def kernel_tuner_space(space, shape, device):
     return tune_params, by_defines, smem, key_of
 
 
+def restriction_of(tune_params: dict, by_defines: dict, key_of):
+    """Our validity as a Kernel Tuner restriction: a function whose parameters are named after the tune
+    parameters, in their order (Kernel Tuner 1.5 with python-constraint2 passes the values positionally)."""
+    names = list(tune_params)
+    namespace = {"by_defines": by_defines, "key_of": key_of}
+    exec(f"def restriction({', '.join(names)}):\n"
+         f"    return key_of({{{', '.join(f'{n!r}: {n}' for n in names)}}}) in by_defines", namespace)  # fmt: skip
+    return namespace["restriction"]
+
+
 def run_kernel_tuner(space, shape, device, budget: int, lang: str, seed: int) -> dict:
     import kernel_tuner
 
@@ -70,7 +80,7 @@ def run_kernel_tuner(space, shape, device, budget: int, lang: str, seed: int) ->
     results, env = kernel_tuner.tune_kernel(
         "sgemm", str(source), (m * n, 1), args, tune_params,
         grid_div_x=["BM", "BN"], block_size_names=["block_size_x"],
-        restrictions=lambda p: key_of(p) in by_defines,
+        restrictions=restriction_of(tune_params, by_defines, key_of),
         smem_args={"size": lambda p: smem[key_of(p)]},
         compiler_options=[f"-I{ROOT / 'kernel_templates'}", "-std=c++17"],
         lang=lang, strategy="random_sample", strategy_options={"max_fevals": budget}, verbose=False, quiet=True,

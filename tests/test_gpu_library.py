@@ -219,17 +219,18 @@ def test_tune_missing_searches_an_untuned_shape_once_stores_and_logs(tmp_path, c
 @pytest.mark.parametrize("kernel", ["softmax", "layernorm", "rmsnorm"])
 def test_rows_split_over_a_cluster_are_correct(kernel, dtype, device):
     """MAPPING=cluster (sm_90): partial statistics exchanged through distributed shared memory, the row cached in
-    registers across the cluster; the rule default for a long row, and explicit cluster sizes."""
+    registers across the cluster, at three cluster sizes."""
     from autotune.evaluation.gpu import GpuEvaluator
 
     if tuple(device.compute_capability) < (9, 0):
         pytest.skip("thread-block clusters need sm_90")
     space = get_space(kernel, dtype=dtype)
     shape = (37, 65536)
-    base = space.rule_default(shape, device)
-    assert base["MAPPING"] == "cluster"
-    configs = [base] + [{**base, "CLUSTER": c, "BLOCK": 512, "ITEMS": shape[1] // (512 * c * base["VEC"])}
-                        for c in (2, 8)]  # fmt: skip
+    vec = 16 // space.itemsize
+    base = {**space.default_config, "MAPPING": "cluster", "CLUSTER": 4, "BLOCK": 1024, "VEC": vec, "CACHE": 1,
+            "ITEMS": shape[1] // (1024 * 4 * vec)}  # fmt: skip
+    base.update(space.rule_extra(base, shape))
+    configs = [base] + [{**base, "CLUSTER": c, "BLOCK": 512, "ITEMS": shape[1] // (512 * c * vec)} for c in (2, 8)]
     assert all(not space.violations(c, shape, device) for c in configs)
     with GpuEvaluator(space, shape, seed=7, min_time_ms=0.2, max_reps=3) as evaluator:
         results = [f.result() for f in [evaluator.submit(c) for c in configs]]
@@ -249,12 +250,15 @@ def test_rows_cached_in_shared_memory_are_correct(kernel, dtype, device):
     shape = (77, 3001)
     vec = 8 if dtype == "float16" else 4
     configs = [
-        {**space.default_config, "MAPPING": "block", "BLOCK": 128, "VEC": vec, "CACHE": 2, "ITEMS": 4},
-        {**space.default_config, "MAPPING": "block", "BLOCK": 512, "VEC": 2, "CACHE": 2, "ITEMS": 4},
-        {**space.default_config, "MAPPING": "warp", "BLOCK": 128, "VEC": vec, "CACHE": 2, "ITEMS": 16},
-        {**space.default_config, "MAPPING": "cluster", "CLUSTER": 2, "BLOCK": 256, "VEC": vec, "CACHE": 2, "ITEMS": 4},
+        {**space.default_config, "MAPPING": "block", "BLOCK": 128, "VEC": vec},
+        {**space.default_config, "MAPPING": "block", "BLOCK": 512, "VEC": 2},
+        {**space.default_config, "MAPPING": "warp", "BLOCK": 128, "VEC": vec},
+        {**space.default_config, "MAPPING": "cluster", "CLUSTER": 2, "BLOCK": 256, "VEC": vec},
     ]
-    configs = [{**c, **space.rule_extra(c, shape)} for c in configs]
+    for c in configs:  # the fewest chunks per thread that hold the longest validation row (65539)
+        per_step = space.threads_per_row(c) * c["VEC"]
+        c.update(CACHE=2, ITEMS=min(32, 1 << max(0, (65539 + c["VEC"] - 1 + per_step - 1) // per_step - 1).bit_length()))
+        c.update(space.rule_extra(c, shape))
     assert all(space.violations(c, shape, device) == [] for c in configs), [space.violations(c, shape, device) for c in configs]
     with GpuEvaluator(space, shape, seed=3, min_time_ms=0.5, max_reps=5) as evaluator:
         results = [f.result() for f in [evaluator.submit(c) for c in configs]]

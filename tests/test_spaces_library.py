@@ -285,11 +285,13 @@ def test_rule_defaults_follow_the_shape(h200):
     sm = get_space("softmax", dtype="float16")
     narrow, wide, one = (sm.rule_default(s, h200) for s in [(8192, 768), (4096, 50257), (1, 12288)])
     assert narrow["MAPPING"] == "warp" and narrow["VEC"] == 8 and narrow["CACHE"] == 1
-    # odd rows keep 16-byte vectors (shifted chunks); too long for a block's registers: re-read, never a cluster
-    assert wide["MAPPING"] == "block" and wide["VEC"] == 8 and wide["CACHE"] == 0 and wide["ONLINE"] == 1
+    # odd rows keep 16-byte vectors (shifted chunks); long half rows in shared memory
+    assert (wide["MAPPING"], wide["BLOCK"], wide["VEC"], wide["CACHE"], wide["ITEMS"]) == ("block", 1024, 8, 2, 8)
     assert one["MAPPING"] == "block" and one["BLOCK"] >= 256
-    mid = sm.rule_default((16384, 8192), h200)  # 1024 vectors: a block of 512 threads, two cached vectors each
-    assert (mid["MAPPING"], mid["BLOCK"], mid["CACHE"], mid["ITEMS"]) == ("block", 512, 1, 2)
+    mid = sm.rule_default((16384, 8192), h200)  # 1024 vectors: a block of 512 threads, two vectors each
+    assert (mid["MAPPING"], mid["BLOCK"], mid["CACHE"], mid["ITEMS"]) == ("block", 512, 2, 2)
+    mid32 = get_space("softmax").rule_default((16384, 8192), h200)  # fp32 that fits stays in registers
+    assert (mid32["MAPPING"], mid32["BLOCK"], mid32["CACHE"], mid32["ITEMS"]) == ("block", 1024, 1, 2)
     assert get_space("layernorm", dtype="float16").rule_default((1024, 65536), h200)["STATS"] == "shifted_sumsq"
     assert get_space("softmax").rule_default((8192, 768), h200)["VEC"] == 4
     few = get_space("rmsnorm").rule_default((16, 768), h200)
@@ -371,9 +373,12 @@ def test_cluster_rows_need_sm90_and_long_rows_get_a_rule(h200):
     for kernel in ("softmax", "layernorm", "rmsnorm"):
         for shape in [(1024, 65536), (4096, 50257)]:
             rule = get_space(kernel).rule_default(shape, h200)
-            # too long for one block's registers: the rule re-reads at 512 threads (measured faster than a
-            # register-caching cluster); clusters stay in the space for the search
-            assert (rule["MAPPING"], rule["BLOCK"], rule["CACHE"]) == ("block", 512, 0), (kernel, shape, rule)
+            # fp32 rows too long for one block's shared memory: a cluster of 512-thread blocks, each caching its
+            # part in shared memory with at most 8 chunks per thread
+            expected = ("cluster", 4, 512, 2, 8)
+            assert (rule["MAPPING"], rule["CLUSTER"], rule["BLOCK"], rule["CACHE"], rule["ITEMS"]) == expected, rule
+            no_clusters = get_space(kernel).rule_default(shape, a100)
+            assert (no_clusters["MAPPING"], no_clusters["CACHE"]) == ("block", 0), no_clusters  # re-read
 
 
 def test_rows_cached_in_shared_memory(h200):

@@ -139,35 +139,51 @@ class RowSpace(KernelSpace):
 
     # --- the rule-based default for untuned shapes ----------------------------------------------------------
     def rule_default(self, shape: Shape, device: DeviceInfo) -> Config:
-        """Threads per row from the row length, 16-byte vectors, and the register cache wherever the row fits it:
+        """Threads per row from the row length, 16-byte vectors, and the row kept on chip wherever it fits:
 
-        * up to 8 vectors per lane: a warp per row, rows per block from the row count (fewer rows per block where
-          there are few rows, so that every SM gets work);
-        * longer rows: a block per row with about 2 vectors per thread (up to 512 threads; more threads per row
-          measured faster than more vectors per thread);
-        * rows too long for one block's register cache: 512 threads re-reading the row, whose second and third
-          passes hit L2. Measured on the H100 (run 1 of the second 2026-11-23 session, fp16 rows of 50257 and
-          65536): 1.5-2.3x faster than a cluster of blocks caching the row in registers, whose cluster
-          barriers then dominate; so clusters are left to the search."""
+        * up to 8 vectors per lane: a warp per row, the row in registers, rows per block from the row count
+          (fewer rows per block where there are few rows, so that every SM gets work);
+        * longer rows: a block per row with about 2 vectors per thread (up to 1024 threads), the row in registers
+          (fp32, where it fits) or in shared memory (CACHE=2);
+        * rows too long for one block's shared memory: a cluster of 512-thread blocks, the fewest blocks that
+          hold the row with at most 8 chunks per thread;
+        * else 512 threads re-reading the row (its later passes mostly hit L2).
+        Measured on the H100 (second session of 2026-11-23): fp16 rows of 50257 and 65536 reached 73-81% of
+        the copy bandwidth for softmax and rmsnorm with the row in shared memory, against 53-60% re-reading it
+        and less with a cluster caching it in registers (whose barriers then dominate); fp32 rows of 65536 in
+        clusters of 4 x 512 threads, 80-84%."""
         rows, cols = shape
         config = dict(self.default_config)
         vec = widest_vec(self.dtype, 1 << 10, self.domain("VEC"))  # any row length keeps 16-byte vectors
         vectors = ceil_div(self.span(cols, vec), vec)
         if vectors <= 32 * 8:
-            mapping = "warp"
             block = 256
             while block > 64 and ceil_div(rows, block // 32) < 2 * device.multiprocessors:
                 block //= 2
             items = _pow2_at_least(ceil_div(vectors, 32))
+            config.update(BLOCK=block, MAPPING="warp", VEC=vec, CACHE=1, ITEMS=max(items, 1))
+            config.update(self.rule_extra(config, shape))
+            if not self.violations(config, shape, device):
+                return config
         else:
-            mapping = "block"
-            block = min(LONG_ROW_BLOCK, max(128, _pow2_at_least(ceil_div(vectors, 2))))
-            items = _pow2_at_least(ceil_div(vectors, block))
-        config.update(BLOCK=block, MAPPING=mapping, VEC=vec, CACHE=1, ITEMS=max(items, 1))
-        config.update(self.rule_extra(config, shape))
-        if not self.violations(config, shape, device):
-            return config
-        config.update(BLOCK=LONG_ROW_BLOCK if mapping == "block" else block, CACHE=0, ITEMS=ROW_DEFAULT["ITEMS"])
+            block = min(1024, max(128, _pow2_at_least(ceil_div(vectors, 2))))
+            config.update(BLOCK=block, MAPPING="block", VEC=vec, ITEMS=_pow2_at_least(ceil_div(vectors, block)))
+            # fp32 rows that fit the registers stay there (86-96% of copy at 8192 and 16384 columns on the H200);
+            # half rows go to shared memory (fp16 LayerNorm 16384x8192: 88% of copy there on the H100, 52-64%
+            # in registers)
+            for cache in (1, 2) if self.itemsize == 4 else (2,):
+                config.update(CACHE=cache, **self.rule_extra({**config, "CACHE": cache}, shape))
+                if not self.violations(config, shape, device):
+                    return config
+            for cluster in self.domain("CLUSTER"):  # too long for one block's shared memory
+                items = _pow2_at_least(ceil_div(vectors, LONG_ROW_BLOCK * cluster))
+                trial = {**config, "MAPPING": "cluster", "CLUSTER": cluster, "BLOCK": LONG_ROW_BLOCK,
+                         "ITEMS": items}  # fmt: skip
+                trial.update(self.rule_extra(trial, shape))
+                if items <= 8 and not self.violations(trial, shape, device):
+                    return trial
+        config.update(BLOCK=LONG_ROW_BLOCK if config["MAPPING"] != "warp" else config["BLOCK"], MAPPING=config["MAPPING"],
+                      CLUSTER=ROW_DEFAULT["CLUSTER"], CACHE=0, ITEMS=ROW_DEFAULT["ITEMS"])  # fmt: skip
         config.update(self.rule_extra(config, shape))
         return config
 

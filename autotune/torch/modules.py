@@ -23,8 +23,14 @@ from autotune.spaces.rmsnorm import EPS as RMSNORM_EPS
 from autotune.torch import functional
 
 
+# Constant tables, so that torch.compile traces `_kernel_takes` without a graph break (a lookup in
+# autotune.arrays' dtype memo, which may hold numpy dtypes too, broke the graph: Dynamo cannot hash those).
+_DTYPE_NAMES = {d: dtype_name(d) for d in (torch.float32, torch.float16, torch.bfloat16)}
+_TAKES = {k: frozenset(space_class(k).supported_dtypes()) for k in ("layernorm", "layernorm_backward", "rmsnorm")}
+
+
 def _kernel_takes(kernel: str, x: torch.Tensor) -> bool:
-    return x.device.type in ("cuda", "meta") and dtype_name(x.dtype) in space_class(kernel).supported_dtypes()
+    return x.device.type in ("cuda", "meta") and _DTYPE_NAMES.get(x.dtype) in _TAKES[kernel]
 
 
 def _check_eps(module: str, eps: float | None, kernel_eps: float) -> None:
