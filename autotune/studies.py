@@ -129,7 +129,7 @@ class LocalTrials(_CachedStorage):
     # already written once, and every user attribute, is held back and written, all of a trial's together in one
     # transaction, before anything else about that trial is written or read from the database; so, as Optuna
     # promises, a trial's parameters and attributes reach the database before its state does.
-    def _write_params(self, trial_id: int) -> None:
+    def _write_held(self, trial_id: int) -> None:
         with self._lock:
             params = self._unwritten.pop(trial_id, None)
             attrs = self._unwritten_attrs.pop(trial_id, None)
@@ -150,10 +150,10 @@ class LocalTrials(_CachedStorage):
     def write_pending(self) -> None:
         """Write everything held back (of all trials)."""
         for trial_id in list({*self._unwritten, *self._unwritten_attrs}):
-            self._write_params(trial_id)
+            self._write_held(trial_id)
 
     def get_trial(self, trial_id: int) -> optuna.trial.FrozenTrial:
-        self._write_params(trial_id)
+        self._write_held(trial_id)
         return super().get_trial(trial_id)
 
     def get_best_trial(self, study_id: int) -> optuna.trial.FrozenTrial:
@@ -189,7 +189,7 @@ class LocalTrials(_CachedStorage):
                 trial._user_attrs[key] = value
 
     def set_trial_system_attr(self, trial_id: int, key: str, value: Any) -> None:
-        self._write_params(trial_id)
+        self._write_held(trial_id)
         super().set_trial_system_attr(trial_id, key, value)
         with self._lock:
             trial = self._cached(trial_id)
@@ -197,7 +197,7 @@ class LocalTrials(_CachedStorage):
                 trial._system_attrs[key] = value
 
     def set_trial_state_values(self, trial_id: int, state: TrialState, values: Any = None) -> bool:
-        self._write_params(trial_id)
+        self._write_held(trial_id)
         changed = super().set_trial_state_values(trial_id, state, values)
         if changed:
             with self._lock:
