@@ -394,6 +394,12 @@ def test_rows_cached_in_shared_memory(h200):
     assert any("shared-memory cache" in p for p in f16.violations(smem, (1024, 65537), h200))
     assert any("cp.async" in p for p in f16.violations({**smem, "VEC": 1, "ITEMS": 32}, (8, 64), h200))
     assert f16.launches({**smem, "CACHE": 0, "ITEMS": 8}, (8, 64), h200)[0].shared_bytes == 0
+    import dataclasses
+
+    v100 = dataclasses.replace(h200, compute_capability=(7, 0), name="Tesla V100")
+    assert any("cp.async" in p for p in f16.violations(smem, (1024, 65536), v100))
+    old = f16.rule_default((1024, 65536), v100)
+    assert (old["MAPPING"], old["CACHE"]) == ("block", 0) and f16.violations(old, (1024, 65536), v100) == []
 
 
 @pytest.mark.nvcc

@@ -23,6 +23,7 @@ from autotune.spaces.base import BufferSpec, Config, KernelSpace, Param, ceil_di
 
 MAPPINGS = {"warp": 0, "block": 1, "cluster": 2}
 CLUSTER_MIN_CC = (9, 0)  # thread-block clusters and distributed shared memory
+CP_ASYNC_MIN_CC = (8, 0)  # cp.async (the shared-memory row cache)
 LONG_ROW_BLOCK = 512  # threads per row of the rule default for rows longer than a warp handles
 STATIC_SHARED = 1024  # static shared memory of a row kernel besides the cache (ptxas: up to 400 B)
 BASE_REGISTERS = 40  # registers a row kernel uses besides its cache (measured with ptxas: 26 to 57)
@@ -111,6 +112,8 @@ class RowSpace(KernelSpace):
                 problems.append(f"a cache of {config['ITEMS'] * config['VEC']} fp32 values per thread exceeds the "
                                 f"{cap} registers a {config['BLOCK']}-thread block allows")  # fmt: skip
         elif config["CACHE"] == 2:
+            if tuple(device.compute_capability) < CP_ASYNC_MIN_CC:
+                problems.append(f"CACHE=2 (cp.async) needs compute capability 8.0; {device.name} has {device.cc}")
             if config["VEC"] * self.itemsize < 4:
                 problems.append(f"CACHE=2 copies 4, 8 or 16 bytes at a time (cp.async); VEC={config['VEC']} "
                                 f"{self.dtype} is {config['VEC'] * self.itemsize} B")  # fmt: skip
@@ -182,8 +185,9 @@ class RowSpace(KernelSpace):
                 trial.update(self.rule_extra(trial, shape))
                 if items <= 8 and not self.violations(trial, shape, device):
                     return trial
-        config.update(BLOCK=LONG_ROW_BLOCK if config["MAPPING"] != "warp" else config["BLOCK"], MAPPING=config["MAPPING"],
-                      CLUSTER=ROW_DEFAULT["CLUSTER"], CACHE=0, ITEMS=ROW_DEFAULT["ITEMS"])  # fmt: skip
+        if config["MAPPING"] != "warp":
+            config["BLOCK"] = LONG_ROW_BLOCK
+        config.update(CLUSTER=ROW_DEFAULT["CLUSTER"], CACHE=0, ITEMS=ROW_DEFAULT["ITEMS"])  # read again each pass
         config.update(self.rule_extra(config, shape))
         return config
 
