@@ -196,10 +196,10 @@ class Search:
             self.study.enqueue_trial(self.space.optuna_params(default), user_attrs={studies.ROLE: "default"})
             queued.add(config_key(default))
         rule = self._rule_default()
-        rule_key = config_key(rule) if rule is not None else None
-        if rule is not None and rule_key not in queued and not self.space.violations(rule, self.shape, self.device):
+        if rule is not None and config_key(rule) not in queued and not self.space.violations(rule, self.shape,
+                                                                                               self.device):
             self.study.enqueue_trial(self.space.optuna_params(rule), user_attrs={studies.ROLE: studies.RULE})
-            queued.add(rule_key)
+            queued.add(config_key(rule))
         for config, source in seeds:
             key = config_key(config)
             if key in queued or self.space.violations(config, self.shape, self.device):

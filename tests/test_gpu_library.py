@@ -255,10 +255,11 @@ def test_rows_cached_in_shared_memory_are_correct(kernel, dtype, device):
         {**space.default_config, "MAPPING": "warp", "BLOCK": 128, "VEC": vec},
         {**space.default_config, "MAPPING": "cluster", "CLUSTER": 2, "BLOCK": 256, "VEC": vec},
     ]
-    for c in configs:  # the fewest chunks per thread that hold the longest validation row (65539)
-        per_step = space.threads_per_row(c) * c["VEC"]
-        c.update(CACHE=2, ITEMS=min(32, 1 << max(0, (65539 + c["VEC"] - 1 + per_step - 1) // per_step - 1).bit_length()))
-        c.update(space.rule_extra(c, shape))
+    for c in configs:  # the fewest chunks per thread (a power of 2, at most 32) that hold a row of 65539
+        items = 1
+        while items < 32 and items * space.threads_per_row(c) * c["VEC"] < space.span(65539, c["VEC"]):
+            items *= 2
+        c.update(CACHE=2, ITEMS=items, **space.rule_extra({**c, "CACHE": 2}, shape))
     assert all(space.violations(c, shape, device) == [] for c in configs), [space.violations(c, shape, device) for c in configs]
     with GpuEvaluator(space, shape, seed=3, min_time_ms=0.5, max_reps=5) as evaluator:
         results = [f.result() for f in [evaluator.submit(c) for c in configs]]
