@@ -45,9 +45,21 @@ class Algorithm(ABC):
         names = {p.name for p in self.parameters}
         return {k: v for k, v in config.items() if k in names}
 
+    def unfit(self, shape: Shape, device: DeviceInfo) -> str | None:
+        """Why no configuration of this algorithm can work for ``shape`` on ``device`` (None: some may). The search
+        leaves such an algorithm out of its proposals. Here: ``min_cc`` and ``max_cc``; an algorithm for a class
+        of shapes (GEMV) adds its own condition."""
+        if tuple(device.compute_capability) < tuple(self.min_cc):
+            need = "%d.%d" % tuple(self.min_cc)
+            return f"algorithm {self.name} needs compute capability {need}; {device.name} has {device.cc}"
+        if self.max_cc is not None and tuple(device.compute_capability) > tuple(self.max_cc):
+            most = "%d.%d" % tuple(self.max_cc)
+            return f"algorithm {self.name} runs on compute capability {most} at most; {device.name} has {device.cc}"
+        return None
+
     @abstractmethod
     def constraints(self, config: "Config", shape: Shape, device: DeviceInfo) -> list[str]:
-        """Reasons ``config`` cannot work here (the family has checked the domains, ``min_cc`` and ``max_cc``)."""
+        """Reasons ``config`` cannot work here (the family has checked the domains and `unfit`)."""
 
     def defines(self, config: "Config") -> dict[str, int | str]:
         """-D defines: its own parameters, and DTYPE (the problem dtype's code, `autotune.dtypes`)."""

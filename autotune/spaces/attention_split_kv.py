@@ -51,13 +51,16 @@ class SplitKvAttention(Algorithm):
             "tile_registers": head_dim // 2 + config["BC"] + head_dim // 4,
         }
 
+    def unfit(self, shape: Shape, device: DeviceInfo) -> str | None:
+        if shape[2] > MAX_SEQ_Q:
+            return f"split_kv is for decoding: seq_q {shape[2]} > {MAX_SEQ_Q}"
+        return super().unfit(shape, device)
+
     def constraints(self, config: Config, shape: Shape, device: DeviceInfo) -> list[str]:
         config = self.local(config)
         b, h, sq, skv, d = shape
         g = self.geometry(config, d)
         problems = []
-        if sq > MAX_SEQ_Q:
-            problems.append(f"split_kv is for decoding: seq_q {sq} > {MAX_SEQ_Q}")
         blocks = b * h * ceil_div(sq, 16) * config["SPLITS"]
         if config["SPLITS"] > 1 and blocks > BLOCKS_PER_SM * device.multiprocessors:
             problems.append(f"{blocks} blocks > {BLOCKS_PER_SM} per SM: SPLITS={config['SPLITS']} is more than "

@@ -23,6 +23,7 @@ Spaces hold no GPU state and import no GPU library: they are exercised on CPU-on
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import json
@@ -210,6 +211,31 @@ class KernelSpace:
                 config[p.name] = trial.suggest_categorical(p.key, list(p.values))
         return config
 
+    def for_problem(self, shape: Shape, device: DeviceInfo, algorithms: Sequence[str] | None = None) -> "KernelSpace":
+        """This space with ``ALGO`` narrowed to the algorithms that can compute ``shape`` on ``device`` (a search
+        proposes only those: GEMV is never a candidate for a square GEMM); itself where every one can.
+        ``algorithms``: the ``ALGO`` values to keep instead (a resumed study keeps its recorded choices)."""
+        if not self.algorithms:
+            return self
+        offered = self.params[0].values
+        if algorithms is None:
+            unfit = {name: self.algos[name].unfit(shape, device) for name in offered}
+            algorithms = [name for name in offered if unfit[name] is None]
+            if not algorithms:
+                reasons = "; ".join(str(reason) for reason in unfit.values())
+                raise InvalidArgument(f"no algorithm of {self.name} ({self.dtype}) can compute "
+                                      f"{format_shape(shape)} on {device.name}: {reasons}")  # fmt: skip
+        if tuple(algorithms) == tuple(offered):
+            return self
+        narrowed = copy.copy(self)
+        kept = set(algorithms)
+        narrowed.params = tuple(
+            dataclasses.replace(p, values=tuple(algorithms)) if p.name == ALGO else p
+            for p in self.params
+            if p.algorithm is None or p.algorithm in kept
+        )
+        return narrowed
+
     def optuna_params(self, config: Mapping[str, Any]) -> dict[str, Any]:
         """A configuration as Optuna parameters (for `optuna.Study.enqueue_trial`)."""
         return {p.key: config[p.name] for p in self.active_params(config) if p.name in config}
@@ -226,17 +252,13 @@ class KernelSpace:
     # --- constraints ----------------------------------------------------------------------------------------
     def constraints(self, config: Config, shape: Shape, device: DeviceInfo) -> list[str]:
         """Reasons this configuration cannot work on this device for this shape; empty when it can.
-        Families: the algorithm's compute-capability floor and ceiling, then its own constraints."""
+        Families: whether the algorithm fits the shape and device at all (`Algorithm.unfit`), then its own
+        constraints."""
         if not self.algorithms:
             raise NotImplementedError(f"{type(self).__name__} must define constraints")
         algo = self.algorithm(config)
-        if tuple(device.compute_capability) < tuple(algo.min_cc):
-            need = "%d.%d" % tuple(algo.min_cc)
-            return [f"algorithm {algo.name} needs compute capability {need}; {device.name} has {device.cc}"]
-        if algo.max_cc is not None and tuple(device.compute_capability) > tuple(algo.max_cc):
-            most = "%d.%d" % tuple(algo.max_cc)
-            return [f"algorithm {algo.name} runs on compute capability {most} at most; {device.name} has {device.cc}"]
-        return algo.constraints(config, shape, device)
+        unfit = algo.unfit(shape, device)
+        return [unfit] if unfit else algo.constraints(config, shape, device)
 
     def violations(self, config: Config, shape: Shape, device: DeviceInfo) -> list[str]:
         """Domain membership, then the space's own constraints."""

@@ -47,11 +47,14 @@ class GemvGemm(Algorithm):
     default_config = {"BLOCK": 256, "KTHREADS": 32, "VEC": 4, "UNROLL": 2, "STREAM": 0, "SPLIT_K": 1}
     LAUNCH_ONLY = ("SPLIT_K",)
 
+    def unfit(self, shape: Shape, device: DeviceInfo) -> str | None:
+        if not applies(shape):
+            return f"gemv computes only M = 1 or N = 1, not {shape[0]}x{shape[1]}"
+        return super().unfit(shape, device)
+
     def constraints(self, config: Config, shape: Shape, device: DeviceInfo) -> list[str]:
         c = self.local(config)
         problems = []
-        if not applies(shape):
-            problems.append(f"gemv computes only M = 1 or N = 1, not {shape[0]}x{shape[1]}")
         if c["KTHREADS"] > c["BLOCK"]:
             problems.append(f"KTHREADS={c['KTHREADS']} threads do not fit a block of {c['BLOCK']}")
         itemsize = dtypes.dtype(self.dtype).itemsize
