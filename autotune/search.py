@@ -1,6 +1,9 @@
 """The search driver: Optuna proposes, the space rejects, the evaluator measures, the best is kept.
 
-    ask ─► constraints ─(invalid)─► PRUNED, "rejected" (does not count toward --trials)
+    ask (a joint proposal that breaks a constraint is first moved to the nearest valid configuration)
+     │
+     ▼
+    constraints ─(invalid)─► PRUNED, "rejected" (does not count toward --trials)
            │
            ├─(already measured)─► answered from the recorded result, "duplicate" (does not count)
            ▼
@@ -31,12 +34,13 @@ from autotune.device import DeviceInfo
 from autotune.errors import InvalidArgument
 from autotune.evaluation.base import Evaluator, Measurement
 from autotune.profile import Profile
+from autotune.proposals import RepairingSampler
 from autotune.ranking import Known as _Known
 from autotune.ranking import Ranked, rank
 from autotune.samplers import DEFAULT_SAMPLER, learns_from_pruned, make_sampler
 from autotune.shape import Shape, format_shape
 from autotune.spaces import get_space
-from autotune.spaces.base import Config, KernelSpace, config_key
+from autotune.spaces.base import ALGO, Config, KernelSpace, config_key
 from autotune.storage import BestEntry, Database, check_database, resolve_url
 
 
@@ -77,6 +81,7 @@ class SearchReport:
     rejected_now: int = 0
     rejected_total: int = 0
     duplicates_now: int = 0
+    repaired_now: int = 0  # proposals moved to the nearest valid configuration (`autotune.proposals`)
     failures: collections.Counter = field(default_factory=collections.Counter)  # study-wide, by kind
     failure_examples: dict[str, str] = field(default_factory=dict)
     restarts: int = 0  # GPU worker restarts in this run
@@ -143,7 +148,10 @@ class Search:
         )
         self._idle = 0
         self.profile = self.report.profile
-        self._grid = iter(space.configs()) if settings.sampler == "grid" else None
+        self.proposals = self._proposal_space()
+        base = study.sampler.base if isinstance(study.sampler, RepairingSampler) else study.sampler
+        self.sampler = study.sampler = RepairingSampler(base, self.proposals, self.shape, self.device)
+        self._grid = iter(self.proposals.configs()) if settings.sampler == "grid" else None
         self._best: Ranked | None = None
         self._liveness = liveness
         self._seen: set[int] = set()  # trial numbers already counted
@@ -151,6 +159,16 @@ class Search:
         self._refresh()
         if not self.study.trials:
             self._enqueue_starts(seeds)
+
+    def _proposal_space(self) -> KernelSpace:
+        """What the sampler proposes from: the space without the algorithms that cannot compute this shape on this
+        device. A study begun before that narrowing keeps the algorithm choices it recorded (Optuna refuses to
+        change a parameter's distribution within a study)."""
+        recorded = next((t.distributions[ALGO].choices for t in self.study.get_trials(deepcopy=False)
+                         if ALGO in t.distributions), None)  # fmt: skip
+        if recorded is not None and not set(recorded) <= set(self.space.domain(ALGO)):
+            recorded = None
+        return self.space.for_problem(self.shape, self.device, recorded)
 
     # --- resume, and other processes on the same study -------------------------------------------------------
     def _refresh(self) -> None:
@@ -245,7 +263,7 @@ class Search:
             with warnings.catch_warnings():
                 # Define-by-run: an algorithm's parameters exist only in its trials (multivariate TPE groups them).
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-                config = self.space.suggest(trial)
+                config = self.proposals.suggest(trial)
             self._place(trial, config)
         except BaseException:  # interrupted between ask and submit: settle the trial unless it is in flight
             placed = any(trial in (p.trial, *p.duplicates) for p in self.pending.values())
@@ -414,6 +432,7 @@ class Search:
             self._abandon_pending()
             raise
         self.report.restarts = self.evaluator.restarts - restarts0
+        self.report.repaired_now = self.sampler.repaired
         self._refresh()
         self._fail_stale()
         self.profile.wall_s = time.perf_counter() - start
@@ -538,6 +557,7 @@ def tune(
     elif template_hash is None:
         template_hash = space.template_hash()
     try:
+        space.for_problem(shape_t, evaluator.device)  # some algorithm can compute this shape here: before writing
         database = Database(url)
         storage = None
         try:

@@ -7,6 +7,7 @@ editing a template starts a new study, re-running the same command resumes the o
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import json
 import time
@@ -97,8 +98,9 @@ class LocalTrials(_CachedStorage):
     constant liar looks at every trial once per parameter group of every proposal: with 16 candidates in flight
     that was most of the driver's time (issue 12). This process writes its own trials through here, so each write
     is applied to the cached copy as well; only other processes' trials (joining hosts) are seen up to
-    ``refresh_s`` late, which the samplers tolerate as they tolerate trials still in flight. A trial asked for
-    is always read from the database (`get_trial` of an unfinished trial), so settling one twice is still caught.
+    ``refresh_s`` late, which the samplers tolerate as they tolerate trials still in flight. A running trial
+    this process asked for is read from the cache (it alone writes it); settling one twice is still caught, by the
+    database, which refuses to update a finished trial.
     """
 
     def __init__(self, backend: optuna.storages.RDBStorage, refresh_s: float) -> None:
@@ -107,6 +109,7 @@ class LocalTrials(_CachedStorage):
         self._read_at: dict[int, float] = {}
         self._unwritten: dict[int, list[tuple[str, float, Any]]] = {}  # trial id → parameters to write
         self._unwritten_attrs: dict[int, dict[str, Any]] = {}  # trial id → user attributes to write
+        self._asked: set[int] = set()  # running trials this process asked for (it alone writes them)
 
     def __getstate__(self) -> dict[Any, Any]:
         self.write_pending()
@@ -114,6 +117,7 @@ class LocalTrials(_CachedStorage):
         state["_read_at"] = {}
         state["_unwritten"] = {}
         state["_unwritten_attrs"] = {}
+        state["_asked"] = set()
         return state
 
     def _read_trials_from_remote_storage(self, study_id: int) -> None:
@@ -152,7 +156,21 @@ class LocalTrials(_CachedStorage):
         for trial_id in list({*self._unwritten, *self._unwritten_attrs}):
             self._write_held(trial_id)
 
+    def create_new_trial(self, study_id: int, template_trial: optuna.trial.FrozenTrial | None = None) -> int:
+        trial_id = super().create_new_trial(study_id, template_trial)
+        if template_trial is None or template_trial.state == TrialState.RUNNING:
+            self._asked.add(trial_id)
+        return trial_id
+
     def get_trial(self, trial_id: int) -> optuna.trial.FrozenTrial:
+        # A trial this process asked for and has not settled is written only by this process (through here), so
+        # the cached copy is current; a stale sweep by another process that failed it meanwhile is caught when
+        # this process settles it (the database refuses to update a finished trial; see set_trial_state_values).
+        if trial_id in self._asked:
+            with self._lock:
+                trial = self._cached(trial_id)
+                if trial is not None and trial.state == TrialState.RUNNING:
+                    return copy.deepcopy(trial)
         self._write_held(trial_id)
         return super().get_trial(trial_id)
 
@@ -197,8 +215,16 @@ class LocalTrials(_CachedStorage):
                 trial._system_attrs[key] = value
 
     def set_trial_state_values(self, trial_id: int, state: TrialState, values: Any = None) -> bool:
-        self._write_held(trial_id)
-        changed = super().set_trial_state_values(trial_id, state, values)
+        try:
+            self._write_held(trial_id)
+            changed = super().set_trial_state_values(trial_id, state, values)
+        except optuna.exceptions.UpdateFinishedTrialError:
+            self._asked.discard(trial_id)  # settled elsewhere: from now on read from the database
+            raise
+        if state == TrialState.RUNNING and changed:  # an enqueued trial this process took
+            self._asked.add(trial_id)
+        elif state.is_finished():
+            self._asked.discard(trial_id)
         if changed:
             with self._lock:
                 trial = self._cached(trial_id)

@@ -9,15 +9,20 @@ wall time is the driver's: what `autotune search --profile` reports as "optuna (
 from __future__ import annotations
 
 import argparse
+import collections
 import cProfile
 import hashlib
 import pstats
+import re
 import tempfile
 import time
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Sequence
 
+import optuna
+
+from autotune import studies
 from autotune.device import DeviceInfo
 from autotune.evaluation.base import Evaluator, Measurement, Timing, Toolchain
 from autotune.search import SearchSettings, tune
@@ -52,6 +57,16 @@ class InstantEvaluator(Evaluator):
         return [Timing(fake_time(c), fake_time(c), fake_time(c), fake_time(c), fake_time(c), rounds) for c in configs]
 
 
+def rejection_reasons(db: str, study_name: str) -> collections.Counter:
+    """Why proposals were rejected, by reason with its numbers blanked out."""
+    study = optuna.load_study(study_name=study_name, storage=db)
+    return collections.Counter(
+        re.sub(r"\d+", "#", t.user_attrs.get(studies.REASON, "?"))
+        for t in study.get_trials(deepcopy=False)
+        if t.user_attrs.get(studies.OUTCOME) == studies.REJECTED
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=200)
@@ -71,12 +86,15 @@ def main() -> None:
         if profiler:
             profiler.disable()
         wall = time.perf_counter() - start
+        reasons = rejection_reasons(db, report.study_name)
     p = report.profile
     asks = report.measured_now + report.rejected_now + report.duplicates_now
-    print(f"{report.measured_now} measured, {report.rejected_now} rejected, {report.duplicates_now} duplicates "
+    print(f"{report.measured_now} measured, {report.repaired_now} repaired, {report.rejected_now} rejected, {report.duplicates_now} duplicates "
           f"({asks} asks) in {wall:.2f} s; optuna (driver) {p.optuna_s:.2f} s = "
           f"{1000 * p.optuna_s / max(1, report.measured_now):.1f} ms/candidate, "
           f"{1000 * p.optuna_s / max(1, asks):.1f} ms/ask; best {report.best.time_ms if report.best else None}")
+    for reason, count in reasons.most_common(8):
+        print(f"  rejected {count:4d}: {reason}")
     if profiler:
         profiler.dump_stats(args.profile)
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(35)

@@ -8,12 +8,17 @@ numbers (`benchmarks/sampler_efficiency.py` replays it). ``--random N`` instead 
 configurations of the whole (un-narrowed) space: the distribution of what random search meets, from which the
 sampler study computes random search's expected best at each budget exactly (order statistics); it is not
 replayable by a sampler, since most of the space is unrecorded. A ``.gz`` name is written compressed.
+
+``--deadline-s`` stops waiting for results after that long and saves what was measured (a device command has a
+time limit); ``--append`` loads ``--out`` first and measures only configurations it lacks, so a large random
+recording can be made over several commands (same ``--seed``: the same draws, in the same order).
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import concurrent.futures
 import gzip
 import random
 import shutil
@@ -56,6 +61,18 @@ def random_valid(space, shape, device, count: int, seed: int) -> list:
     return list(found.values())
 
 
+def load(path: Path) -> Recording:
+    if path.suffix != ".gz":
+        return Recording.load(path)
+    plain = path.with_suffix("")
+    with gzip.open(path, "rb") as src, open(plain, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    try:
+        return Recording.load(plain)
+    finally:
+        plain.unlink()
+
+
 def save(recording: Recording, path: Path) -> None:
     """As `Recording.save`, gzip-compressed where the name ends in .gz (large random recordings)."""
     if path.suffix != ".gz":
@@ -75,6 +92,8 @@ def main() -> None:
     parser.add_argument("--random", type=int, default=0, help="N random valid configurations of the whole space")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--min-time-ms", type=float, default=25.0, help="kernel time per timed measurement")
+    parser.add_argument("--deadline-s", type=float, default=None, help="save what was measured after this long")
+    parser.add_argument("--append", action="store_true", help="add to the recording at --out")
     args = parser.parse_args()
     space = get_space("gemm", None if args.random else DOMAINS)
     domains = {p.name: list(p.values) for p in space.params} if args.random else DOMAINS
@@ -85,22 +104,32 @@ def main() -> None:
             configs = random_valid(space, shape, evaluator.device, args.random, args.seed)
         else:
             configs = space.valid_configs(shape, evaluator.device)
-        futures = [evaluator.submit(c) for c in configs]
-        recording = Recording(
-            kernel="gemm",
-            shape=shape,
-            device=evaluator.device,
-            toolchain=evaluator.toolchain,
-            template_hash=space.template_hash(),
-            domains=domains,
-        )
-        for config, future in zip(configs, futures):
-            recording.add(config, future.result())
+        if args.append and args.out.exists():
+            recording = load(args.out)
+            if recording.template_hash != space.template_hash() or tuple(recording.shape) != tuple(shape):
+                raise SystemExit(f"{args.out} was recorded with another template or shape: not appending")
+        else:
+            recording = Recording(kernel="gemm", shape=shape, device=evaluator.device, toolchain=evaluator.toolchain,
+                                  template_hash=space.template_hash(), domains=domains)  # fmt: skip
+        configs = [c for c in configs if config_key(c) not in recording.configs]
+        # A bounded window in flight: at the deadline little is left queued for the GPU worker to finish first.
+        window = 4 * (evaluator.compiler.jobs or 1)
+        futures = [evaluator.submit(c) for c in configs[:window]]
+        added = 0
+        for i, config in enumerate(configs):
+            left = None if args.deadline_s is None else args.deadline_s - (time.perf_counter() - start)
+            try:
+                recording.add(config, futures[i].result(timeout=max(left, 0.0) if left is not None else None))
+            except concurrent.futures.TimeoutError:
+                break
+            added += 1
+            if i + window < len(configs):
+                futures.append(evaluator.submit(configs[i + window]))
     save(recording, args.out)
     outcomes = collections.Counter(m.failure or "ok" for m in recording.measurements.values())
     best = min((m.time_ms for m in recording.measurements.values() if m.ok), default=None)
-    print(f"recorded {len(configs)} configurations on {evaluator.device.name} in {time.perf_counter() - start:.1f} s:"
-          f" {dict(outcomes)}; fastest {best:.4f} ms")  # fmt: skip
+    print(f"recorded {added} configurations ({len(recording.configs)} in the file) on {evaluator.device.name} in "
+          f"{time.perf_counter() - start:.1f} s: {dict(outcomes)}; fastest {best:.4f} ms")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -38,15 +38,18 @@ def test_parameters_reach_the_database_before_the_trials_state(tmp_path):
     assert other.get_trial(third._trial_id).state == TrialState.COMPLETE
 
 
-def test_reads_of_a_trial_and_a_refresh_write_what_was_held_back(tmp_path):
+def test_own_running_trials_are_read_from_the_cache_and_a_refresh_writes_what_was_held_back(tmp_path):
     local, other = _storages(tmp_path)
     study = optuna.create_study(storage=local, study_name="s")
     study.tell(study.ask({"A": optuna.distributions.CategoricalDistribution((1, 2))}), 1.0)
     trial = study.ask()
     trial.suggest_categorical("A", (1, 2))
     trial.set_user_attr("k", 1)
-    local.get_trial(trial._trial_id)  # a read from the database (Optuna's tell does one) writes first
-    assert other.get_trial(trial._trial_id).user_attrs == {"k": 1}
+    read = local.get_trial(trial._trial_id)  # Optuna's tell reads twice: this process's own trial, from the cache
+    assert read.user_attrs == {"k": 1} and "A" in read.params
+    assert other.get_trial(trial._trial_id).user_attrs == {}, "nothing written by a read"
+    read.user_attrs["k"] = 2
+    assert local.get_trial(trial._trial_id).user_attrs == {"k": 1}, "a copy: the cache is not changed through it"
     late = study.ask()
     late.suggest_categorical("A", (1, 2))
     local.write_pending()
@@ -61,3 +64,15 @@ def test_an_incompatible_distribution_is_refused_at_once(tmp_path):
     study.ask().suggest_categorical("A", (1, 2))
     with pytest.raises(ValueError):
         study.ask().suggest_categorical("A", (3, 4))
+
+
+def test_a_trial_settled_by_another_process_is_refused_and_then_read_from_the_database(tmp_path):
+    local, other = _storages(tmp_path)
+    study = optuna.create_study(storage=local, study_name="s")
+    trial = study.ask()
+    trial.suggest_categorical("A", (1, 2))
+    other.set_trial_state_values(trial._trial_id, TrialState.FAIL)  # a stale sweep elsewhere
+    assert local.get_trial(trial._trial_id).state == TrialState.RUNNING, "the cache does not know yet"
+    with pytest.raises(optuna.exceptions.UpdateFinishedTrialError):
+        study.tell(trial, 1.0)
+    assert local.get_trial(trial._trial_id).state == TrialState.FAIL
