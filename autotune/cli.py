@@ -237,7 +237,8 @@ def print_report(report: SearchReport, top: int = 10) -> None:
     failures = ", ".join(f"{k} {v}" for k, v in sorted(report.failures.items())) or "none"
     console.print(
         f"measured {report.measured_total} of {report.target} ({report.measured_now} this run); "
-        f"repaired to a valid configuration {report.repaired_now}; "
+        f"proposals repaired to a valid configuration {report.repaired_now}, moved off a measured one "
+        f"{report.moved_now}; "
         f"rejected before compiling {report.rejected_now} this run ({report.rejected_total} in all); "
         f"duplicates answered from the record {report.duplicates_now}; failures {failures}; "
         f"GPU worker restarts {report.restarts}; {report.wall_s:.1f} s",

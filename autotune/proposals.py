@@ -6,14 +6,19 @@ whole ask and tell and teaches the sampler only where not to go; with TPE about 
 rejected, and the driver, not nvcc or the GPU, bounded the wall time (issue 12). `RepairingSampler` sits between
 Optuna's sampler and the trial: a joint (relative) proposal that breaks a constraint is moved to the nearest valid
 configuration of the same algorithm — fewest parameters changed, then the smallest steps along their domains —
-and the trial records, and is measured at, what was repaired. Parameters sampled one at a time (a sampler's
-random start, a parameter new to the study) are not joint proposals and are rejected as before.
+and the trial records, and is measured at, what was repaired. A valid proposal of a configuration already
+measured (or in flight) is moved the same way to its nearest unmeasured neighbour: a duplicate costs an ask and
+measures nothing, and near a leader is where the sampler wanted to look. Parameters sampled one at a time (a
+sampler's random start, a parameter new to the study) are not joint proposals and are rejected as before.
+
+Replayed on the exhaustive H200 recording (`benchmarks/sampler_efficiency.py`, 20 seeds), TPE's median fraction
+of the best known went from 0.954 / 0.974 at 25 / 50 trials to 0.967 / 1.000.
 """
 
 from __future__ import annotations
 
 import itertools
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import optuna
 from optuna.distributions import BaseDistribution
@@ -27,8 +32,11 @@ from autotune.spaces.base import ALGO, Config, KernelSpace
 MAX_CHANGED = 2  # parameters a repair may change; beyond that the proposal is rejected as it was
 
 
-def nearest_valid(space: KernelSpace, config: Config, shape: Shape, device: DeviceInfo) -> Config | None:
-    """The valid configuration nearest to ``config`` within its algorithm, or None within `MAX_CHANGED` changes.
+def nearest_valid(
+    space: KernelSpace, config: Config, shape: Shape, device: DeviceInfo, wanted: Callable[[Config], bool] = None
+) -> Config | None:
+    """The valid configuration nearest to ``config`` within its algorithm (and ``wanted``, e.g. not measured yet),
+    or None within `MAX_CHANGED` changes.
 
     Nearest: fewest parameters changed, then the smallest sum of steps along their domains, then the parameters'
     order (so a repair is deterministic)."""
@@ -47,20 +55,31 @@ def nearest_valid(space: KernelSpace, config: Config, shape: Shape, device: Devi
         candidates.sort(key=lambda c: (c[0], c[1]))
         for _, _, picks in candidates:
             repaired = {**config, **{name: value for _, name, value in picks}}
-            if not space.violations(repaired, shape, device):
+            if (wanted is None or wanted(repaired)) and not space.violations(repaired, shape, device):
                 return repaired
     return None
 
 
 class RepairingSampler(BaseSampler):
-    """``base``'s proposals, each joint proposal repaired to the nearest valid configuration (`nearest_valid`)."""
+    """``base``'s proposals, each joint one repaired to the nearest valid, unmeasured configuration."""
 
-    def __init__(self, base: BaseSampler, space: KernelSpace, shape: Shape, device: DeviceInfo) -> None:
+    def __init__(
+        self,
+        base: BaseSampler,
+        space: KernelSpace,
+        shape: Shape,
+        device: DeviceInfo,
+        measured: Callable[[Config], bool] | None = None,
+    ) -> None:
+        """``measured``: whether a configuration is measured or in flight already; a repair avoids those, and a
+        valid proposal of one is moved to its nearest unmeasured neighbour (a duplicate measures nothing)."""
         self.base = base
         self.space = space
         self.shape = tuple(shape)
         self.device = device
+        self.measured = measured
         self.repaired = 0  # proposals moved to a valid configuration
+        self.moved = 0  # valid proposals of a measured configuration moved to an unmeasured neighbour
 
     def infer_relative_search_space(self, study: optuna.Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
         return self.base.infer_relative_search_space(study, trial)
@@ -73,17 +92,27 @@ class RepairingSampler(BaseSampler):
 
     def repair(self, params: dict[str, Any]) -> dict[str, Any]:
         """The proposed Optuna parameters, moved to a valid configuration where they form a whole invalid one."""
-        if self.space.algorithms and ALGO not in params:
+        # Optuna samples a one-valued parameter on its own (never jointly): it is known all the same.
+        whole = {p.key: p.values[0] for p in self.space.params if len(p.values) == 1} | params
+        if self.space.algorithms and ALGO not in whole:
             return params
-        config = self.space.config_of(params)
-        active = self.space.active_params(config)
-        if any(p.key not in params for p in active) or not self.space.violations(config, self.shape, self.device):
+        config = self.space.config_of(whole)
+        if any(p.key not in whole for p in self.space.active_params(config)):
             return params
-        repaired = nearest_valid(self.space, config, self.shape, self.device)
+        invalid = bool(self.space.violations(config, self.shape, self.device))
+        known = not invalid and self.measured is not None and self.measured(config)
+        if not invalid and not known:
+            return params
+        wanted = None if self.measured is None else (lambda c: not self.measured(c))
+        repaired = nearest_valid(self.space, config, self.shape, self.device, wanted)
         if repaired is None:
             return params
-        self.repaired += 1
-        return {**params, **self.space.optuna_params(repaired)}
+        if invalid:
+            self.repaired += 1
+        else:
+            self.moved += 1
+        moved = self.space.optuna_params(repaired)
+        return {**params, **{k: v for k, v in moved.items() if k in params}}
 
     def sample_independent(
         self, study: optuna.Study, trial: FrozenTrial, param_name: str, param_distribution: BaseDistribution

@@ -1,6 +1,7 @@
 """The search driver: Optuna proposes, the space rejects, the evaluator measures, the best is kept.
 
-    ask (a joint proposal that breaks a constraint is first moved to the nearest valid configuration)
+    ask (a joint proposal that breaks a constraint, or is measured already, is first moved to the nearest valid,
+     │    unmeasured configuration: autotune.proposals)
      │
      ▼
     constraints ─(invalid)─► PRUNED, "rejected" (does not count toward --trials)
@@ -81,7 +82,8 @@ class SearchReport:
     rejected_now: int = 0
     rejected_total: int = 0
     duplicates_now: int = 0
-    repaired_now: int = 0  # proposals moved to the nearest valid configuration (`autotune.proposals`)
+    repaired_now: int = 0  # invalid proposals moved to the nearest valid configuration (`autotune.proposals`)
+    moved_now: int = 0  # proposals of a measured configuration moved to the nearest unmeasured one
     failures: collections.Counter = field(default_factory=collections.Counter)  # study-wide, by kind
     failure_examples: dict[str, str] = field(default_factory=dict)
     restarts: int = 0  # GPU worker restarts in this run
@@ -150,7 +152,8 @@ class Search:
         self.profile = self.report.profile
         self.proposals = self._proposal_space()
         base = study.sampler.base if isinstance(study.sampler, RepairingSampler) else study.sampler
-        self.sampler = study.sampler = RepairingSampler(base, self.proposals, self.shape, self.device)
+        self.sampler = study.sampler = RepairingSampler(base, self.proposals, self.shape, self.device,
+                                                        self._measured_or_pending)  # fmt: skip
         self._grid = iter(self.proposals.configs()) if settings.sampler == "grid" else None
         self._best: Ranked | None = None
         self._liveness = liveness
@@ -169,6 +172,10 @@ class Search:
         if recorded is not None and not set(recorded) <= set(self.space.domain(ALGO)):
             recorded = None
         return self.space.for_problem(self.shape, self.device, recorded)
+
+    def _measured_or_pending(self, config: Config) -> bool:
+        key = config_key(config)
+        return key in self.known or key in self.pending_keys
 
     # --- resume, and other processes on the same study -------------------------------------------------------
     def _refresh(self) -> None:
@@ -433,6 +440,7 @@ class Search:
             raise
         self.report.restarts = self.evaluator.restarts - restarts0
         self.report.repaired_now = self.sampler.repaired
+        self.report.moved_now = self.sampler.moved
         self._refresh()
         self._fail_stale()
         self.profile.wall_s = time.perf_counter() - start

@@ -89,7 +89,7 @@ def main() -> None:
         reasons = rejection_reasons(db, report.study_name)
     p = report.profile
     asks = report.measured_now + report.rejected_now + report.duplicates_now
-    print(f"{report.measured_now} measured, {report.repaired_now} repaired, {report.rejected_now} rejected, {report.duplicates_now} duplicates "
+    print(f"{report.measured_now} measured, {report.repaired_now} repaired, {report.moved_now} moved, {report.rejected_now} rejected, {report.duplicates_now} duplicates "
           f"({asks} asks) in {wall:.2f} s; optuna (driver) {p.optuna_s:.2f} s = "
           f"{1000 * p.optuna_s / max(1, report.measured_now):.1f} ms/candidate, "
           f"{1000 * p.optuna_s / max(1, asks):.1f} ms/ask; best {report.best.time_ms if report.best else None}")

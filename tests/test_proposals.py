@@ -127,3 +127,24 @@ def test_a_tpe_search_of_the_whole_space_repairs_instead_of_rejecting(tmp_path):
     for t in study.trials:
         if studies.is_measured(t):
             assert not space.violations(space.config_of(t.params), SQUARE, H200)
+
+
+def test_a_proposal_of_a_measured_configuration_moves_to_the_nearest_unmeasured_one():
+    space = get_space("gemm").for_problem(SQUARE, H200)
+    leader = space.rule_default(SQUARE, H200)
+    measured = {config_key(leader)}
+    sampler = RepairingSampler(None, space, SQUARE, H200, lambda c: config_key(c) in measured)
+    moved = space.config_of(sampler.repair(space.optuna_params(leader)))
+    assert config_key(moved) not in measured and not space.violations(moved, SQUARE, H200)
+    assert len(changed(leader, moved)) == 1 and sampler.moved == 1 and sampler.repaired == 0
+    measured.add(config_key(moved))
+    again = space.config_of(sampler.repair(space.optuna_params(leader)))
+    assert config_key(again) not in measured, "the next nearest, once the nearest is measured too"
+
+
+def test_replayed_tpe_measures_no_duplicates_of_a_narrowed_space(tmp_path):
+    recording = tmp_path / "rec.json"
+    make_recording(recording)
+    report = tune("gemm", trials=60, db=str(tmp_path / "d.db"), replay=str(recording), seed=2, sampler="tpe")
+    assert report.measured_now == 60 and report.moved_now > 0
+    assert report.duplicates_now < report.moved_now
