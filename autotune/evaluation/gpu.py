@@ -74,14 +74,20 @@ class GpuEvaluator(Evaluator):
             )
         self.compiler = compiler or Compiler(self.device.compile_arch, cache_dir=cache_dir, jobs=jobs)
         self.toolchain = Toolchain(nvcc=self.compiler.version, flags=list(self.compiler.flags))
-        compare = self.compiler.compile(Path(__file__).with_name("compare.cu"), {})
+        # The validation kernel and the baseline compile side by side (one nvcc's time, not two, before a search).
+        compare_job = self.compiler.submit(Path(__file__).with_name("compare.cu"), {})
+        baseline = space.baseline_config()
+        baseline_job = None
+        if baseline is not None:
+            defines = space.compile_defines(baseline, self.shape)
+            baseline_job = self.compiler.submit(space.template_for(baseline), defines)
+        compare = compare_job.result()
         if not compare.ok or not compare.cubin:
             self._kill()
             raise DeviceError(f"cannot build the validation kernel: {compare.error}")
-        baseline = space.baseline_config()
         baseline_cubin = None
-        if baseline is not None:
-            built = self.compiler.compile(space.template_for(baseline), space.compile_defines(baseline, self.shape))
+        if baseline_job is not None:
+            built = baseline_job.result()
             if not built.ok or not built.cubin:
                 self._kill()
                 raise DeviceError(f"cannot build the baseline configuration that sets tolerances: {built.error}")
