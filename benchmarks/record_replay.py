@@ -96,7 +96,7 @@ def main() -> None:
     parser.add_argument("--append", action="store_true", help="add to the recording at --out")
     args = parser.parse_args()
     space = get_space("gemm", None if args.random else DOMAINS)
-    domains = {p.name: list(p.values) for p in space.params} if args.random else DOMAINS
+    domains = {p.name: list(p.values) for p in space.params}  # what was searched, parameters added later included
     shape = space.parse_shape(args.shape)
     start = time.perf_counter()
     with GpuEvaluator(space, shape, seed=0, min_time_ms=args.min_time_ms) as evaluator:

@@ -2,7 +2,8 @@
 
     python benchmarks/sampler_efficiency.py --recording tests/data/replay_gemm_h200.json --out $OUT/samplers
         [--warm-from OTHER_SHAPE_RECORDING.json] [--random-recording random_gemm_4096.json.gz]
-        [--seeds 20] [--budgets 25,50,100,200] [--samplers tpe,random,cmaes,gp]
+        [--seeds 20] [--budgets 25,50,100,200] [--samplers tpe,random,cmaes,gp] [--jobs 8]
+        [--curves-from EARLIER/samplers.json]
 
 Each sampler searches the recorded space (`ReplayEvaluator`, no GPU) with the real driver (`Search`: rejection,
 duplicates, the default measured first, in-flight proposals), ``--seeds`` times, up to the largest budget; the
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import multiprocessing
 import statistics
 import sys
 import tempfile
@@ -107,12 +109,15 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--budgets", default="25,50,100,200")
     parser.add_argument("--samplers", default="tpe,random,cmaes,gp")
+    parser.add_argument("--jobs", type=int, default=1, help="searches run at once, one per process")
+    parser.add_argument("--curves-from", type=Path, action="append", default=[],
+                        help="samplers.json of an earlier run on the same recording (slow samplers run apart)")
     args = parser.parse_args()
     budgets = [int(b) for b in args.budgets.split(",")]
     recording = load(args.recording)
     best_known = min(m.time_ms for m in recording.measurements.values() if m.ok and m.time_ms)
     valid = sum(1 for m in recording.measurements.values())
-    variants = [(s, []) for s in args.samplers.split(",")]
+    variants = [(s, []) for s in args.samplers.split(",") if s]
     if args.warm_from:
         warm = leaders(load(args.warm_from), WARM_SEEDS)
         variants += [(f"{s}+warm", warm) for s in ("tpe", "random")]
@@ -121,17 +126,27 @@ def main() -> None:
     for name, seeds_from in variants:
         sampler = name.split("+")[0]
         start = time.perf_counter()
-        curves[name] = [
-            [best_known / t for t in curve(recording, sampler, seed, max(budgets), seeds_from)]
-            for seed in range(args.seeds)
-        ]
+        jobs = [(recording, sampler, seed, max(budgets), seeds_from) for seed in range(args.seeds)]
+        if args.jobs > 1:  # one search per process: each is sequential, and gp and cmaes are slow
+            with multiprocessing.get_context("spawn").Pool(args.jobs) as pool:
+                runs = pool.starmap(curve, jobs)
+        else:
+            runs = [curve(*job) for job in jobs]
+        curves[name] = [[best_known / t for t in run] for run in runs]
         print(f"{name}: {args.seeds} searches in {time.perf_counter() - start:.1f} s; median fraction of best "
               + ", ".join(f"{b}: {median_at(curves[name], b):.3f}" for b in budgets), flush=True)
         # Written after each variant: a long study interrupted keeps what it has.
         (args.out / "samplers.json").write_text(json.dumps({"best_known_ms": best_known, "curves": curves}))
+    for earlier in args.curves_from:
+        data = json.loads(earlier.read_text())
+        if abs(data["best_known_ms"] - best_known) > 1e-9 * best_known:
+            raise SystemExit(f"{earlier} was replayed on another recording")
+        curves = {**{k: v for k, v in data["curves"].items() if k not in curves}, **curves}
     table = {name: {b: median_at(c, b) for b in budgets} for name, c in curves.items()}
     if args.random_recording:
-        table["random (whole space, exact)"] = random_expected_best(load(args.random_recording), budgets)
+        whole = load(args.random_recording)
+        label = f"random, whole space ({'x'.join(map(str, whole.shape))}, {whole.device.name}; exact)"
+        table[label] = random_expected_best(whole, budgets)
     (args.out / "samplers.json").write_text(json.dumps({"best_known_ms": best_known, "curves": curves}))
     lines = [f"{recording.kernel} {'x'.join(map(str, recording.shape))} on {recording.device.name}: "
              f"{valid} recorded configurations; median fraction of the best known ({best_known:.4f} ms) "
