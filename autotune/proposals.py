@@ -33,7 +33,11 @@ MAX_CHANGED = 2  # parameters a repair may change; beyond that the proposal is r
 
 
 def nearest_valid(
-    space: KernelSpace, config: Config, shape: Shape, device: DeviceInfo, wanted: Callable[[Config], bool] = None
+    space: KernelSpace,
+    config: Config,
+    shape: Shape,
+    device: DeviceInfo,
+    wanted: Callable[[Config], bool] | None = None,
 ) -> Config | None:
     """The valid configuration nearest to ``config`` within its algorithm (and ``wanted``, e.g. not measured yet),
     or None within `MAX_CHANGED` changes.
