@@ -1,7 +1,7 @@
 """Proposals repaired to the nearest valid configuration before they become trials.
 
-Kernel spaces are mostly invalid: four in five uniform draws of the fp32 GEMM space break a constraint (a warp
-tile that does not split into its threads, registers that would spill). Told as rejected, such a proposal costs a
+Kernel spaces are mostly invalid: four in five uniform draws of the fp32 GEMM space at 4096³ break a constraint (a
+warp tile that does not split into its threads, registers that would spill). Told as rejected, such a proposal costs a
 whole ask and tell and teaches the sampler only where not to go; with TPE about half of a search's proposals were
 rejected, and the driver, not nvcc or the GPU, bounded the wall time (issue 12). `RepairingSampler` sits between
 Optuna's sampler and the trial: a joint (relative) proposal that breaks a constraint is moved to the nearest valid
@@ -82,7 +82,7 @@ class RepairingSampler(BaseSampler):
         self.shape = tuple(shape)
         self.device = device
         self.measured = measured
-        self.repaired = 0  # proposals moved to a valid configuration
+        self.repaired = 0  # invalid proposals moved to a valid configuration
         self.moved = 0  # valid proposals of a measured configuration moved to an unmeasured neighbour
 
     def infer_relative_search_space(self, study: optuna.Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
@@ -95,7 +95,8 @@ class RepairingSampler(BaseSampler):
         return self.repair(params)
 
     def repair(self, params: dict[str, Any]) -> dict[str, Any]:
-        """The proposed Optuna parameters, moved to a valid configuration where they form a whole invalid one."""
+        """The proposed Optuna parameters; where they form a whole configuration that is invalid, or measured or in
+        flight already, those of the nearest valid, unmeasured one instead (unchanged where there is none)."""
         # Optuna samples a one-valued parameter on its own (never jointly): it is known all the same.
         whole = {p.key: p.values[0] for p in self.space.params if len(p.values) == 1} | params
         if self.space.algorithms and ALGO not in whole:
@@ -115,8 +116,8 @@ class RepairingSampler(BaseSampler):
             self.repaired += 1
         else:
             self.moved += 1
-        moved = self.space.optuna_params(repaired)
-        return {**params, **{k: v for k, v in moved.items() if k in params}}
+        replacement = self.space.optuna_params(repaired)
+        return {**params, **{k: v for k, v in replacement.items() if k in params}}
 
     def sample_independent(
         self, study: optuna.Study, trial: FrozenTrial, param_name: str, param_distribution: BaseDistribution

@@ -1,10 +1,9 @@
 """The search driver: Optuna proposes, the space rejects, the evaluator measures, the best is kept.
 
-    ask (a joint proposal that breaks a constraint, or is measured already, is first moved to the nearest valid,
-     │    unmeasured configuration: autotune.proposals)
-     │
-     ▼
-    constraints ─(invalid)─► PRUNED, "rejected" (does not count toward --trials)
+    ask ─► a joint proposal that breaks a constraint, or is measured already, moves to the nearest valid,
+           │ unmeasured configuration (autotune.proposals)
+           ▼
+        constraints ─(invalid)─► PRUNED, "rejected" (does not count toward --trials)
            │
            ├─(already measured)─► answered from the recorded result, "duplicate" (does not count)
            ▼
