@@ -25,7 +25,7 @@ import optuna
 from autotune import studies
 from autotune.device import DeviceInfo
 from autotune.evaluation.base import Evaluator, Measurement, Timing, Toolchain
-from autotune.search import SearchSettings, tune
+from autotune.search import tune
 from autotune.spaces import config_key
 
 H100 = DeviceInfo(
