@@ -44,8 +44,8 @@ def nearest_valid(
 
     Nearest: fewest parameters changed, then the smallest sum of steps along their domains, then the parameters'
     order (so a repair is deterministic)."""
-    params = [p for p in space.active_params(config) if p.name != ALGO and config.get(p.name) in p.values]
-    if len(params) != len([p for p in space.active_params(config) if p.name != ALGO]):
+    params = [p for p in space.active_params(config) if p.name != ALGO]
+    if any(config.get(p.name) not in p.values for p in params):
         return None  # a value outside the domain: not a proposal of this space
     moves = []  # per parameter: (steps, parameter name, value) for every other value of its domain
     for p in params:

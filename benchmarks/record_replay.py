@@ -19,9 +19,7 @@ from __future__ import annotations
 import argparse
 import collections
 import concurrent.futures
-import gzip
 import random
-import shutil
 import time
 from pathlib import Path
 
@@ -61,30 +59,6 @@ def random_valid(space, shape, device, count: int, seed: int) -> list:
     return list(found.values())
 
 
-def load(path: Path) -> Recording:
-    if path.suffix != ".gz":
-        return Recording.load(path)
-    plain = path.with_suffix("")
-    with gzip.open(path, "rb") as src, open(plain, "wb") as dst:
-        shutil.copyfileobj(src, dst)
-    try:
-        return Recording.load(plain)
-    finally:
-        plain.unlink()
-
-
-def save(recording: Recording, path: Path) -> None:
-    """As `Recording.save`, gzip-compressed where the name ends in .gz (large random recordings)."""
-    if path.suffix != ".gz":
-        recording.save(path)
-        return
-    plain = path.with_suffix("")
-    recording.save(plain)
-    with open(plain, "rb") as src, gzip.open(path, "wb") as dst:
-        shutil.copyfileobj(src, dst)
-    plain.unlink()
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
@@ -105,7 +79,7 @@ def main() -> None:
         else:
             configs = space.valid_configs(shape, evaluator.device)
         if args.append and args.out.exists():
-            recording = load(args.out)
+            recording = Recording.load(args.out)
             if recording.template_hash != space.template_hash() or tuple(recording.shape) != tuple(shape):
                 raise SystemExit(f"{args.out} was recorded with another template or shape: not appending")
         else:
@@ -125,7 +99,7 @@ def main() -> None:
             added += 1
             if i + window < len(configs):
                 futures.append(evaluator.submit(configs[i + window]))
-    save(recording, args.out)
+    recording.save(args.out)
     outcomes = collections.Counter(m.failure or "ok" for m in recording.measurements.values())
     best = min((m.time_ms for m in recording.measurements.values() if m.ok), default=None)
     print(f"recorded {added} configurations ({len(recording.configs)} in the file) on {evaluator.device.name} in "

@@ -20,12 +20,10 @@ Writes ``samplers.json`` (per-seed curves), ``samplers.md`` (median fraction of 
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import multiprocessing
 import statistics
 import sys
-import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -41,15 +39,6 @@ from autotune.search import Search, SearchSettings  # noqa: E402
 from autotune.spaces import get_space  # noqa: E402
 
 WARM_SEEDS = 5
-
-
-def load(path: Path) -> Recording:
-    if path.suffix != ".gz":
-        return Recording.load(path)
-    with tempfile.NamedTemporaryFile("wb", suffix=".json") as tmp:
-        tmp.write(gzip.decompress(path.read_bytes()))
-        tmp.flush()
-        return Recording.load(Path(tmp.name))
 
 
 def leaders(recording: Recording, count: int) -> list[dict]:
@@ -114,12 +103,12 @@ def main() -> None:
                         help="samplers.json of an earlier run on the same recording (slow samplers run apart)")
     args = parser.parse_args()
     budgets = [int(b) for b in args.budgets.split(",")]
-    recording = load(args.recording)
+    recording = Recording.load(args.recording)
     best_known = min(m.time_ms for m in recording.measurements.values() if m.ok and m.time_ms)
     valid = sum(1 for m in recording.measurements.values())
     variants = [(s, []) for s in args.samplers.split(",") if s]
     if args.warm_from:
-        warm = leaders(load(args.warm_from), WARM_SEEDS)
+        warm = leaders(Recording.load(args.warm_from), WARM_SEEDS)
         variants += [(f"{s}+warm", warm) for s in ("tpe", "random")]
     args.out.mkdir(parents=True, exist_ok=True)
     curves: dict[str, list[list[float]]] = {}
@@ -144,7 +133,7 @@ def main() -> None:
         curves = {**{k: v for k, v in data["curves"].items() if k not in curves}, **curves}
     table = {name: {b: median_at(c, b) for b in budgets} for name, c in curves.items()}
     if args.random_recording:
-        whole = load(args.random_recording)
+        whole = Recording.load(args.random_recording)
         label = f"random, whole space ({'x'.join(map(str, whole.shape))}, {whole.device.name}; exact)"
         table[label] = random_expected_best(whole, budgets)
     (args.out / "samplers.json").write_text(json.dumps({"best_known_ms": best_known, "curves": curves}))

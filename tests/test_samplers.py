@@ -37,6 +37,19 @@ def test_recording_is_exhaustive_and_real(recording):
     assert times[-1] / times[0] > 3, "a space where the choice matters"
 
 
+def test_a_gz_recording_round_trips_compressed(recording, tmp_path):
+    path = tmp_path / "rec.json.gz"
+    recording.save(path)
+    assert path.read_bytes()[:2] == b"\x1f\x8b", "gzip"
+    again = Recording.load(path)
+    assert again.configs == recording.configs and again.domains == recording.domains
+    assert {k: m.time_ms for k, m in again.measurements.items()} == {
+        k: m.time_ms for k, m in recording.measurements.items()}
+    path.write_bytes(b"\x1f\x8bnot gzip")
+    with pytest.raises(InvalidArgument, match="cannot read replay recording"):
+        Recording.load(path)
+
+
 def test_a_recording_older_than_a_parameter_loads_at_its_default(recording, h200):
     """Recorded before split-K existed: each configuration ran SPLIT_K = 1, and the search proposes only that."""
     from autotune.spaces import get_space

@@ -1,12 +1,14 @@
 """Replay: answer from GPU measurements recorded earlier, so the search runs without a GPU.
 
 A recording is the exhaustive measurement of a (narrowed) space at one shape on one device — every valid
-configuration, its time or its failure — as Kernel Tuner's cache files are. `benchmarks/record_replay.py` makes
+configuration, its time or its failure — as Kernel Tuner's cache files are. A name ending in ``.gz`` is
+read and written gzip-compressed. `benchmarks/record_replay.py` makes
 one on a GPU machine; tests drive the search driver, the samplers and the storage through `ReplayEvaluator`.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import time
 from concurrent.futures import Future
@@ -51,12 +53,14 @@ class Recording:
                 {"config": self.configs[k], "measurement": self.measurements[k].to_dict()} for k in self.configs
             ],
         }
-        Path(path).write_text(json.dumps(data, indent=1))
+        text = json.dumps(data, indent=1).encode()
+        Path(path).write_bytes(gzip.compress(text) if str(path).endswith(".gz") else text)
 
     @classmethod
     def load(cls, path: Path) -> "Recording":
         try:
-            data = json.loads(Path(path).read_text())
+            raw = Path(path).read_bytes()
+            data = json.loads(gzip.decompress(raw) if str(path).endswith(".gz") else raw)
             if data.get("format") != FORMAT:
                 raise ValueError(f"format {data.get('format')!r}, expected {FORMAT!r}")
             rec = cls(
@@ -73,7 +77,7 @@ class Recording:
             for r in data["records"]:
                 config = {ALGO: legacy, **r["config"]} if legacy is not None else r["config"]
                 rec.add(_completed(rec.kernel, config, rec.domains), Measurement.from_dict(r["measurement"]))
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+        except (OSError, EOFError, ValueError, KeyError, TypeError) as exc:
             raise InvalidArgument(f"cannot read replay recording {path}: {exc}") from None
         return rec
 
