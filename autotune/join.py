@@ -29,18 +29,26 @@ from autotune.templates import short_hash
 REQUIRED = ("kernel", "shape", "dtype", "device", "template_hash", "domains")
 
 
-def wait_for_study(storage: Any, name: str, wait_s: float) -> dict[str, Any]:
-    """The attributes of study ``name`` once it exists and holds them; waits up to ``wait_s`` seconds."""
+def wait_for_study(storage: Any, name: str, wait_s: float, keys: tuple[str, ...] = REQUIRED) -> dict[str, Any]:
+    """The attributes of study ``name`` once it exists and holds ``keys``; waits up to ``wait_s`` seconds.
+
+    A starting search writes its attributes one at a time, so a host that sees the study may not see all of
+    them yet: it waits for every key it needs, not for the study alone."""
     deadline = time.monotonic() + wait_s
+    attrs: dict[str, Any] | None = None
     while True:
         try:
             study_id = storage.get_study_id_from_name(name)
             attrs = storage.get_study_user_attrs(study_id)
-            if all(k in attrs for k in REQUIRED):
+            if all(k in attrs for k in keys):
                 return attrs
         except KeyError:
             pass
         if time.monotonic() >= deadline:
+            if attrs is not None and all(k in attrs for k in REQUIRED):
+                return attrs  # the caller says what is missing
+            if attrs is not None:
+                raise InvalidArgument(f"study {name!r} was not made by an autotune search: it cannot be joined")
             hint = " (--wait SECONDS waits for a search that is starting)" if wait_s <= 0 else ""
             raise InvalidArgument(f"no study {name!r} in this database{hint}")
         time.sleep(min(1.0, max(0.05, deadline - time.monotonic())))
@@ -73,7 +81,9 @@ def join(
     try:
         base = settings or SearchSettings(trials=trials or 1)
         storage = database.optuna_storage(heartbeat_s=base.heartbeat_s)
-        attrs = wait_for_study(storage, study_name, wait_s)
+        # Without --trials the host needs the target too, which the search writes after the study's attributes.
+        keys = REQUIRED if trials is not None else REQUIRED + (studies.TARGET,)
+        attrs = wait_for_study(storage, study_name, wait_s, keys)
         space = get_space(attrs["kernel"], attrs["domains"], dtype=attrs["dtype"])
         shape = parse_shape(attrs["shape"], space.dims)
         target = trials if trials is not None else int(attrs.get(studies.TARGET, 0))

@@ -586,8 +586,9 @@ def tune(
 
                 from_study = find_study(storage, from_study)
             study = studies.open_study(storage, name, sampler_obj, attributes, refresh_s=run_settings.refresh_s)
-            study.set_user_attr(studies.TARGET, trials)  # what hosts joining with `autotune worker` aim at
             study.set_user_attr(studies.SAMPLER, sampler)
+            # Last: a joining host that waits for the target finds the sampler and the space already written.
+            study.set_user_attr(studies.TARGET, trials)  # what hosts joining with `autotune worker` aim at
             seeds = []
             if warm_start and not study.trials:
                 from autotune import warmstart

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import optuna
@@ -122,3 +123,33 @@ def test_two_hosts_share_one_postgresql_study(tmp_path, recording):
     assert 60 <= count <= 60 + 2 * 16, count  # each host stops at the target, finishing what it has in flight
     assert sum(r["measured_now"] for r in reports) == count
     assert not [t for t in study.trials if t.state == TrialState.RUNNING]
+
+
+def test_a_joining_host_waits_for_the_target_written_after_the_study(tmp_path, recording):
+    # A search writes the study's attributes one at a time and the target last; a host that saw the study
+    # before the target (the race CI once hit on PostgreSQL) waits for it instead of giving up.
+    path, _ = recording
+    db = str(tmp_path / "s.db")
+    url = resolve_url(db)
+    first = tune("gemm", trials=5, db=db, replay=str(path), seed=1)
+    attrs = optuna.load_study(study_name=first.study_name, storage=url).user_attrs
+    late = optuna.create_study(study_name="late", storage=url)
+    for key, value in attrs.items():
+        if key != studies.TARGET:
+            late.set_user_attr(key, value)
+    writer = threading.Timer(1.0, late.set_user_attr, (studies.TARGET, 8))
+    writer.start()
+    try:
+        report = join("late", db=db, replay=str(path), wait_s=30)
+    finally:
+        writer.join()
+    assert report.measured_total == 8
+    bare = optuna.create_study(study_name="no-target", storage=url)
+    for key, value in attrs.items():
+        if key != studies.TARGET:
+            bare.set_user_attr(key, value)
+    with pytest.raises(InvalidArgument, match="give --trials"):  # a target never written: said after the wait
+        join("no-target", db=db, replay=str(path), wait_s=0.2)
+    optuna.create_study(study_name="foreign", storage=url)
+    with pytest.raises(InvalidArgument, match="not made by an autotune search"):
+        join("foreign", db=db, replay=str(path))
