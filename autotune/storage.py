@@ -396,21 +396,27 @@ class Database:
 
 
 def _retry_initialisation(step: Callable[[], Any], attempts: int = 6) -> Any:
-    """Run a table-creating step; processes that create the same tables at once collide on a unique key
-    (Optuna's alembic_version, our schema_version row): the losers retry and find the tables made."""
+    """Run a table-creating step; processes that create the same tables at once collide: on a unique key
+    (Optuna's alembic_version, our schema_version row, PostgreSQL's pg_type), on a lock (SQLite), or on a table
+    another process created between the check and the CREATE (PostgreSQL's "relation ... already exists", a
+    ProgrammingError). The losers retry and find the tables made."""
     for attempt in range(attempts):
         try:
             return step()
-        except (IntegrityError, sa.exc.OperationalError) as exc:
-            text = str(exc).lower()
-            if attempt == attempts - 1 or not ("unique" in text or "locked" in text or "exists" in text):
+        except sa.exc.DBAPIError as exc:
+            if attempt == attempts - 1 or not _lost_a_creation_race(exc):
                 raise
         except Exception as exc:  # optuna wraps what SQLAlchemy raised during its own creation
             cause = exc.__cause__ or exc.__context__
-            if attempt == attempts - 1 or not isinstance(cause, (IntegrityError, sa.exc.OperationalError)):
+            if attempt == attempts - 1 or not (isinstance(cause, sa.exc.DBAPIError) and _lost_a_creation_race(cause)):
                 raise
         time.sleep(0.05 * 2**attempt)
     raise AssertionError("unreachable")
+
+
+def _lost_a_creation_race(exc: sa.exc.DBAPIError) -> bool:
+    text = str(exc).lower()
+    return any(word in text for word in ("unique", "locked", "exists", "duplicate"))
 
 
 def _display(url: str) -> str:

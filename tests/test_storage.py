@@ -180,3 +180,32 @@ def test_missing_postgresql_driver_is_one_line(monkeypatch):
     message = str(info.value)
     assert "psycopg" in message and "autotune[postgres]" in message and "\n" not in message
     assert "secret" not in message, "the password is not printed"
+
+
+def test_table_creation_races_are_retried_and_other_errors_are_not():
+    # Four processes on a fresh PostgreSQL database: one creates Optuna's tables between another's check and
+    # its CREATE TABLE, which fails with "relation ... already exists" (a ProgrammingError, seen in CI).
+    from autotune.storage import _retry_initialisation
+
+    calls = []
+
+    def creation(error: Exception | None):
+        def step():
+            calls.append(1)
+            if len(calls) == 1 and error is not None:
+                raise error
+            return "made"
+
+        return step
+
+    lost = sa.exc.ProgrammingError("CREATE TABLE studies", {}, Exception('relation "studies" already exists'))
+    assert _retry_initialisation(creation(lost)) == "made" and len(calls) == 2
+    calls.clear()
+    wrapped = RuntimeError("optuna could not create its tables")
+    wrapped.__cause__ = lost
+    assert _retry_initialisation(creation(wrapped)) == "made" and len(calls) == 2
+    calls.clear()
+    syntax = sa.exc.ProgrammingError("SELEC 1", {}, Exception("syntax error at or near SELEC"))
+    with pytest.raises(sa.exc.ProgrammingError):
+        _retry_initialisation(creation(syntax))
+    assert len(calls) == 1
