@@ -18,8 +18,10 @@ struct Vec {
 // LayerNorm weights with fp16 x, as mixed-precision training keeps them).
 template <int CODE> struct ElemOf;
 template <> struct ElemOf<0> { typedef float type; };
+#if HALF_TYPES
 template <> struct ElemOf<1> { typedef __half type; };
 template <> struct ElemOf<2> { typedef __nv_bfloat16 type; };
+#endif
 
 __device__ __forceinline__ bool aligned_to(const void* p, int bytes) {
   return (reinterpret_cast<uintptr_t>(p) & (uintptr_t)(bytes - 1)) == 0;
