@@ -179,7 +179,10 @@ def test_a_bad_binary_refuses_the_file_whole(tmp_path, exported, monkeypatch, wh
 @needs_nvrtc
 def test_missing_cuda_headers_are_named(monkeypatch):
     monkeypatch.setattr(binaries, "_include_dirs", lambda: [])
+    # An fp32 kernel includes no CUDA header, so NVRTC builds it without any; a half one needs cuda_fp16.h.
+    assert binaries.nvrtc_compile(TEMPLATE, DEFINES, "sm_90a")[:4] == b"\x7fELF"
+    half = get_space("softmax", dtype="float16")
     with pytest.raises(ToolchainError) as err:
-        binaries.nvrtc_compile(TEMPLATE, DEFINES, "sm_90a")
+        binaries.nvrtc_compile(half.template_for(CONFIG), half.compile_defines(CONFIG, SHAPE), "sm_90a")
     text = str(err.value)
     assert text.startswith("NVRTC needs cuda_") and "pip install nvidia-cuda-runtime" in text and "\n" not in text
