@@ -8,16 +8,13 @@ Phases, summed over the candidates measured by this run:
   a GPU idle much of the time while little waits in the queue means compilation is the bottleneck);
 * optuna: the driver's ask / suggest / tell and reading the study (the sampler's own cost);
 * retime: the final interleaved re-timing of the leaders.
-
-Apart from those, the evaluator's start-up phases (the GPU worker's start, the validation kernel's and the
-baseline's compile, the worker's set-up): the worker's set-up overlaps the search's first compiles.
 """
 
 from __future__ import annotations
 
 import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Iterator
 
 from autotune.evaluation.base import Measurement
@@ -35,7 +32,6 @@ class Profile:
     time_s: float = 0.0
     optuna_s: float = 0.0
     retime_s: float = 0.0
-    startup: dict[str, float] = field(default_factory=dict)  # seconds per start-up phase (`Evaluator.startup`)
 
     def add(self, m: Measurement) -> None:
         self.measured += 1
@@ -79,7 +75,4 @@ class Profile:
         out = [f"profile: {self.measured} candidates in {self.wall_s:.1f} s wall; GPU busy {100 * self.gpu_busy:.0f}%"]
         for name, total, note in rows:
             out.append(f"  {name:<22} {total:8.2f} s  {1000 * total / n:8.1f} ms/candidate  {note}".rstrip())
-        if self.startup:
-            phases = ", ".join(f"{name} {seconds:.2f} s" for name, seconds in self.startup.items())
-            out.append(f"start-up: {phases} (the set-up overlaps the first compiles)")
         return out

@@ -446,7 +446,6 @@ class Search:
         retime_start = time.perf_counter()
         self._rank()
         self.profile.retime_s = time.perf_counter() - retime_start
-        self.profile.startup = self.evaluator.startup()
         self._count_failures()
         total = int(self.study.user_attrs.get("worker_restarts", 0)) + self.report.restarts
         self.study.set_user_attr("worker_restarts", total)

@@ -32,9 +32,6 @@ def test_fifty_trial_search_end_to_end(tmp_path):
     assert row.config == report.best.config and row.device_name == query_device().name
     study = optuna.load_study(study_name=report.study_name, storage=resolve_url(db))
     assert not [t for t in study.trials if t.state == TrialState.RUNNING]
-    # The worker's set-up ran beside the first compiles, and each start-up phase was timed.
-    assert list(report.profile.startup) == ["worker start", "validation + baseline compile", "worker set-up"]
-    assert all(seconds > 0 for seconds in report.profile.startup.values())
 
 
 def test_faulty_candidates_do_not_stop_a_search(tmp_path):

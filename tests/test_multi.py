@@ -60,7 +60,6 @@ def test_two_gpus_feed_one_study(tmp_path):
     report = tune("gemm", "1024x1024x1024", trials=40, db=str(tmp_path / "m.db"), seed=1, devices=[0, 1])
     assert report.measured_now == 40 and report.best is not None
     assert report.profile.validate_s + report.profile.time_s > 0
-    assert set(report.profile.startup) == {"worker start", "validation + baseline compile", "worker set-up"}
 
 
 @pytest.mark.gpu

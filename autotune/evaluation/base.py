@@ -104,10 +104,6 @@ class Evaluator(ABC):
     toolchain: Toolchain
     restarts: int = 0  # GPU worker restarts so far (crashes, hangs)
 
-    def startup(self) -> dict[str, float]:
-        """Seconds of each phase of getting ready to measure (`--profile`); empty where there is none."""
-        return {}
-
     @abstractmethod
     def submit(self, config: Config) -> "Future[Measurement]":
         """Compile, validate and time ``config``; the future never raises for a bad candidate."""

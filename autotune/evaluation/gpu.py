@@ -6,10 +6,6 @@
 
 A candidate never raises: every outcome is a `Measurement`. Only a worker that cannot start at all (no GPU,
 no pycuda) raises `DeviceError`, since no search can go on then.
-
-The worker's set-up (target inputs, fp64 reference, tolerances from the baseline) runs in a thread after the
-constructor returns, so it overlaps the search's first compiles and, with several GPUs, the other GPUs' set-up.
-A set-up that fails raises its `DeviceError` from every candidate's future.
 """
 
 from __future__ import annotations
@@ -67,11 +63,8 @@ class GpuEvaluator(Evaluator):
         self._conn: Any = None
         self._cache_dir = cache_dir or cache_root()
 
-        self._phases: dict[str, float] = {}
         # The worker tells us which GPU this is; only then do we know the architecture to compile for.
-        started = time.perf_counter()
         self.device = self._spawn()
-        self._phases["worker start"] = time.perf_counter() - started
         needed = space.device_bytes(space.default_config, self.shape)
         if needed > 0.9 * self.device.total_memory:
             self._kill()
@@ -86,51 +79,37 @@ class GpuEvaluator(Evaluator):
         baseline = space.baseline_config()
         baseline_job = None
         if baseline is not None:
-            baseline_job = self.compiler.submit(space.template_for(baseline), space.compile_defines(baseline, self.shape))
-        settings = dict(seed=seed, flush_l2=flush_l2, baseline_config=baseline, min_time_ms=min_time_ms,
-                        max_reps=max_reps)  # fmt: skip
-        self._ready: Future[None] = Future()
-        self._setup_thread = threading.Thread(
-            target=self._set_up, args=(compare_job, baseline_job, settings), name="gpu-setup", daemon=True
+            defines = space.compile_defines(baseline, self.shape)
+            baseline_job = self.compiler.submit(space.template_for(baseline), defines)
+        compare = compare_job.result()
+        if not compare.ok or not compare.cubin:
+            self._kill()
+            raise DeviceError(f"cannot build the validation kernel: {compare.error}")
+        baseline_cubin = None
+        if baseline_job is not None:
+            built = baseline_job.result()
+            if not built.ok or not built.cubin:
+                self._kill()
+                raise DeviceError(f"cannot build the baseline configuration that sets tolerances: {built.error}")
+            baseline_cubin = built.cubin
+        self._setup = Setup(
+            space_ref=type(space).ref(),
+            shape=self.shape,
+            seed=seed,
+            dtype=space.dtype,
+            compare_cubin=compare.cubin,
+            cache_dir=str(self._cache_dir),
+            flush_l2=flush_l2,
+            baseline_config=baseline,
+            baseline_cubin=baseline_cubin,
+            min_time_ms=min_time_ms,
+            max_reps=max_reps,
         )
-        self._setup_thread.start()
+        self._configure()
 
         self._queue: "queue.Queue[tuple | None]" = work_queue if work_queue is not None else queue.Queue()
         self._feeder = threading.Thread(target=self._feed, name="gpu-feeder", daemon=True)
         self._feeder.start()
-
-    def _set_up(self, compare_job: "Future[CompileResult]", baseline_job: "Future[CompileResult] | None",
-                settings: dict[str, Any]) -> None:  # fmt: skip
-        """Wait for the validation kernel and the baseline, then hand the worker its set-up (the set-up thread)."""
-        try:
-            started = time.perf_counter()
-            compare = compare_job.result()
-            if not compare.ok or not compare.cubin:
-                raise DeviceError(f"cannot build the validation kernel: {compare.error}")
-            baseline_cubin = None
-            if baseline_job is not None:
-                built = baseline_job.result()
-                if not built.ok or not built.cubin:
-                    raise DeviceError(f"cannot build the baseline configuration that sets tolerances: {built.error}")
-                baseline_cubin = built.cubin
-            self._phases["validation + baseline compile"] = time.perf_counter() - started
-            self._setup = Setup(space_ref=type(self.space).ref(), shape=self.shape, dtype=self.space.dtype,
-                                compare_cubin=compare.cubin, cache_dir=str(self._cache_dir),
-                                baseline_cubin=baseline_cubin, **settings)  # fmt: skip
-            started = time.perf_counter()
-            self._configure()
-            self._phases["worker set-up"] = time.perf_counter() - started
-            self._ready.set_result(None)
-        except BaseException as exc:
-            self._kill()
-            self._ready.set_exception(exc if isinstance(exc, DeviceError) else DeviceError(f"GPU set-up failed: {exc}"))
-
-    def wait_ready(self) -> None:
-        """Block until the worker is set up; raises its `DeviceError` if the set-up failed."""
-        self._ready.result()
-
-    def startup(self) -> dict[str, float]:
-        return dict(self._phases)
 
     # --- worker lifecycle -----------------------------------------------------------------------------------
     def _spawn(self) -> DeviceInfo:
@@ -234,10 +213,6 @@ class GpuEvaluator(Evaluator):
         self._queue.put(("evaluate", config, result, future, time.perf_counter()))
 
     def _feed(self) -> None:
-        try:
-            self._ready.result()  # a GPU still setting up leaves the shared queue to the others
-        except BaseException:
-            pass  # every item taken below fails with the set-up's error
         while True:
             item = self._queue.get()
             if item is None:
@@ -245,7 +220,6 @@ class GpuEvaluator(Evaluator):
             kind = item[0]
             future = item[3]
             try:
-                self._ready.result()
                 if kind == "evaluate":
                     queued = time.perf_counter() - item[4]
                     measurement = self._evaluate(item[1], item[2])
@@ -296,11 +270,6 @@ class GpuEvaluator(Evaluator):
         return [Timing(**t) if t else None for t in reply[1]]
 
     def close(self) -> None:
-        if getattr(self, "_setup_thread", None) is not None and self._setup_thread.is_alive():
-            proc = self._proc
-            if proc is not None and proc.poll() is None:
-                proc.kill()  # the set-up thread sees the worker gone and ends
-            self._setup_thread.join(60)
         if getattr(self, "_queue", None) is not None and self._owns_queue:
             self._queue.put(None)
             self._feeder.join(60)

@@ -98,14 +98,6 @@ class MultiGpuEvaluator(Evaluator):
     def restarts(self) -> int:
         return sum(e.restarts for e in self.evaluators)
 
-    def startup(self) -> dict[str, float]:
-        """Each phase's longest GPU: the GPUs start one after another but set up side by side."""
-        phases: dict[str, float] = {}
-        for e in self.evaluators:
-            for name, seconds in e.startup().items():
-                phases[name] = max(phases.get(name, 0.0), seconds)
-        return phases
-
     def submit(self, config: Config) -> "Future[Measurement]":
         return self.evaluators[0].submit(config)  # compiled once, then taken by the first free GPU
 
