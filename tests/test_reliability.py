@@ -36,7 +36,8 @@ RECORDING = DATA / "replay_gemm_h200.json"
 
 SEARCH_SCRIPT = textwrap.dedent(
     """
-    import sys
+    import faulthandler, signal, sys
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # a search that hangs shows where (`finish`)
     from autotune.evaluation import Recording, ReplayEvaluator
     from autotune.search import SearchSettings, tune
 
@@ -58,6 +59,18 @@ def start_search(tmp_path: Path, recording: Path, db: str, trials: int, seed: in
         [sys.executable, str(script), str(recording), db, str(trials), str(seed), str(delay)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip
+
+
+def finish(proc: subprocess.Popen, timeout: float) -> tuple[str, str]:
+    """Output of a search process that ends within ``timeout``; one that hangs fails with its threads' stacks."""
+    try:
+        return proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGUSR1)  # faulthandler prints every thread's stack to stderr
+        time.sleep(2)
+        proc.kill()
+        _, err = proc.communicate()
+        pytest.fail(f"search process still running {timeout:.0f} s later; its stacks:\n{err[-6000:]}")
 
 
 def measured(study) -> dict[int, tuple]:
@@ -91,13 +104,13 @@ def test_sigint_and_sigkill_at_random_points_lose_nothing(tmp_path):
         time.sleep(rng.uniform(0.0, 0.5))  # at a random point of it
         if proc.poll() is None:
             proc.send_signal(sig)
-        proc.communicate(timeout=120)
+        finish(proc, 120)
         if Path(db).exists():
             history.append(measured(only_study(db)))
     assert any(0 < len(h) < target for h in history), "some kill landed in the middle of a search"
     time.sleep(4.5)  # the grace period of the last killed process's heartbeats (4 x 1 s)
     proc = start_search(tmp_path, RECORDING, db, target, seed=99)
-    out, err = proc.communicate(timeout=300)
+    out, err = finish(proc, 300)
     assert proc.returncode == 0 and "done" in out, err[-2000:]
 
     study = only_study(db)
@@ -124,7 +137,7 @@ def _concurrency(tmp_path: Path, db: str) -> None:
     make_recording(third, shape=(512, 512, 512))
     runs = [(RECORDING, 80), (RECORDING, 80), (other, 40), (third, 40)]
     procs = [start_search(tmp_path, rec, db, trials, seed=i, delay=0.005) for i, (rec, trials) in enumerate(runs)]
-    outputs = [p.communicate(timeout=600) for p in procs]
+    outputs = [finish(p, 600) for p in procs]
     for proc, (_, err) in zip(procs, outputs):
         assert proc.returncode == 0, err[-3000:]
         assert "database is locked" not in err

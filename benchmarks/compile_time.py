@@ -1,0 +1,99 @@
+"""nvcc seconds per candidate: this checkout's templates against another revision's, one compile at a time.
+
+    PYTHONPATH=. python benchmarks/compile_time.py --against HEAD~3 --count 16 --out compile_time.json
+
+Draws ``--count`` random valid configurations of ``--kernel`` at ``--shape`` (alternating between the algorithms
+named by ``--algorithms``), then compiles each with both template trees, alternating, with the flags the search
+uses and no cache, so that both see the same machine load. The other revision's templates are read with
+`git show`; nothing in the checkout changes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import random
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from autotune.compiler import BASE_FLAGS, find_nvcc, nvcc_version
+from autotune.spaces import get_space
+from driver_overhead import H100  # only the space's constraints use it: no GPU is needed
+
+ROOT = Path(__file__).resolve().parent.parent
+TEMPLATES = "kernel_templates"
+
+
+
+def export_templates(revision: str, into: Path) -> Path:
+    """The template folder of ``revision`` written under ``into``."""
+    names = subprocess.run(["git", "ls-tree", "--name-only", f"{revision}:{TEMPLATES}"], cwd=ROOT, check=True,
+                           capture_output=True, text=True).stdout.split()  # fmt: skip
+    folder = into / revision.replace("/", "_")
+    folder.mkdir(parents=True)
+    for name in names:
+        blob = subprocess.run(["git", "show", f"{revision}:{TEMPLATES}/{name}"], cwd=ROOT, check=True,
+                              capture_output=True).stdout  # fmt: skip
+        (folder / name).write_bytes(blob)
+    return folder
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--against", required=True, help="git revision whose templates are compared")
+    parser.add_argument("--kernel", default="gemm")
+    parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--shape", default="4096x4096x4096")
+    parser.add_argument("--algorithms", default="simt,tf32x3")
+    parser.add_argument("--count", type=int, default=16)
+    parser.add_argument("--arch", default="sm_90a")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+
+    space = get_space(args.kernel, dtype=args.dtype)
+    shape = space.parse_shape(args.shape)
+    algorithms = args.algorithms.split(",")
+    rng = random.Random(args.seed)
+    configs: list[dict] = []
+    for _ in range(200_000):
+        if len(configs) == args.count:
+            break
+        config = space.random_config(rng)
+        wanted = algorithms[len(configs) % len(algorithms)]
+        if config.get("ALGO", wanted) == wanted and not space.violations(config, shape, H100):
+            configs.append(config)
+    nvcc = find_nvcc()
+    virtual = args.arch.replace("sm_", "compute_")
+    seconds: dict[str, list[float]] = {"this checkout": [], args.against: []}
+    with tempfile.TemporaryDirectory() as tmp:
+        trees = {"this checkout": ROOT / TEMPLATES, args.against: export_templates(args.against, Path(tmp))}
+        for config in configs:
+            defines = space.compile_defines(config, shape)
+            for label, tree in trees.items():
+                cmd = [nvcc, *BASE_FLAGS, f"-gencode=arch={virtual},code={args.arch}",
+                       *[f"-D{k}={v}" for k, v in sorted(defines.items())],
+                       "-o", str(Path(tmp) / "k.cubin"), str(tree / space.template_for(config))]  # fmt: skip
+                start = time.perf_counter()
+                subprocess.run(cmd, check=True, capture_output=True)
+                seconds[label].append(time.perf_counter() - start)
+    summary = {
+        label: {"mean_s": statistics.mean(ts), "median_s": statistics.median(ts), "count": len(ts)}
+        for label, ts in seconds.items()
+    }
+    ratio = summary["this checkout"]["mean_s"] / summary[args.against]["mean_s"]
+    for label, s in summary.items():
+        print(f"{label:<16} mean {s['mean_s']:.3f} s  median {s['median_s']:.3f} s  over {s['count']} candidates")
+    print(f"this checkout / {args.against}: {ratio:.3f} (nvcc {nvcc_version(nvcc)}, {platform.node()})")
+    if args.out:
+        record = dict(vars(args), out=str(args.out), summary=summary, seconds=seconds, ratio=ratio,
+                      nvcc=nvcc_version(nvcc), configs=configs)  # fmt: skip
+        args.out.write_text(json.dumps(record, indent=1))
+
+
+if __name__ == "__main__":
+    main()
