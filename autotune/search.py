@@ -271,7 +271,8 @@ class Search:
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                 config = self.proposals.suggest(trial)
             self._place(trial, config)
-        except BaseException:  # interrupted between ask and submit: settle the trial unless it is in flight
+        except BaseException as exc:  # interrupted between ask and submit: settle the trial unless it is in flight
+            studies.release_interrupted_write(exc)
             placed = any(trial in (p.trial, *p.duplicates) for p in self.pending.values())
             running = {t.number for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))}
             if not placed and trial.number in running:
@@ -329,8 +330,9 @@ class Search:
 
     # --- results --------------------------------------------------------------------------------------------
     def _finish(self, future: Future) -> None:
-        pending = self.pending.pop(future)
-        del self.pending_keys[pending.key]
+        # The trial stays pending until it is told: one interrupted before (or while) it is written is failed
+        # as interrupted by `_abandon_pending` instead of staying RUNNING until another run's stale sweep.
+        pending = self.pending[future]
         m: Measurement = future.result()  # raises only when the GPU is gone (DeviceError)
         self.profile.add(m)
         trial = pending.trial
@@ -353,6 +355,7 @@ class Search:
         except (optuna.exceptions.UpdateFinishedTrialError, ValueError):
             if not self._settled_elsewhere(trial):
                 raise
+            self._settle(future)
             for duplicate in pending.duplicates:  # the original's result is not ours to give: measured again
                 self._close_interrupted(duplicate)
             return
@@ -360,6 +363,11 @@ class Search:
         self._remember(frozen.number, frozen.state, frozen.value, pending.config, {**trial.user_attrs, **attrs})
         for duplicate in pending.duplicates:
             self._tell_duplicate(duplicate, self.known[pending.key])
+        self._settle(future)
+
+    def _settle(self, future: Future) -> None:
+        pending = self.pending.pop(future)
+        del self.pending_keys[pending.key]
 
     def _settled_elsewhere(self, trial: optuna.Trial) -> bool:
         """Whether ``trial`` was finished by another process while we measured it: two processes popped the same
@@ -434,7 +442,8 @@ class Search:
                     with self.profile.optuna():
                         self._finish(future)
                     self._progress()
-        except BaseException:
+        except BaseException as exc:
+            studies.release_interrupted_write(exc)
             self._abandon_pending()
             raise
         self.report.restarts = self.evaluator.restarts - restarts0

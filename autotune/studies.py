@@ -11,6 +11,7 @@ import copy
 import datetime as dt
 import json
 import time
+import traceback
 import warnings
 from typing import Any
 
@@ -71,6 +72,16 @@ def open_study(
         for key, value in attributes.items():
             study.set_user_attr(key, value)
     return study
+
+
+def release_interrupted_write(exc: BaseException) -> None:
+    """Let go of what a database write cut short by ``exc`` still holds, before the clean-up writes again.
+
+    A KeyboardInterrupt inside a write makes SQLAlchemy close that SQLite connection, but a closed connection
+    keeps its transaction, and the write lock, while any of its statements lives; the frames of the exception's
+    traceback hold the cursor. The clean-up's next write then waited the whole busy timeout (120 s) for a lock
+    held by its own process. The traceback keeps its lines; only the frames' local variables go."""
+    traceback.clear_frames(exc.__traceback__)
 
 
 def is_measured(trial: optuna.trial.FrozenTrial) -> bool:

@@ -214,3 +214,50 @@ def test_a_space_whose_inherited_rule_does_not_fit_gets_no_rule_seed(h200):
     assert search._rule_default() is None
     search.space, search.shape = get_space("gemm"), (512, 512, 512)
     assert search._rule_default() == get_space("gemm").rule_default((512, 512, 512), h200)
+
+
+def test_an_interrupt_inside_a_database_write_does_not_lock_the_clean_up(tmp_path, recording_file, monkeypatch):
+    # Ctrl-C inside SQLAlchemy's execute closes that SQLite connection, but the closed connection keeps its write
+    # lock while the traceback holds its cursor. The search's clean-up (failing the trials in flight as
+    # interrupted) then waited the busy timeout for its own lock, gave up, and left them RUNNING (CI once timed
+    # out on this). The cyclic collector could free the cursor at any moment, so it is held off here.
+    import gc
+
+    from sqlalchemy import event
+
+    from autotune import storage as storage_module
+
+    monkeypatch.setattr(storage_module, "BUSY_TIMEOUT_S", 3)  # a lost clean-up fails in 3 s, not 120
+    opened = storage_module.Database.optuna_storage
+    writes: dict = {"last": "", "settled": 0}
+
+    def interrupt_after_some_writes(conn, cursor, statement, *args):
+        # In the middle of a trial's held-back write: its parameters inserted, the trial being read back for its
+        # attributes (the spot where CI's search was interrupted).
+        after_params = writes["last"] == "params"
+        writes["last"] = "params" if statement.startswith("INSERT INTO trial_params") else "other"
+        writes["settled"] += statement.startswith("UPDATE trials SET state")
+        if after_params and writes["settled"] > 12 and statement.startswith("SELECT trials."):
+            event.remove(conn.engine, "after_cursor_execute", interrupt_after_some_writes)
+            raise KeyboardInterrupt
+
+    def with_interrupt(self, *args, **kwargs):
+        storage = opened(self, *args, **kwargs)
+        event.listen(storage.engine, "after_cursor_execute", interrupt_after_some_writes)
+        return storage
+
+    monkeypatch.setattr(storage_module.Database, "optuna_storage", with_interrupt)
+    db = tmp_path / "i.db"
+    gc.disable()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            tune("gemm", trials=60, db=str(db), replay=str(recording_file), seed=3)
+    finally:
+        gc.enable()
+    monkeypatch.undo()
+    (summary,) = optuna.get_all_study_summaries(resolve_url(db))
+    study = optuna.load_study(study_name=summary.study_name, storage=resolve_url(db))
+    states = collections.Counter(t.state for t in study.trials)
+    assert states[TrialState.COMPLETE] >= 3, states  # the interrupt came mid-search
+    assert states[TrialState.RUNNING] == 0, states  # every trial in flight was settled as interrupted
+    assert any(t.user_attrs.get(studies.OUTCOME) == studies.INTERRUPTED for t in study.trials)
