@@ -5,7 +5,7 @@
 Draws ``--count`` random valid configurations of ``--kernel`` at ``--shape`` (alternating between the algorithms
 named by ``--algorithms``), then compiles each with both template trees, alternating, with the flags the search
 uses and no cache, so that both see the same machine load. The other revision's templates are read with
-`git show`; nothing in the checkout changes.
+`git show`; nothing in the checkout changes. It also says in how many candidates both trees give the same SASS.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import argparse
 import json
 import platform
 import random
+import re
 import statistics
 import subprocess
 import tempfile
@@ -25,6 +26,7 @@ from autotune.spaces import get_space
 from driver_overhead import H100  # only the space's constraints use it: no GPU is needed
 
 ROOT = Path(__file__).resolve().parent.parent
+INSTRUCTION = re.compile(r"/\*[0-9a-f]{4,}\*/")  # an instruction's address in a SASS listing
 TEMPLATES = "kernel_templates"
 
 
@@ -40,6 +42,12 @@ def export_templates(revision: str, into: Path) -> Path:
                               capture_output=True).stdout  # fmt: skip
         (folder / name).write_bytes(blob)
     return folder
+
+
+def machine_code(cubin: Path) -> list[str]:
+    """The SASS instructions of ``cubin`` by function (`cuobjdump -sass`), without the listing's header."""
+    text = subprocess.run(["cuobjdump", "-sass", str(cubin)], check=True, capture_output=True, text=True).stdout
+    return [line.strip() for line in text.splitlines() if "Function" in line or INSTRUCTION.search(line)]
 
 
 def main() -> None:
@@ -70,17 +78,22 @@ def main() -> None:
     nvcc = find_nvcc()
     virtual = args.arch.replace("sm_", "compute_")
     seconds: dict[str, list[float]] = {"this checkout": [], args.against: []}
+    same_sass = 0
     with tempfile.TemporaryDirectory() as tmp:
         trees = {"this checkout": ROOT / TEMPLATES, args.against: export_templates(args.against, Path(tmp))}
         for config in configs:
             defines = space.compile_defines(config, shape)
+            sass = []
             for label, tree in trees.items():
+                cubin = Path(tmp) / "k.cubin"
                 cmd = [nvcc, *BASE_FLAGS, f"-gencode=arch={virtual},code={args.arch}",
                        *[f"-D{k}={v}" for k, v in sorted(defines.items())],
-                       "-o", str(Path(tmp) / "k.cubin"), str(tree / space.template_for(config))]  # fmt: skip
+                       "-o", str(cubin), str(tree / space.template_for(config))]  # fmt: skip
                 start = time.perf_counter()
                 subprocess.run(cmd, check=True, capture_output=True)
                 seconds[label].append(time.perf_counter() - start)
+                sass.append(machine_code(cubin))
+            same_sass += sass[0] == sass[1]
     summary = {
         label: {"mean_s": statistics.mean(ts), "median_s": statistics.median(ts), "count": len(ts)}
         for label, ts in seconds.items()
@@ -89,9 +102,10 @@ def main() -> None:
     for label, s in summary.items():
         print(f"{label:<16} mean {s['mean_s']:.3f} s  median {s['median_s']:.3f} s  over {s['count']} candidates")
     print(f"this checkout / {args.against}: {ratio:.3f} (nvcc {nvcc_version(nvcc)}, {platform.node()})")
+    print(f"identical SASS in {same_sass} of {len(configs)} candidates")
     if args.out:
         record = dict(vars(args), out=str(args.out), summary=summary, seconds=seconds, ratio=ratio,
-                      nvcc=nvcc_version(nvcc), configs=configs)  # fmt: skip
+                      nvcc=nvcc_version(nvcc), configs=configs, same_sass=same_sass)  # fmt: skip
         args.out.write_text(json.dumps(record, indent=1))
 
 
