@@ -6,7 +6,7 @@
 #define DTYPE 0
 #endif
 
-// The half types only where an operand is half: cuda_fp16.h and cuda_bf16.h cost an fp32 kernel about a quarter
+// The half types only where an operand is half: cuda_fp16.h and cuda_bf16.h cost an fp32 kernel a fifth to a quarter
 // of its compile time (preprocessing and cicc), and an fp32 GEMM search compiles hundreds of candidates.
 #if DTYPE != 0 || (defined(WDTYPE) && WDTYPE != 0)
 #define HALF_TYPES 1
