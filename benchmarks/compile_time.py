@@ -3,9 +3,10 @@
     PYTHONPATH=. python benchmarks/compile_time.py --against HEAD~3 --count 16 --out compile_time.json
 
 Draws ``--count`` random valid configurations of ``--kernel`` at ``--shape`` (alternating between the algorithms
-named by ``--algorithms``), then compiles each with both template trees, alternating, with the flags the search
-uses and no cache, so that both see the same machine load. The other revision's templates are read with
-`git show`; nothing in the checkout changes. It also says in how many candidates both trees give the same SASS.
+named by ``--algorithms``), then compiles each with both template trees, alternating, through the search's own
+`Compiler` with a fresh cache, so that both see the same flags and the same machine load. The other revision's
+templates are read with `git show`; nothing in the checkout changes. It also says in how many candidates both
+trees give the same SASS.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from autotune.compiler import BASE_FLAGS, find_nvcc, nvcc_version
+from autotune.compiler import Compiler
 from autotune.spaces import get_space
 from driver_overhead import H100  # only the space's constraints use it: no GPU is needed
 
@@ -75,25 +76,20 @@ def main() -> None:
         wanted = algorithms[len(configs) % len(algorithms)]
         if config.get("ALGO", wanted) == wanted and not space.violations(config, shape, H100):
             configs.append(config)
-    nvcc = find_nvcc()
-    virtual = args.arch.replace("sm_", "compute_")
     seconds: dict[str, list[float]] = {"this checkout": [], args.against: []}
     same_sass = 0
     with tempfile.TemporaryDirectory() as tmp:
         trees = {"this checkout": ROOT / TEMPLATES, args.against: export_templates(args.against, Path(tmp))}
+        # The search's own compiler (same flags, priority and cache layout); a fresh cache, so nothing is a hit.
+        compiler = Compiler(args.arch, cache_dir=Path(tmp) / "cache", jobs=1)
         for config in configs:
             defines = space.compile_defines(config, shape)
-            sass = []
-            for label, tree in trees.items():
-                cubin = Path(tmp) / "k.cubin"
-                cmd = [nvcc, *BASE_FLAGS, f"-gencode=arch={virtual},code={args.arch}",
-                       *[f"-D{k}={v}" for k, v in sorted(defines.items())],
-                       "-o", str(cubin), str(tree / space.template_for(config))]  # fmt: skip
-                start = time.perf_counter()
-                subprocess.run(cmd, check=True, capture_output=True)
-                seconds[label].append(time.perf_counter() - start)
-                sass.append(machine_code(cubin))
-            same_sass += sass[0] == sass[1]
+            built = [compiler.compile(tree / space.template_for(config), defines) for tree in trees.values()]
+            for label, result in zip(trees, built):
+                if not result.ok or result.cached:
+                    raise SystemExit(f"{label}: {result.error or 'unexpected cache hit'}")
+                seconds[label].append(result.seconds)
+            same_sass += machine_code(Path(built[0].cubin)) == machine_code(Path(built[1].cubin))
     summary = {
         label: {"mean_s": statistics.mean(ts), "median_s": statistics.median(ts), "count": len(ts)}
         for label, ts in seconds.items()
@@ -101,11 +97,11 @@ def main() -> None:
     ratio = summary["this checkout"]["mean_s"] / summary[args.against]["mean_s"]
     for label, s in summary.items():
         print(f"{label:<16} mean {s['mean_s']:.3f} s  median {s['median_s']:.3f} s  over {s['count']} candidates")
-    print(f"this checkout / {args.against}: {ratio:.3f} (nvcc {nvcc_version(nvcc)}, {platform.node()})")
+    print(f"this checkout / {args.against}: {ratio:.3f} (nvcc {compiler.version}, {platform.node()})")
     print(f"identical SASS in {same_sass} of {len(configs)} candidates")
     if args.out:
         record = dict(vars(args), out=str(args.out), summary=summary, seconds=seconds, ratio=ratio,
-                      nvcc=nvcc_version(nvcc), configs=configs, same_sass=same_sass)  # fmt: skip
+                      nvcc=compiler.version, configs=configs, same_sass=same_sass)  # fmt: skip
         args.out.write_text(json.dumps(record, indent=1))
 
 
