@@ -36,6 +36,7 @@ CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
 CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR = 81
 CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR = 82
 CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97
+CU_TENSOR_MAP_L2_PROMOTION_L2_256B = 3
 CUDA_ERROR_INVALID_VALUE = 1
 CUDA_ERROR_NOT_INITIALIZED = 3
 
@@ -94,6 +95,13 @@ class Driver:
             fn.argtypes = list(argtypes)
             fn.restype = CUresult
         self._launch = lib.cuLaunchKernel
+        # Tensor maps (TMA, CUDA 12 drivers and newer): looked up apart, so that an older driver still launches
+        # everything else.
+        self._encode_tiled = getattr(lib, "cuTensorMapEncodeTiled", None)
+        if self._encode_tiled is not None:
+            u64p, u32p = ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint32)
+            self._encode_tiled.argtypes = [p, i, u, p, u64p, u64p, u32p, u32p, i, i, i, i]
+            self._encode_tiled.restype = CUresult
         self.check(lib.cuInit(0), "cuInit")
 
     @classmethod
@@ -168,6 +176,19 @@ class Driver:
         fn = ctypes.c_void_p()
         self.check(self.lib.cuModuleGetFunction(ctypes.byref(fn), module, name.encode()), f"cuModuleGetFunction({name})")
         return fn.value or 0
+
+    def unload_module(self, module: int) -> None:
+        self.check(self.lib.cuModuleUnload(module), "cuModuleUnload")
+
+    def encode_tensor_map(self, address: int, pointer: int, data_type: int, rank: int, dims: Any, strides: Any,
+                          box: Any, element_strides: Any, swizzle: int) -> None:  # fmt: skip
+        """cuTensorMapEncodeTiled into the 128 bytes at ``address``: a dense tensor at device ``pointer``, no
+        interleave, out-of-bounds elements read as zeros, L2 promotion of 256 bytes."""
+        if self._encode_tiled is None:
+            raise DeviceError("this CUDA driver has no cuTensorMapEncodeTiled (TMA needs a CUDA 12 driver or newer)")
+        code = self._encode_tiled(address, data_type, rank, pointer, dims, strides, box, element_strides, 0, swizzle,
+                                  CU_TENSOR_MAP_L2_PROMOTION_L2_256B, 0)  # fmt: skip
+        self.check(code, "cuTensorMapEncodeTiled")
 
     def set_max_dynamic_shared(self, function: int, nbytes: int) -> None:
         code = self.lib.cuFuncSetAttribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, nbytes)

@@ -11,11 +11,10 @@ pointers and launches. Calls are safe from several threads.
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -27,86 +26,56 @@ from autotune.errors import AutotuneError, InvalidArgument, InvalidType, NotTune
 from autotune.selection import TUNED, Choice, choose, describe_fallback
 from autotune.shape import Shape, format_shape
 from autotune.spaces import get_space
-from autotune.spaces.base import BufferSpec, Config, KernelSpace, Launch, Zero, config_key
+from autotune.launch_plan import LaunchPlan
+from autotune.spaces.base import BufferSpec, Config, KernelSpace, config_key
 from autotune.storage import Database, resolve_url, sqlite_path
 
 log = logging.getLogger("autotune.dispatch")
 _SLOW = object()  # returned by a fast path that cannot take the call
 
-_CTYPE = {np.dtype(np.int32): ctypes.c_int32, np.dtype(np.int64): ctypes.c_int64,
-          np.dtype(np.uint32): ctypes.c_uint32, np.dtype(np.uint64): ctypes.c_uint64,
-          np.dtype(np.float32): ctypes.c_float, np.dtype(np.float64): ctypes.c_double}  # fmt: skip
-
-
 @dataclass
-class _Step:
-    """One launch with its parameter block built once; only the pointer slots change between calls."""
+class ProblemPlan:
+    """What runs for one problem (shape, dtype): the chosen configuration and its bound launches.
 
-    function: int
-    grid: tuple[int, int, int]
-    block: tuple[int, int, int]
-    shared: int
-    params: Any  # ctypes array of void* pointing at the holders
-    slots: list[tuple[str, ctypes.c_uint64]]  # buffer name → holder of its pointer
-    holders: list[Any]  # keeps the scalar holders alive
-    launch: Any = None  # Driver.launcher(...): (stream, params) → CUresult
+    Pointers are given in the order of ``names``: the inputs, the outputs, then the workspace buffers; a
+    caller that allocates no workspace (a plain call) leaves them out, and the plan allocates its own once per
+    stream."""
 
-
-@dataclass
-class _Plan:
     shape: Shape
     dtype: str
     choice: Choice
-    steps: list[_Step | Zero]
+    launches: LaunchPlan
     outputs: dict[str, BufferSpec]
     workspace: dict[str, BufferSpec]
     kernel: str = ""  # as `autotune.record` names it
     lock: threading.Lock = field(default_factory=threading.Lock)
-    scratch: dict[int, dict[str, int]] = field(default_factory=dict)  # stream → workspace buffers
+    scratch: dict[int, list[int]] = field(default_factory=dict)  # stream → workspace pointers
 
-    def fast_slots(self, names: Sequence[str]) -> list[tuple[ctypes.c_uint64, int]] | None:
-        """For single-launch plans: (holder, position in ``names``) of each pointer slot; else None."""
-        if self.workspace or len(self.steps) != 1 or isinstance(self.steps[0], Zero):
-            return None
-        step = self.steps[0]
-        return [(holder, list(names).index(name)) for name, holder in step.slots]
+    @property
+    def names(self) -> tuple[str, ...]:
+        return self.launches.names
 
-    def launch_pointers(self, driver: Driver, slots: list, pointers: list[int], stream: int) -> None:
-        """The per-call path of a single-launch plan: pointers in the order `fast_slots` was given."""
-        step = self.steps[0]
+    def launch(self, driver: Driver, pointers: Sequence[int], stream: int) -> None:
+        """Run on ``pointers`` (see the class) on ``stream``."""
         if recording.ACTIVE:
             recording.note(self.kernel, self.shape, self.dtype)
+        if len(pointers) < len(self.launches.names):
+            pointers = [*pointers, *self._scratch(driver, stream)]
+        self.launches.launch(pointers, stream)
+
+    def run(self, driver: Driver, pointers: Mapping[str, int], stream: int) -> None:
+        """`launch` with pointers by name (the workspace's may be left out)."""
+        given = [pointers[n] for n in self.launches.names if n not in self.workspace]
+        if self.workspace and all(n in pointers for n in self.workspace):
+            given += [pointers[n] for n in self.workspace]
+        self.launch(driver, given, stream)
+
+    def _scratch(self, driver: Driver, stream: int) -> list[int]:
         with self.lock:
-            for holder, position in slots:
-                holder.value = pointers[position]
-            code = step.launch(stream, step.params)  # type: ignore[union-attr]
-        if code:
-            driver.check(code, "cuLaunchKernel")
-
-    def run(self, driver: Driver, pointers: dict[str, int], stream: int) -> None:
-        """Launch on ``pointers`` (inputs, outputs and, where the caller allocates them, the workspace: else
-        the plan allocates its own per stream, once)."""
-        if recording.ACTIVE:
-            recording.note(self.kernel, self.shape, self.dtype)
-        with self.lock:  # the parameter blocks are shared: fill and launch one call at a time
-            if self.workspace and not all(name in pointers for name in self.workspace):
-                scratch = self.scratch.get(stream)
-                if scratch is None:
-                    scratch = self.scratch[stream] = {n: driver.alloc(s.nbytes) for n, s in self.workspace.items()}
-                pointers = {**pointers, **scratch}
-            for step in self.steps:
-                if isinstance(step, Zero):
-                    nbytes = (self.workspace.get(step.buffer) or self.outputs[step.buffer]).nbytes
-                    driver.zero(pointers[step.buffer], nbytes, stream)
-                    continue
-                for name, holder in step.slots:
-                    holder.value = pointers[name]
-                if step.launch is None:
-                    driver.launch(step.function, step.grid, step.block, step.shared, stream, step.params)
-                else:  # grid, block and function converted once at build time: the cheaper call
-                    code = step.launch(stream, step.params)
-                    if code:
-                        driver.check(code, "cuLaunchKernel")
+            found = self.scratch.get(stream)
+            if found is None:
+                found = self.scratch[stream] = [driver.alloc(s.nbytes) for s in self.workspace.values()]
+            return found
 
 
 class TunedKernel:
@@ -130,7 +99,7 @@ class TunedKernel:
         self._context = self._driver.primary_context(self._driver.device(device))
         self.template_hash = self.hash_for(self.space.dtype)
         self.rows = self._read_rows(db)
-        self._plans: dict[tuple, _Plan] = {}
+        self._plans: dict[tuple, ProblemPlan] = {}
         self._modules: dict[str, tuple[int, dict[str, int]]] = {}
         self._lock = threading.RLock()
         self._torch: Any = None
@@ -177,7 +146,7 @@ class TunedKernel:
         rows = [r for r in self.rows if r.dtype == space.dtype]
         return choose(space, shape_t, self.device, rows, self.hash_for(space.dtype), strict=self.strict)
 
-    def _plan(self, key: tuple, inputs: Sequence[ArrayArg]) -> _Plan:
+    def _plan(self, key: tuple, inputs: Sequence[ArrayArg]) -> ProblemPlan:
         with self._lock:
             plan = self._plans.get(key)
             if plan is not None:
@@ -216,28 +185,15 @@ class TunedKernel:
         self.rows = self._read_rows(self._db)
         return self.choice(shape, dtype)
 
-    def _build(self, space: KernelSpace, shape: Shape, choice: Choice) -> _Plan:
+    def _build(self, space: KernelSpace, shape: Shape, choice: Choice) -> ProblemPlan:
         config = choice.config
-        steps: list[_Step | Zero] = []
-        for step in space.launches(config, shape, self.device):
-            if isinstance(step, Zero):
-                steps.append(step)
-                continue
-            assert isinstance(step, Launch)
-            function = self._function(space, config, shape, step.kernel, step.shared_bytes)
-            holders, slots = [], []
-            for arg in step.args:
-                if isinstance(arg, str):
-                    holder = ctypes.c_uint64(0)
-                    slots.append((arg, holder))
-                else:
-                    holder = _CTYPE[np.asarray(arg).dtype](arg.item() if hasattr(arg, "item") else arg)
-                holders.append(holder)
-            params = (ctypes.c_void_p * len(holders))(*[ctypes.addressof(h) for h in holders])
-            launch = self._driver.launcher(function, step.grid, step.block, step.shared_bytes)
-            steps.append(_Step(function, step.grid, step.block, step.shared_bytes, params, slots, holders, launch))
-        return _Plan(shape, space.dtype, choice, steps, space.outputs(shape), space.workspace(config, shape),
-                     kernel=_record_name(space))
+        outputs, workspace = space.outputs(shape), space.workspace(config, shape)
+        names = (*self.input_names, *outputs, *workspace)
+        sizes = {name: spec.nbytes for name, spec in {**outputs, **workspace}.items()}
+        launches = LaunchPlan(self._driver, space.launches(config, shape, self.device),
+                              lambda kernel, shared: self._function(space, config, shape, kernel, shared),
+                              names, sizes)  # fmt: skip
+        return ProblemPlan(shape, space.dtype, choice, launches, outputs, workspace, kernel=_record_name(space))
 
     def _function(self, space: KernelSpace, config: Config, shape: Shape, kernel: str, shared_bytes: int) -> int:
         defines = space.compile_defines(config, shape)
@@ -260,7 +216,7 @@ class TunedKernel:
         return functions[kernel]
 
     # --- calling --------------------------------------------------------------------------------------------
-    def prepare(self, *arrays: Any) -> _Plan:
+    def prepare(self, *arrays: Any) -> ProblemPlan:
         """The launch plan for calls on arrays like ``arrays`` (checked, chosen, compiled and loaded once): for
         callers that allocate outputs and workspaces themselves and launch with `launch` (autotune.torch)."""
         if len(arrays) != len(self.input_names):
@@ -270,11 +226,12 @@ class TunedKernel:
         key = tuple((a.shape, a.dtype) for a in inputs)
         return self._plans.get(key) or self._plan(key, inputs)
 
-    def launch(self, plan: _Plan, pointers: dict[str, int], stream: int) -> None:
-        """Run ``plan`` on device pointers (every input and output by name; workspace buffers too, or the plan
-        allocates its own) on ``stream``. Nothing is checked: `prepare` did, for arrays of these shapes."""
+    def launch(self, plan: ProblemPlan, pointers: Sequence[int], stream: int) -> None:
+        """Run ``plan`` on device pointers in the order of ``plan.names`` (inputs, outputs, then the workspace,
+        or the plan allocates its own) on ``stream``. Nothing is checked: `prepare` did, for arrays of these
+        shapes."""
         self._driver.make_current(self._context)
-        plan.run(self._driver, pointers, stream)
+        plan.launch(self._driver, pointers, stream)
 
     def __call__(self, *arrays: Any, out: Any = None, stream: Any = None) -> Any:
         if self._torch_type is not None:
@@ -301,7 +258,7 @@ class TunedKernel:
         entry = self._torch_plans.get(tuple(key))
         if entry is None:
             return _SLOW
-        plan, slots, out_specs = entry
+        plan, out_specs = entry
         device = arrays[0].device
         if out is None:
             outs = [self._torch.empty(shape, dtype=dtype, device=device) for shape, dtype in out_specs]
@@ -315,18 +272,15 @@ class TunedKernel:
                     return _SLOW
         for t in outs:
             pointers.append(t.data_ptr())
-        handle = _torch_current_stream(ordinal) if stream is None else stream_handle(stream)
+        handle = torch_current_stream(ordinal) if stream is None else stream_handle(stream)
         self._driver.make_current(self._context)
-        plan.launch_pointers(self._driver, slots, pointers, handle)
+        plan.launch(self._driver, pointers, handle)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
-    def _remember_torch(self, inputs: Sequence[ArrayArg], plan: _Plan) -> None:
-        """Let later calls with tensors of these shapes take `_call_torch` (single-launch plans, any number of
-        outputs)."""
+    def _remember_torch(self, inputs: Sequence[ArrayArg], plan: ProblemPlan) -> None:
+        """Let later calls with tensors of these shapes take `_call_torch` (any number of outputs; the plan
+        allocates a workspace once per stream)."""
         if any(a.kind != TORCH for a in inputs):
-            return
-        slots = plan.fast_slots([*self.input_names, *plan.outputs])
-        if slots is None:
             return
         import torch
 
@@ -335,7 +289,7 @@ class TunedKernel:
         for arg in inputs:
             key += [arg.obj.shape, arg.obj.dtype]
         out_specs = [(torch.Size(spec.shape), getattr(torch, spec.dtype)) for spec in plan.outputs.values()]
-        self._torch_plans[tuple(key)] = (plan, slots, out_specs)
+        self._torch_plans[tuple(key)] = (plan, out_specs)
 
     def _call(self, arrays: tuple, out: Any, stream: Any) -> Any:
         if len(arrays) != len(self.input_names):
@@ -381,7 +335,7 @@ class TunedKernel:
                 raise InvalidArgument(f"{arg.name} is on GPU {info[1]}; this kernel runs on GPU {self._ordinal}")
             arg.nbytes_available = info[2] if info[2] >= 0 else None
 
-    def _outputs(self, plan: _Plan, inputs: Sequence[ArrayArg], out: Any) -> list[ArrayArg]:
+    def _outputs(self, plan: ProblemPlan, inputs: Sequence[ArrayArg], out: Any) -> list[ArrayArg]:
         names = list(plan.outputs)
         if out is None:
             made = []
@@ -412,7 +366,7 @@ class TunedKernel:
         """The stream the caller's framework is working on (their 'current stream'); else the default one."""
         kinds = {a.kind for a in inputs}
         if TORCH in kinds:
-            return _torch_current_stream(self._ordinal)
+            return torch_current_stream(self._ordinal)
         if CUPY in kinds:
             import cupy
 
@@ -422,7 +376,7 @@ class TunedKernel:
                 return arg.stream
         return 0
 
-    def _call_host(self, plan: _Plan, inputs: Sequence[ArrayArg], out: Any) -> Any:
+    def _call_host(self, plan: ProblemPlan, inputs: Sequence[ArrayArg], out: Any) -> Any:
         names = list(plan.outputs)
         if out is None:
             results = [np.empty(plan.outputs[n].shape, plan.outputs[n].dtype) for n in names]
@@ -470,7 +424,8 @@ def _record_name(space: KernelSpace) -> str:
     return cls.ref()  # a file.py:Class space by its file's absolute path
 
 
-def _torch_current_stream(device: int) -> int:
+def torch_current_stream(device: int) -> int:
+    """torch's current stream on GPU ``device``, as a CUstream handle."""
     import torch
 
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # what Triton uses: an int, no Stream object

@@ -1,4 +1,6 @@
-"""Per-call host overhead of ``gemm(A, B, out=C)`` on device arrays, over a raw pycuda launch of the same cubin.
+"""Per-call host overhead of ``gemm(A, B, out=C)`` on device arrays, over a raw launch of the same cubin (pycuda's
+prepared call, and cuLaunchKernel through ctypes with the parameter block filled beforehand: the floor), and of
+the `LaunchPlan` alone (issue 21: a warmed call within 2 µs of the raw driver launch).
 
     python benchmarks/dispatch_overhead.py
 
@@ -9,6 +11,7 @@ host time per call is the launch path alone, not the kernel. Median over batches
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import statistics
 import tempfile
@@ -75,18 +78,21 @@ def main() -> None:
         func.prepared_async_call(launch.grid[:2], launch.block, None, pa, pb, pc, 64, 64, 64,
                                  shared_size=launch.shared_bytes)  # fmt: skip
 
-    plan = next(iter(gemm._plans.values()))
     driver = Driver.get()
-    step = plan.steps[0]
-    for (_, holder), ptr in zip(step.slots, (pa, pb, pc)):
-        holder.value = ptr
+    raw_function = driver.function(driver.load_module(Path(compiled.cubin).read_bytes()), "sgemm")
+    holders = [ctypes.c_uint64(pa), ctypes.c_uint64(pb), ctypes.c_uint64(pc), *(ctypes.c_int32(64),) * 3]
+    params = (ctypes.c_void_p * len(holders))(*[ctypes.addressof(h) for h in holders])
 
     def raw_driver() -> None:  # the launch alone, parameters already in place: the floor of any dispatcher
-        driver.launch(step.function, step.grid, step.block, step.shared, 0, step.params)
+        driver.launch(raw_function, launch.grid, launch.block, launch.shared_bytes, 0, params)
+
+    plan = next(iter(gemm._plans.values()))
+    pointers = [pa, pb, pc]
 
     contenders = {
         "raw pycuda prepared_async_call": raw_pycuda,
         "raw cuLaunchKernel (ctypes)": raw_driver,
+        "LaunchPlan.launch": lambda: plan.launches.launch(pointers, 0),
         "gemm(A, B, out=C, stream=0)": lambda: gemm(a, b, out=c, stream=0),
         "gemm(A, B, out=C)  [torch current stream]": lambda: gemm(a, b, out=c),
     }
@@ -105,9 +111,10 @@ def main() -> None:
             torch.cuda.synchronize()
     medians = {name: statistics.median(v) for name, v in per_call.items()}
     base = medians["raw pycuda prepared_async_call"]
+    floor = medians["raw cuLaunchKernel (ctypes)"]
     print(f"per-call host time on {device.name}, {CALLS} calls x {args.batches} batches, median (µs):")
     for name, value in medians.items():
-        print(f"  {name:45s} {value:7.2f}   over raw pycuda {value - base:+6.2f}")
+        print(f"  {name:45s} {value:7.2f}   over raw pycuda {value - base:+6.2f}   over raw driver {value - floor:+6.2f}")
     torch.testing.assert_close(c, a @ b, rtol=1e-4, atol=1e-4)
     if args.out:
         args.out.write_text(json.dumps({"device": device.name, "median_us": medians}, indent=1))

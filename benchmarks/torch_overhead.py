@@ -40,17 +40,18 @@ def per_call_us(contenders: dict, batches: int, torch) -> dict[str, float]:
 
 
 def _stub_launches(torch, att) -> None:
-    """--cpu: each operator's launcher gets, on its first call, a real single-launch `_Plan` whose
-    cuLaunchKernel is a no-op returning CUDA_SUCCESS, and a driver whose make_current does nothing. So the timed
-    path is everything of ours and torch's on the host except the driver calls themselves (~1-2 µs on a GPU host)."""
-    import ctypes
+    """--cpu: each operator's launcher gets, on its first call, a real single-launch `ProblemPlan` (with its
+    `LaunchPlan`) whose cuLaunchKernel is a no-op returning CUDA_SUCCESS. So the timed path is everything of ours
+    and torch's on the host except the driver calls themselves (~1-2 µs on a GPU host)."""
     from types import SimpleNamespace
 
-    from autotune.dispatch import _Plan, _Step
+    from autotune.dispatch import ProblemPlan
+    from autotune.launch_plan import LaunchPlan
+    from autotune.spaces.base import Launch
     from autotune.torch import launch as launch_module
     from autotune.torch import ops
 
-    driver = SimpleNamespace(make_current=lambda ctx: None, check=lambda code, what: None)
+    driver = SimpleNamespace(launcher=lambda *geometry: (lambda stream, params: 0), check=lambda code, what: None)
     launch_module._RAW_STREAM = lambda ordinal: 0
     for info in ops.OPS.values():
         launcher = info.launcher
@@ -60,14 +61,12 @@ def _stub_launches(torch, att) -> None:
             space, shape = info.problem(tensors)
             outputs = space.outputs(shape)
             names = (*info.inputs, *outputs)
-            holders = [ctypes.c_uint64(0) for _ in names]
-            params = (ctypes.c_void_p * len(holders))(*[ctypes.addressof(h) for h in holders])
-            step = _Step(0, (1, 1, 1), (1, 1, 1), 0, params, list(zip(names, holders)), holders,
-                         launch=lambda stream, params: 0)  # fmt: skip
-            plan = _Plan(shape, space.dtype, None, [step], outputs, {}, kernel=space.name)
-            kernel = SimpleNamespace(_driver=driver, _context=0)
+            step = Launch("stub", (1, 1, 1), (1, 1, 1), 0, names)
+            plan = ProblemPlan(shape, space.dtype, None, LaunchPlan(driver, [step], lambda *_: 0, names, {}),
+                               outputs, {}, kernel=space.name)  # fmt: skip
+            kernel = SimpleNamespace(launch=lambda plan, pointers, stream: plan.launch(driver, pointers, stream))
             entry = launch_module._Entry(kernel, plan, [(s.shape, getattr(torch, s.dtype)) for s in outputs.values()],
-                                         [], names, tensors[0].device, 0, plan.fast_slots(names))  # fmt: skip
+                                         [], tensors[0].device, 0)  # fmt: skip
             launcher._entries[key] = entry
             return entry
 

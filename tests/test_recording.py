@@ -11,7 +11,8 @@ import pytest
 
 import autotune
 from autotune import recording
-from autotune.dispatch import _Plan
+from autotune.dispatch import ProblemPlan
+from autotune.launch_plan import LaunchPlan
 from autotune.errors import InvalidArgument
 from autotune.selection import Choice
 
@@ -44,16 +45,16 @@ def test_calls_from_other_threads_are_recorded():
     assert calls.calls == [("softmax", (2, 2), "float32")]
 
 
-class _NoDriver:
-    def launch(self, *args):
-        pass
-
-
 def test_the_dispatchers_plans_note_each_call():
-    """Every launch path of a plan (general and single-launch fast path) tells the recorder."""
-    plan = _Plan((8, 128), "float32", Choice.__new__(Choice), [], {}, {}, kernel="softmax")
+    """Both ways into a plan (pointers by name, and in order: the torch path) tell the recorder."""
+    launches = LaunchPlan(None, [], lambda kernel, shared: 0, (), {})  # type: ignore[arg-type]
+    plan = ProblemPlan((8, 128), "float32", Choice.__new__(Choice), launches, {}, {}, kernel="softmax")
     with autotune.record() as calls:
-        plan.run(_NoDriver(), {}, 0)
+        plan.run(None, {}, 0)  # type: ignore[arg-type]
+        plan.launch(None, [], 0)  # type: ignore[arg-type]
+    assert calls.calls == [("softmax", (8, 128), "float32")], "each problem once"
+    with autotune.record() as calls:
+        plan.launch(None, [], 0)  # type: ignore[arg-type]
     assert calls.calls == [("softmax", (8, 128), "float32")]
 
 

@@ -38,11 +38,14 @@ from typing import Any, Callable
 import numpy as np
 
 from autotune import dtypes
+from autotune.cuda_driver import Driver
 from autotune.device import DeviceInfo
+from autotune.errors import DeviceError
 from autotune.evaluation.base import Measurement, Timing
 from autotune.shape import format_shape
 from autotune.spaces import space_class
-from autotune.spaces.base import UNIFORM, BufferSpec, Config, KernelSpace, Launch, Zero
+from autotune.launch_plan import LaunchPlan
+from autotune.spaces.base import UNIFORM, BufferSpec, Config, KernelSpace
 
 DEFAULT_SMEM_LIMIT = 48 * 1024  # dynamic shared memory above this needs an opt-in attribute
 REFERENCE_CACHE_LIMIT = 2 << 30  # bytes of fp64 reference worth keeping on disk
@@ -149,6 +152,7 @@ class GpuSession:
         self.context = self.device.retain_primary_context()
         self.context.push()
         self.stream = cuda.Stream()
+        self.driver = Driver.get()  # launches go through the runtime's LaunchPlan, in the context pushed above
         self.space = space_class(setup.space_ref)(dtype=setup.dtype)
         self.shape = tuple(setup.shape)
         self.rng = np.random.default_rng(setup.seed + 1)  # fresh inputs for the ragged validation shapes
@@ -170,7 +174,7 @@ class GpuSession:
         self.events = [(cuda.Event(), cuda.Event()) for _ in range(max(setup.max_reps, 64))]
         self.baseline = None  # (config, module) whose error sets the tolerances (`KernelSpace.baseline_config`)
         if setup.baseline_cubin:
-            self.baseline = (setup.baseline_config, cuda.module_from_file(setup.baseline_cubin))
+            self.baseline = (setup.baseline_config, self._load(setup.baseline_cubin))
         self.target = self._target_dataset()
         self._calibrate(self.target)
         self._cases: dict[tuple, tuple[DataSet, int]] = {}  # (shape, kind) → (validation data, candidates left)
@@ -236,43 +240,43 @@ class GpuSession:
         return data
 
     # --- launch plans ---------------------------------------------------------------------------------------
-    def _plan(self, module: Any, config: Config, data: DataSet) -> tuple[list[Callable[[], None]], list[Any]]:
-        """Callables that enqueue the launch plan on the stream, and the workspace allocations to free."""
-        cuda, stream = self.cuda, self.stream
-        buffers = dict(data.buffers)
-        scratch = []
-        for name, spec in self.space.workspace(config, data.shape).items():
-            alloc = cuda.mem_alloc(max(spec.nbytes, 4))
-            scratch.append(alloc)
-            buffers[name] = (alloc, spec.nbytes)
-        from pycuda._pvt_struct import pack
+    def _plan(self, module: int, config: Config, data: DataSet) -> tuple[list[Callable[[], None]], list[Any]]:
+        """Callables that enqueue the launch plan on the stream, and the workspace allocations to free. The plan
+        is the runtime's own (`LaunchPlan`): what is timed here is what `autotune.load` later runs."""
+        driver, cuda = self.driver, self.cuda
+        workspace = self.space.workspace(config, data.shape)
+        scratch = [cuda.mem_alloc(max(spec.nbytes, 4)) for spec in workspace.values()]
+        names = [*data.buffers, *workspace]
+        pointers = [int(alloc) for alloc, _ in data.buffers.values()] + [int(alloc) for alloc in scratch]
+        sizes = {name: nbytes for name, (_, nbytes) in data.buffers.items()}
+        sizes.update({name: spec.nbytes for name, spec in workspace.items()})
+        functions: dict[str, int] = {}
 
-        steps: list[Callable[[], None]] = []
-        functions: dict[str, Any] = {}
-        for step in self.space.launches(config, data.shape, self.info):
-            if isinstance(step, Zero):
-                alloc, nbytes = buffers[step.buffer]
-                steps.append(lambda a=alloc, n=nbytes: cuda.memset_d8_async(a, 0, n, stream))
-                continue
-            assert isinstance(step, Launch)
-            func = functions.get(step.kernel)
-            if func is None:
-                func = functions[step.kernel] = module.get_function(step.kernel)
-            if step.shared_bytes > DEFAULT_SMEM_LIMIT:
-                func.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, step.shared_bytes)
-            fmt, values = "", []
-            for arg in step.args:
-                if isinstance(arg, str):
-                    fmt += "P"
-                    values.append(int(buffers[arg][0]))
-                else:
-                    fmt += np.asarray(arg).dtype.char
-                    values.append(arg)
-            arg_buf = pack(fmt, *values)
-            steps.append(
-                lambda f=func, s=step, b=arg_buf: f._launch_kernel(s.grid, s.block, b, s.shared_bytes, stream)
-            )
-        return steps, scratch
+        def function_of(kernel: str, shared_bytes: int) -> int:
+            if kernel not in functions:
+                functions[kernel] = driver.function(module, kernel)
+            if shared_bytes > DEFAULT_SMEM_LIMIT:
+                driver.set_max_dynamic_shared(functions[kernel], shared_bytes)
+            return functions[kernel]
+
+        try:
+            plan = LaunchPlan(driver, self.space.launches(config, data.shape, self.info), function_of, names, sizes)
+        except BaseException:
+            self._free(scratch)
+            raise
+        stream = self.stream.handle
+        return [lambda: plan.launch(pointers, stream)], scratch
+
+    def _load(self, cubin: str) -> int:
+        """A candidate's module, loaded into the worker's context (`_unload` it when done)."""
+        return self.driver.load_module(Path(cubin).read_bytes())
+
+    def _unload(self, module: int | None) -> None:
+        if module is not None:
+            try:
+                self.driver.unload_module(module)
+            except DeviceError:
+                pass  # the context is broken; the worker is about to exit anyway
 
     def _run(self, steps: list[Callable[[], None]]) -> None:
         for step in steps:
@@ -406,7 +410,7 @@ class GpuSession:
         module = None
         scratch: list[Any] = []
         try:
-            module = self.cuda.module_from_file(cubin)
+            module = self._load(cubin)
             worst = 0.0
             for vshape, kind in self.space.validation_cases(self.shape):
                 if self.space.violations(config, tuple(vshape), self.info):
@@ -429,25 +433,30 @@ class GpuSession:
             )
         finally:
             self._free(scratch)
-            del module  # unloads the cubin
+            self._unload(module)
 
     def retime(self, items: list[tuple[Config, str]], rounds: int) -> list[Timing | None]:
         plans, keep, results = [], [], []
         index = []
         for config, cubin in items:
+            module = None
             try:
-                module = self.cuda.module_from_file(cubin)
+                module = self._load(cubin)
                 steps, scratch = self._plan(module, config, self.target)
                 keep.append((module, scratch))
                 index.append(len(plans))
                 plans.append(steps)
-            except self.cuda.Error:
+            except (self.cuda.Error, DeviceError):
+                self._unload(module)
                 index.append(None)
-        samples = self._time(plans, rounds) if plans else []
+        try:
+            samples = self._time(plans, rounds) if plans else []
+        finally:
+            for module, scratch in keep:
+                self._free(scratch)
+                self._unload(module)
         for i in index:
             results.append(None if i is None else Timing.of(samples[i]))
-        for _, scratch in keep:
-            self._free(scratch)
         return results
 
     def close(self) -> None:
@@ -537,7 +546,7 @@ def _serve(conn: Any, session: GpuSession) -> None:
                 raise ValueError(f"unknown request {kind!r}")
         except CandidateFailed as failure:
             answer = asdict(Measurement.failed(failure.kind, failure.reason))
-        except cuda.Error as exc:
+        except (cuda.Error, DeviceError) as exc:
             failure_kind, sticky = classify_cuda_error(str(exc))
             if not sticky and not session.healthy():
                 failure_kind, sticky = "crash", True

@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 
 from autotune.errors import UnknownKernel
 from autotune.spaces.algorithm import Algorithm
-from autotune.spaces.base import ALGO, BufferSpec, Config, KernelSpace, Launch, Param, Zero, config_key
+from autotune.spaces.base import ALGO, BufferSpec, Config, KernelSpace, Launch, Param, TensorMap, Zero, config_key
 
 __all__ = [
     "ALGO",
@@ -26,6 +26,7 @@ __all__ = [
     "KernelSpace",
     "Launch",
     "Param",
+    "TensorMap",
     "Zero",
     "config_key",
     "get_space",

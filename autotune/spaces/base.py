@@ -68,13 +68,50 @@ class Param:
 
 @dataclass(frozen=True)
 class Launch:
-    """One kernel launch. ``args`` are buffer names (str) or numpy scalars (np.int32(n), np.float32(x), …)."""
+    """One kernel launch. ``args`` are buffer names (str), numpy scalars (np.int32(n), np.float32(x), …) or
+    tensor maps over a buffer (`TensorMap`)."""
 
     kernel: str
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     shared_bytes: int
     args: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class TensorMap:
+    """A kernel argument: a TMA tensor map (CUtensorMap, passed by value as a ``__grid_constant__`` parameter)
+    over the dense buffer ``buffer`` seen as a tensor of ``dims`` elements of ``dtype`` (innermost first), copied
+    in boxes of ``box`` elements, ``swizzle`` bytes swizzled (0, 32, 64 or 128). The launch plan encodes it for
+    the buffer's pointer (`autotune.launch_plan`); `problems` says why the copy engine could not take it."""
+
+    buffer: str
+    dtype: str
+    dims: tuple[int, ...]
+    box: tuple[int, ...]
+    swizzle: int = 128
+
+    def problems(self) -> list[str]:
+        itemsize = dtypes.dtype(self.dtype).itemsize
+        found = []
+        if not 1 <= len(self.dims) <= 5 or len(self.box) != len(self.dims):
+            found.append(f"rank {len(self.dims)} with a box of rank {len(self.box)} (1 to 5, equal)")
+        stride = itemsize
+        for extent in self.dims[:-1]:
+            stride *= extent
+            if stride % 16:
+                found.append(f"a row of {extent} {self.dtype} elements is {stride} bytes, not a multiple of 16")
+                break
+        if any(not 1 <= b <= 256 for b in self.box):
+            found.append(f"box {self.box}: each extent must be 1 to 256")
+        if self.swizzle not in (0, 32, 64, 128):
+            found.append(f"swizzle {self.swizzle} bytes (0, 32, 64 or 128)")
+        elif self.swizzle and self.box and self.box[0] * itemsize > self.swizzle:
+            inner = self.box[0] * itemsize
+            found.append(f"the box's inner extent ({inner} bytes) exceeds the {self.swizzle}-byte swizzle")
+        if any(not 1 <= d < 2**32 for d in self.dims):
+            found.append(f"dims {self.dims}: each must be 1 to 2^32-1")
+        return found
 
 
 @dataclass(frozen=True)

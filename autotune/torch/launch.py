@@ -20,11 +20,11 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from autotune.dispatch import TunedKernel, _Plan, _torch_current_stream
+from autotune.dispatch import ProblemPlan, TunedKernel, torch_current_stream
 
 _DATABASE: list[str | None] = [None]  # the database the operators read (None: $AUTOTUNE_DB, else the default)
 # torch's current stream as an int, without building a torch.cuda.Stream object (what Triton uses).
-_RAW_STREAM: Callable[[int], int] = getattr(torch._C, "_cuda_getCurrentRawStream", None) or _torch_current_stream
+_RAW_STREAM: Callable[[int], int] = getattr(torch._C, "_cuda_getCurrentRawStream", None) or torch_current_stream
 
 
 def set_database(db: str | None) -> None:
@@ -35,13 +35,11 @@ def set_database(db: str | None) -> None:
 @dataclass
 class _Entry:
     kernel: TunedKernel
-    plan: _Plan
+    plan: ProblemPlan
     outputs: list[tuple[tuple[int, ...], torch.dtype]]
-    workspace: list[tuple[str, int]]  # name, bytes
-    names: tuple[str, ...]  # inputs then outputs, the order pointers are listed in
+    workspace: list[int]  # bytes of each workspace buffer, in the plan's order
     device: torch.device
     ordinal: int
-    slots: list | None  # `_Plan.fast_slots`: single-launch plans fill the pointer slots directly
 
 
 class Launcher:
@@ -65,18 +63,11 @@ class Launcher:
             entry = self._prepare(tuple(key), tensors)
         device = entry.device
         results = tuple([torch.empty(shape, dtype=dtype, device=device) for shape, dtype in entry.outputs])
-        if entry.slots is not None:  # one launch, no workspace: the pointers go straight to their slots
-            kernel = entry.kernel
-            kernel._driver.make_current(kernel._context)
-            entry.plan.launch_pointers(kernel._driver, entry.slots, [t.data_ptr() for t in (*tensors, *results)],
-                                       _RAW_STREAM(entry.ordinal))  # fmt: skip
-            return results
-        pointers = dict(zip(entry.names, [t.data_ptr() for t in (*tensors, *results)]))
-        scratch = []
-        for name, nbytes in entry.workspace:
-            buffer = torch.empty(nbytes, dtype=torch.uint8, device=device)  # freed stream-ordered after the launch
-            scratch.append(buffer)
-            pointers[name] = buffer.data_ptr()
+        pointers = [t.data_ptr() for t in (*tensors, *results)]
+        # The workspace from torch's caching allocator, freed stream-ordered after the launch: a CUDA graph
+        # captures its address like any other intermediate.
+        scratch = [torch.empty(nbytes, dtype=torch.uint8, device=device) for nbytes in entry.workspace]
+        pointers += [buffer.data_ptr() for buffer in scratch]
         entry.kernel.launch(entry.plan, pointers, _RAW_STREAM(entry.ordinal))
         return results
 
@@ -90,9 +81,8 @@ class Launcher:
                 tuned = self._tuned[ordinal] = TunedKernel(self.kernel, db=_DATABASE[0], device=ordinal)
         plan = tuned.prepare(*tensors)
         outputs = [(tuple(s.shape), getattr(torch, s.dtype)) for s in plan.outputs.values()]
-        workspace = [(name, max(spec.nbytes, 1)) for name, spec in plan.workspace.items()]
-        names = (*tuned.input_names, *plan.outputs)
-        entry = _Entry(tuned, plan, outputs, workspace, names, tensors[0].device, ordinal, plan.fast_slots(names))
+        workspace = [max(spec.nbytes, 1) for spec in plan.workspace.values()]
+        entry = _Entry(tuned, plan, outputs, workspace, tensors[0].device, ordinal)
         self._entries[key] = entry
         return entry
 

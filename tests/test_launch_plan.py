@@ -1,0 +1,101 @@
+"""The one launch path without a GPU: a stand-in driver records what `LaunchPlan` hands to the CUDA driver API."""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+
+from autotune.errors import InvalidArgument
+from autotune.launch_plan import LaunchPlan
+from autotune.spaces.base import Launch, TensorMap, Zero
+
+
+class StandInDriver:
+    """Records launches (with the pointer and scalar values their parameter blocks hold at launch time), zeroings
+    and tensor-map encodings."""
+
+    def __init__(self):
+        self.launched, self.zeroed, self.encoded = [], [], []
+
+    def launcher(self, function, grid, block, shared):
+        def call(stream, params):
+            self.launched.append((function, grid, block, shared, stream, params))
+            return 0
+
+        return call
+
+    def zero(self, ptr, nbytes, stream):
+        self.zeroed.append((ptr, nbytes, stream))
+
+    def encode_tensor_map(self, address, pointer, data_type, rank, dims, strides, box, element_strides, swizzle):
+        self.encoded.append((pointer, data_type, rank, list(dims), list(strides)[: rank - 1], list(box), swizzle))
+        ctypes.memset(address, 0x5A, 128)
+
+    def check(self, code, what):
+        raise AssertionError(f"{what} returned {code}")
+
+
+def value(params, index, ctype):
+    return ctype.from_address(params[index]).value
+
+
+def test_pointers_are_written_per_call_and_scalars_once():
+    driver = StandInDriver()
+    steps = [Zero("acc"), Launch("k", (4, 1, 1), (128, 1, 1), 0, ("x", np.int32(7), "acc", np.float32(0.5)))]
+    functions = []
+    plan = LaunchPlan(driver, steps, lambda kernel, shared: functions.append(kernel) or 0xF00,
+                      ("x", "acc"), {"acc": 256})  # fmt: skip
+    assert functions == ["k"], "each kernel's function is looked up once, at build time"
+    plan.launch([0x1000, 0x2000], stream=3)
+    plan.launch([0x1100, 0x2100], stream=4)
+    assert driver.zeroed == [(0x2000, 256, 3), (0x2100, 256, 4)]
+    (f1, grid, block, shared, s1, p1), (_, _, _, _, s2, p2) = driver.launched
+    assert (f1, grid, block, shared, s1, s2) == (0xF00, (4, 1, 1), (128, 1, 1), 0, 3, 4)
+    assert value(p2, 0, ctypes.c_uint64) == 0x1100 and value(p2, 2, ctypes.c_uint64) == 0x2100
+    assert value(p2, 1, ctypes.c_int32) == 7 and value(p2, 3, ctypes.c_float) == 0.5
+
+
+def test_a_tensor_map_is_encoded_for_its_buffer_and_again_only_when_the_pointer_moves():
+    driver = StandInDriver()
+    a = TensorMap("A", "bfloat16", dims=(4096, 1000), box=(64, 128))
+    b = TensorMap("B", "float16", dims=(512, 4096), box=(32, 64), swizzle=64)
+    plan = LaunchPlan(driver, [Launch("k", (1, 1, 1), (384, 1, 1), 0, (a, b, "C"))], lambda *_: 1,
+                      ("A", "B", "C"), {})  # fmt: skip
+    for pointers in ([0x10000, 0x20000, 0x30000], [0x10000, 0x20000, 0x40000], [0x50000, 0x20000, 0x40000]):
+        plan.launch(pointers, 0)
+    assert driver.encoded == [
+        (0x10000, 9, 2, [4096, 1000], [8192], [64, 128], 3),  # bf16, row stride 4096·2 bytes, 128-byte swizzle
+        (0x20000, 6, 2, [512, 4096], [1024], [32, 64], 2),  # fp16, 64-byte swizzle
+        (0x50000, 9, 2, [4096, 1000], [8192], [64, 128], 3),  # A moved; B did not
+    ]
+    params = driver.launched[0][5]
+    assert params[0] % 64 == 0 and params[1] % 64 == 0, "CUtensorMap parameters are 64-byte aligned"
+    assert ctypes.string_at(params[0], 128) == b"\x5a" * 128, "the parameter points at the encoded map"
+
+
+def test_an_unaligned_pointer_for_a_tensor_map_is_one_clear_error():
+    driver = StandInDriver()
+    plan = LaunchPlan(driver, [Launch("k", (1, 1, 1), (128, 1, 1), 0,
+                                      (TensorMap("A", "float16", dims=(64, 64), box=(64, 64)),))],
+                      lambda *_: 1, ("A",), {})  # fmt: skip
+    with pytest.raises(InvalidArgument, match="A at 0x1002 is not 16-byte aligned"):
+        plan.launch([0x1002], 0)
+    assert driver.launched == [] and driver.encoded == []
+
+
+@pytest.mark.parametrize(
+    "spec, problem",
+    [
+        (TensorMap("A", "float16", dims=(33, 64), box=(64, 64)), "not a multiple of 16"),
+        (TensorMap("A", "float16", dims=(64, 64), box=(128, 64)), "exceeds the 128-byte swizzle"),
+        (TensorMap("A", "float32", dims=(64, 64), box=(64, 512), swizzle=0), "each extent must be 1 to 256"),
+        (TensorMap("A", "float16", dims=(64, 64), box=(64,)), "rank 2 with a box of rank 1"),
+    ],
+)
+def test_tensor_maps_the_copy_engine_cannot_take_are_refused_when_the_plan_is_built(spec, problem):
+    assert any(problem in p for p in spec.problems())
+    with pytest.raises(InvalidArgument, match=problem):
+        LaunchPlan(StandInDriver(), [Launch("k", (1, 1, 1), (1, 1, 1), 0, (spec,))], lambda *_: 1, ("A",), {})
+    assert TensorMap("A", "bfloat16", dims=(4096, 4096), box=(64, 256)).problems() == []
