@@ -25,10 +25,12 @@
 //
 // Edges: copies outside the matrix are zero-filled (cp.async with source size 0). Rows whose length is not a
 // multiple of 8 elements (16 bytes), or base pointers not 16-byte aligned, take element-wise guarded loads
-// stored to the same swizzled places (synchronous, ragged shapes only). Edge tiles of C are stored element-wise.
+// stored to the same swizzled places (synchronous, ragged shapes only). C is stored from registers
+// (kernel_templates/wgmma_epilogue.cuh): 16-byte vectors inside, guarded pairs at the edges.
 
 #include "dtype.cuh"
 #include "wgmma_sm90.cuh"
+#include "wgmma_epilogue.cuh"
 
 #ifndef BM
 #define BM 128
@@ -156,103 +158,6 @@ __device__ __forceinline__ void load_stage(bool aligned, int k_tile, uint32_t ri
   }
 }
 
-// ---- output ------------------------------------------------------------------------------------------------
-__device__ __forceinline__ void store_pair(elem_t* __restrict__ C, int M, int N, int row, int col, float x,
-                                           float y, bool paired) {
-  if (row >= M) return;
-  elem_t* p = C + (size_t)row * N + col;
-  if (paired && col + 1 < N) {
-#if DTYPE == 2
-    *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(x, y);
-#else
-    *reinterpret_cast<__half2*>(p) = __floats2half2_rn(x, y);
-#endif
-  } else {
-    if (col < N) p[0] = from_f32<elem_t>(x);
-    if (col + 1 < N) p[1] = from_f32<elem_t>(y);
-  }
-}
-
-__device__ __forceinline__ void zero(float (&acc)[M_TILES][ACC]) {
-#pragma unroll
-  for (int m = 0; m < M_TILES; ++m)
-#pragma unroll
-    for (int j = 0; j < ACC; ++j) acc[m][j] = 0.f;
-}
-
-// x, y rounded to the element type and packed (x in the low half: the lower address).
-__device__ __forceinline__ uint32_t pack2(float x, float y) {
-  uint32_t d;
-#if DTYPE == 2
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(y), "f"(x));
-#else
-  asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(y), "f"(x));
-#endif
-  return d;
-}
-
-// Epilogue, from the accumulator fragments (lane l: rows 16w + l/4 and +8, column pairs 2(l%4) of each 8-column
-// group); `cw` is the computing warpgroup's index among the consumers.
-// Interior tiles (and 16-byte aligned rows): the four lanes of a quad exchange their pairs of four consecutive
-// column groups (a 4×4 transpose by shuffles), after which each lane holds 8 consecutive columns and stores them
-// as one 16-byte vector: a warp's store covers 64 contiguous bytes of each of 8 rows. Edge tiles store guarded
-// pairs.
-__device__ __forceinline__ void store_tile(const float (&acc)[M_TILES][ACC], elem_t* __restrict__ C, int M, int N,
-                                           int bm0, int bn0, int cw) {
-  const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32, q = lane % 4;
-  const bool interior = bm0 + BM <= M && bn0 + BN <= N && (N % 8) == 0 &&
-                        (reinterpret_cast<uintptr_t>(C) & 15) == 0;
-  if (interior) {
-#pragma unroll
-    for (int m = 0; m < M_TILES; ++m) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = bm0 + cw * WG_ROWS + m * 64 + warp * 16 + lane / 4 + 8 * h;
-        elem_t* out = C + (size_t)row * N + bn0;
-#pragma unroll
-        for (int jb = 0; jb < BN / 32; ++jb) {
-          const float* a = &acc[m][16 * jb + 2 * h];  // groups 4jb..4jb+3, 4 floats apart
-          uint32_t v0 = pack2(a[0], a[1]), v1 = pack2(a[4], a[5]), v2 = pack2(a[8], a[9]),
-                   v3 = pack2(a[12], a[13]);
-          // Lane q holds row q of a 4×4 matrix (group i, its column pair q); transposed in two swaps: 2×2 blocks
-          // across lanes q^2, then elements across lanes q^1. Then lane q holds group q, pairs 0..3 in order.
-          {
-            const bool hi = lane & 2;
-            const uint32_t r0 = __shfl_xor_sync(0xffffffffu, hi ? v0 : v2, 2);
-            const uint32_t r1 = __shfl_xor_sync(0xffffffffu, hi ? v1 : v3, 2);
-            v0 = hi ? r0 : v0;
-            v1 = hi ? r1 : v1;
-            v2 = hi ? v2 : r0;
-            v3 = hi ? v3 : r1;
-          }
-          {
-            const bool odd = lane & 1;
-            const uint32_t r0 = __shfl_xor_sync(0xffffffffu, odd ? v0 : v1, 1);
-            const uint32_t r1 = __shfl_xor_sync(0xffffffffu, odd ? v2 : v3, 1);
-            v0 = odd ? r0 : v0;
-            v2 = odd ? r1 : v2;
-            v1 = odd ? v1 : r0;
-            v3 = odd ? v3 : r1;
-          }
-          *reinterpret_cast<uint4*>(out + 8 * (4 * jb + q)) = make_uint4(v0, v1, v2, v3);
-        }
-      }
-    }
-    return;
-  }
-  const bool paired = (N % 2) == 0 && (reinterpret_cast<uintptr_t>(C) & 3) == 0;
-#pragma unroll
-  for (int m = 0; m < M_TILES; ++m) {
-    const int row = bm0 + cw * WG_ROWS + m * 64 + warp * 16 + lane / 4;
-#pragma unroll
-    for (int j = 0; j < BN / 8; ++j) {
-      const int col = bn0 + j * 8 + 2 * q;
-      store_pair(C, M, N, row, col, acc[m][4 * j], acc[m][4 * j + 1], paired);
-      store_pair(C, M, N, row + 8, col, acc[m][4 * j + 2], acc[m][4 * j + 3], paired);
-    }
-  }
-}
-
 extern "C" __global__ void __launch_bounds__(NT, 1)
 gemm_wgmma(const elem_t* __restrict__ A, const elem_t* __restrict__ B, elem_t* __restrict__ C, int M, int N,
            int K) {
@@ -318,7 +223,7 @@ gemm_wgmma(const elem_t* __restrict__ A, const elem_t* __restrict__ B, elem_t* _
 #endif
     const int cw = wg - 1;
     float acc[M_TILES][ACC];  // declared past setmaxnreg: the entry region runs under the 168-register cap
-    zero(acc);
+    zero_fragments<M_TILES, BN>(acc);
     for (int t = 0; t < k_tiles; ++t) {
       const int s = t % STAGES;
       mbar_wait(full_bar + 8 * s, (t / STAGES) & 1);
@@ -340,12 +245,12 @@ gemm_wgmma(const elem_t* __restrict__ A, const elem_t* __restrict__ B, elem_t* _
       if (t > 0) mbar_arrive(empty_bar + 8 * ((t - 1) % STAGES));
     }
     wgmma_wait<0>();
-    store_tile(acc, C, M, N, bm0, bn0, cw);
+    store_fragments<M_TILES, BN>(acc, C, M, N, bm0 + cw * WG_ROWS, bn0);
   }
 #else
   const int cw = wg;
   float acc[M_TILES][ACC];
-  zero(acc);
+  zero_fragments<M_TILES, BN>(acc);
 #pragma unroll
   for (int s = 0; s < STAGES - 2; ++s) {
     if (s < k_tiles) load_stage(aligned, s, ring, ring_ptr, A, B, M, N, K, bm0, bn0);
@@ -378,6 +283,6 @@ gemm_wgmma(const elem_t* __restrict__ A, const elem_t* __restrict__ B, elem_t* _
     wgmma_wait<1>();
   }
   wgmma_wait<0>();
-  store_tile(acc, C, M, N, bm0, bn0, cw);
+  store_fragments<M_TILES, BN>(acc, C, M, N, bm0 + cw * WG_ROWS, bn0);
 #endif
 }
