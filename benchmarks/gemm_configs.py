@@ -1,8 +1,8 @@
-"""The mma GEMM's default and a few hand-picked configurations, measured without a search (validated and timed by
-autotune's GPU worker, L2 flushed), next to cuBLAS through torch (its own L2-flushed median): a quick check of what
-the template reaches before tuning, and of the default configuration's standing.
+"""A GEMM algorithm's default and a few hand-picked configurations, measured without a search (validated and timed
+by autotune's GPU worker, L2 flushed), next to cuBLAS through torch (its own L2-flushed median): a quick check of
+what a template reaches before tuning, and of the default configuration's standing.
 
-    python benchmarks/gemm_mma_configs.py [--dtypes float16 bfloat16] [--shapes 4096x4096x4096 127x4096x4096]
+    python benchmarks/gemm_configs.py --algo wgmma_tma [--dtypes float16 bfloat16] [--shapes 4096x4096x4096 ...]
 """
 
 from __future__ import annotations
@@ -13,7 +13,23 @@ from typing import Any
 
 from _timing import interleaved_medians
 
-VARIANTS: dict[str, dict[str, Any]] = {
+# Per algorithm: name → change to its default configuration.
+VARIANTS: dict[str, dict[str, dict[str, Any]]] = {}
+VARIANTS["wgmma_tma"] = {
+    "default (128x256 coop s4 g8)": {},
+    "128x256 coop s3": {"STAGES": 3},
+    "128x256 coop g16": {"GROUP_M": 16},
+    "128x256 coop g1": {"GROUP_M": 1},
+    "256x128 coop s4": {"BM": 256, "BN": 128},
+    "128x192 coop s4": {"BN": 192},
+    "128x128 coop s6": {"BN": 128, "STAGES": 6},
+    "pingpong 128x128 s6": {"PINGPONG": 1, "BN": 128, "STAGES": 6},
+    "pingpong 64x256 s5": {"PINGPONG": 1, "BM": 64, "STAGES": 5},
+    "pingpong 128x128 s4": {"PINGPONG": 1, "BN": 128, "STAGES": 4},
+    "1 consumer 128x128 s6": {"WG": 1, "BN": 128, "STAGES": 6},
+}
+VARIANTS["wgmma"] = {"default": {}}
+VARIANTS["mma"] = {
     "default": {},
     "256x128 warps 64x64": {"BM": 256, "BN": 128},
     "128x256 s3": {"STAGES": 3},
@@ -29,6 +45,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--algo", default="mma", choices=sorted(VARIANTS))
     parser.add_argument("--dtypes", nargs="+", default=["float16", "bfloat16"])
     parser.add_argument("--shapes", nargs="+", default=["4096x4096x4096", "127x4096x4096"])
     parser.add_argument("--reps", type=int, default=30)
@@ -39,7 +56,6 @@ def main() -> None:
     from autotune.device import query_device
     from autotune.evaluation.gpu import GpuEvaluator
     from autotune.spaces import ALGO, get_space
-    from autotune.spaces.gemm_mma import MmaGemm
 
     device = query_device()
     flush = torch.empty(max(2 * device.l2_bytes, 256 << 20), dtype=torch.uint8, device="cuda")
@@ -53,8 +69,13 @@ def main() -> None:
             cublas_ms = interleaved_medians({"cuBLAS": lambda: torch.matmul(a, b)}, args.reps, flush, torch)["cuBLAS"]
             cublas = space.metric(shape, cublas_ms)
             print(f"\n{dtype} {shape_text} on {device.name}: cuBLAS {cublas:.1f} TFLOP/s")
-            configs = {name: {ALGO: "mma", **MmaGemm.default_config, **change} for name, change in VARIANTS.items()}
-            configs = {name: c for name, c in configs.items() if not space.violations(c, shape, device)}
+            base = {ALGO: args.algo, **space.algos[args.algo].default_config}
+            configs = {name: {**base, **change} for name, change in VARIANTS[args.algo].items()}
+            for name, config in list(configs.items()):
+                problems = space.violations(config, shape, device)
+                if problems:
+                    print(f"  {name:>36}: not valid here: {problems[0]}")
+                    del configs[name]
             with GpuEvaluator(space, shape, seed=0, min_time_ms=50.0, max_reps=args.reps) as evaluator:
                 results = {name: f.result() for name, f in {n: evaluator.submit(c) for n, c in configs.items()}.items()}
             for name, r in results.items():
@@ -65,7 +86,7 @@ def main() -> None:
                 else:
                     print(f"  {name:>36}: {r.failure} {r.reason}")
             print(json.dumps({"dtype": dtype, "shape": shape_text, "cublas_tflops": cublas,
-                              "ours": {n: r.time_ms for n, r in results.items()}}))  # fmt: skip
+                              "algo": args.algo, "ours": {n: r.time_ms for n, r in results.items()}}))  # fmt: skip
 
 
 if __name__ == "__main__":

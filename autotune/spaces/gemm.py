@@ -6,7 +6,9 @@ Algorithms (the ``ALGO`` parameter; each with its own template, tunables and con
 * ``tf32x3`` (float32): 3×TF32 on tensor cores, mma.sync, FP32-accurate (`autotune.spaces.gemm_tf32x3`); 1×TF32
   is the separate family ``gemm_tf32`` (`autotune.spaces.gemm_tf32`).
 * ``mma`` (float16, bfloat16): mma.sync m16n8k16 tensor cores, fp32 accumulation (`autotune.spaces.gemm_mma`).
-* ``wgmma`` (float16, bfloat16): Hopper warpgroup MMA from swizzled shared memory, sm_90a only
+* ``wgmma_tma`` (float16, bfloat16): the Hopper design, sm_90a only: TMA loads, a producer warpgroup feeding
+  wgmma consumers (cooperative or ping-pong), a persistent grid (`autotune.spaces.gemm_wgmma_tma`).
+* ``wgmma`` (float16, bfloat16): Hopper warpgroup MMA from swizzled shared memory fed by cp.async, sm_90a only
   (`autotune.spaces.gemm_wgmma`).
 * ``gemv`` (every dtype; M = 1 or N = 1 only): batch-1 products stream the matrix once
   (`autotune.spaces.gemm_gemv`).
@@ -46,6 +48,7 @@ from autotune.spaces.gemm_mma import MmaGemm
 from autotune.spaces.gemm_simt import SimtGemm
 from autotune.spaces.gemm_tf32x3 import Tf32x3Gemm
 from autotune.spaces.gemm_wgmma import WgmmaGemm
+from autotune.spaces.gemm_wgmma_tma import WgmmaTmaGemm
 
 WIDE = "wide"  # rows of A and columns of B scaled by 2^e, e uniform in ±WIDE_EXPONENT[dtype]
 WIDE_EXPONENT = {"float32": 20, "bfloat16": 20, "float16": 3}
@@ -60,7 +63,7 @@ class GemmSpace(KernelSpace):
     dims = ("M", "N", "K")
     default_shape = (4096, 4096, 4096)
     metric_unit = "TFLOP/s"
-    algorithms = (SimtGemm, Tf32x3Gemm, MmaGemm, WgmmaGemm, GemvGemm)
+    algorithms = (SimtGemm, Tf32x3Gemm, WgmmaTmaGemm, MmaGemm, WgmmaGemm, GemvGemm)
 
     # --- problem --------------------------------------------------------------------------------------------
     def input_specs(self, shape: Shape) -> dict[str, BufferSpec]:
@@ -125,13 +128,14 @@ class GemmSpace(KernelSpace):
     def validation_cases(self, shape: Shape) -> list[tuple[Shape, str]]:
         # Ragged against every tile size: the first keeps N and K multiples of 8 (vector paths with edges), the
         # second makes every row unaligned (scalar fall-back paths) and K no multiple of any mma K; the third and
-        # fourth span a wide dynamic range, one of them along K = 16384. Then one row and one column (the GEMV
+        # fourth span a wide dynamic range, one of them along K = 16384 (N and K multiples of 8, so that the TMA
+        # algorithm, which needs 16-byte row strides, is checked along a long K too). Then one row and one column (the GEMV
         # algorithm's shapes; every other algorithm computes them too), the last of them wide-range.
         return [
             ((333, 264, 104), UNIFORM),
             ((67, 131, 33), UNIFORM),
             ((129, 72, 264), WIDE),
-            ((61, 70, 16384), WIDE),
+            ((61, 72, 16384), WIDE),
             ((1, 131, 33), UNIFORM),
             ((67, 1, 33), UNIFORM),
             ((1, 70, 4099), WIDE),

@@ -1,0 +1,111 @@
+"""Hopper GEMM the Hopper way: C = A·B for float16 / bfloat16 with fp32 accumulation, TMA loads feeding wgmma,
+a producer warpgroup and consumer warpgroups (warp specialisation), and a persistent grid (template:
+kernel_templates/gemm_wgmma_tma.cu, sm_90a only).
+
+Tunables: the tile (BM × BN), consumer warpgroups (WG), their schedule (PINGPONG: cooperative on one tile, or
+taking turns tile by tile so that one's epilogue hides behind the other's main loop), the depth of the TMA ring
+(STAGES of BK = 64) and the tile rasterisation (GROUP_M).
+
+The copy engine reads A and B through tensor maps (`autotune.spaces.base.TensorMap`) that the launch plan encodes
+for the arrays' pointers: row strides and bases must be 16-byte aligned, so K and N must be multiples of 8
+elements (`unfit`: other shapes are computed by the other algorithms), and an array at an unaligned address is
+refused with one line at call time. Boxes past the matrix's edges are zero-filled, so ragged M, N, K are exact.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from autotune.device import DeviceInfo
+from autotune.shape import Shape
+from autotune.spaces.algorithm import Algorithm
+from autotune.spaces.base import Config, Launch, Param, Step, TensorMap, ceil_div
+
+BK = 64  # one 128-byte swizzle row of 16-bit elements: the TMA box's inner extent
+MAX_ACCUMULATORS = 128  # fp32 accumulators per consumer thread (the template's static_assert)
+ALIGN_ELEMENTS = 8  # 16 bytes of a 16-bit type: TMA's stride granularity
+
+
+class WgmmaTmaGemm(Algorithm):
+    name = "wgmma_tma"
+    template = "gemm_wgmma_tma.cu"
+    dtypes = ("float16", "bfloat16")
+    min_cc = (9, 0)
+    max_cc = (9, 0)  # sm_90a code runs on compute capability 9.0 alone
+
+    parameters = (
+        Param("BM", (64, 128, 256), "tile rows (cooperative: split over the consumers; ping-pong: one consumer's)"),
+        Param("BN", (64, 128, 192, 256), "tile columns: the wgmma N"),
+        Param("WG", (1, 2), "consumer warpgroups of 128 threads"),
+        Param("PINGPONG", (0, 1), "1: the two consumers take turns, a whole tile each; 0: they share each tile"),
+        Param("STAGES", (2, 3, 4, 5, 6, 7), "shared-memory stages of the TMA ring"),
+        Param("GROUP_M", (1, 8, 16), "tile rasterisation: tiles sweep GROUP_M tile rows (L2 reuse)"),
+    )
+    default_config = {"BM": 128, "BN": 256, "WG": 2, "PINGPONG": 0, "STAGES": 4, "GROUP_M": 8}
+
+    @staticmethod
+    def geometry(config: Config) -> dict[str, int]:
+        """The template's derived quantities: threads, rows per consumer, m64 slices and accumulators per
+        consumer thread, shared bytes."""
+        bm, bn, wg = config["BM"], config["BN"], config["WG"]
+        rows = bm if config["PINGPONG"] else bm // wg
+        m_tiles = rows // 64 if rows % 64 == 0 else 0
+        stage = (bm + bn) * BK * 2
+        return {
+            "threads": 128 * (wg + 1),
+            "consumer_rows": rows,
+            "m_tiles": m_tiles,
+            "accumulators": m_tiles * bn // 2,
+            "smem_bytes": config["STAGES"] * stage + 1024 + 16 * config["STAGES"],
+        }
+
+    def unfit(self, shape: Shape, device: DeviceInfo) -> str | None:
+        reason = super().unfit(shape, device)
+        if reason is not None:
+            return reason
+        _, n, k = shape
+        if n % ALIGN_ELEMENTS or k % ALIGN_ELEMENTS:
+            return (f"algorithm {self.name} copies with TMA, whose row strides are multiples of 16 bytes: N and K "
+                    f"must be multiples of {ALIGN_ELEMENTS} (got N={n}, K={k})")  # fmt: skip
+        return None
+
+    def constraints(self, config: Config, shape: Shape, device: DeviceInfo) -> list[str]:
+        config = self.local(config)
+        g = self.geometry(config)
+        problems = []
+        unfit = self.unfit(shape, device)
+        if unfit:
+            problems.append(unfit)
+        if config["PINGPONG"] and config["WG"] != 2:
+            problems.append("ping-pong needs two consumer warpgroups (WG=2)")
+        if g["m_tiles"] not in (1, 2):
+            problems.append(f"{g['consumer_rows']} rows per consumer: one or two m64 slices (64 or 128 rows)")
+        if g["accumulators"] > MAX_ACCUMULATORS:
+            problems.append(f"{g['accumulators']} accumulators per thread (> {MAX_ACCUMULATORS}) would spill")
+        if g["smem_bytes"] > device.smem_per_block_optin:
+            problems.append(f"{g['smem_bytes']} B of shared memory > device limit {device.smem_per_block_optin} B")
+        return problems
+
+    def launches(self, config: Config, shape: Shape, device: DeviceInfo) -> list[Step]:
+        m, n, k = shape
+        c = self.local(config)
+        g = self.geometry(c)
+        tiles = ceil_div(m, c["BM"]) * ceil_div(n, c["BN"])
+        return [
+            Launch(
+                kernel="gemm_wgmma_tma",
+                grid=(min(tiles, device.multiprocessors), 1, 1),  # persistent: one block per SM walks the tiles
+                block=(g["threads"], 1, 1),
+                shared_bytes=g["smem_bytes"],
+                args=(
+                    TensorMap("A", self.dtype, dims=(k, m), box=(BK, c["BM"])),
+                    TensorMap("B", self.dtype, dims=(n, k), box=(64, BK)),
+                    "C", np.int32(m), np.int32(n), np.int32(k),
+                ),
+            )
+        ]
+
+    def describe(self, config: Config) -> str:
+        c = config
+        schedule = "pingpong" if c["PINGPONG"] else "coop"
+        return f"wgmma+tma {c['BM']}x{c['BN']}x{BK} wg{c['WG']} {schedule} s{c['STAGES']} g{c['GROUP_M']}"

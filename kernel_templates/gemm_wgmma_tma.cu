@@ -1,0 +1,186 @@
+// GEMM  C[M,N] = A[M,K] · B[K,N]  the Hopper way (sm_90a): TMA loads, a producer warpgroup, consumer warpgroups
+// on wgmma, and a persistent grid. float16 or bfloat16 inputs and output, fp32 accumulation; row-major.
+//
+// Roles (warp specialisation): warpgroup 0 is the producer, whose one elected thread issues the bulk tensor
+// copies (kernel_templates/tma_sm90.cuh) of each k-tile into a STAGES-deep shared-memory ring; a "full" mbarrier
+// per stage completes when the copy engine has written the stage's bytes, an "empty" one when every consumer
+// thread has retired the wgmma that read it. Warpgroups 1..WG are consumers (setmaxnreg moves the producer's
+// registers to them). No block-wide barrier after the set-up.
+//
+// Persistent grid: gridDim.x blocks (about one per SM) walk the output tiles t = blockIdx.x, + gridDim.x, …,
+// rasterised GROUP_M tile rows at a time so that blocks running together share B (and A) in L2. The ring runs on
+// across tiles, so the producer fetches the next tile while the consumers store this one.
+//   PINGPONG = 0 (cooperative): both consumers work on one BM×BN tile, each on BM/WG rows.
+//   PINGPONG = 1: consumers take turns, tile by tile, each on a whole BM×BN tile; the ring's order makes one's
+//     main loop run while the other stores its tile, so the tensor cores do not wait for the epilogue.
+//
+// Operand layouts in shared memory are those of kernel_templates/gemm_wgmma.cu (A K-major, B MN-major with the
+// transpose bit, 128-byte swizzle), which is exactly what TMA writes with CU_TENSOR_MAP_SWIZZLE_128B for boxes
+// whose inner extent is 64 elements (128 bytes): A as one box of 64 (k) × BM (rows), B as BN/64 boxes of 64
+// (columns) × BK (k). The host side (autotune/spaces/gemm_wgmma_tma.py) describes these tensor maps.
+//
+// Edges: boxes reaching past M, N or K are zero-filled by the copy engine, so ragged M, N, K need no code here;
+// C is stored from registers with guards (kernel_templates/wgmma_epilogue.cuh). TMA needs 16-byte aligned bases
+// and row strides: K and N multiples of 8 (the space's constraints; other shapes take another algorithm).
+//
+// Tunables (compile-time defines; the defaults below are autotune's "default configuration"):
+//   BM BN     tile rows and columns (cooperative: BM = WG · 64 · M_TILES; ping-pong: BM = 64 · M_TILES)
+//   WG        consumer warpgroups (1 or 2)
+//   PINGPONG  0 cooperative, 1 ping-pong (needs WG = 2)
+//   STAGES    shared-memory stages of BK = 64
+//   GROUP_M   tile rows swept before moving right
+
+#include "dtype.cuh"
+#include "tma_sm90.cuh"
+#include "wgmma_epilogue.cuh"
+#include "wgmma_sm90.cuh"
+
+#ifndef BM
+#define BM 128
+#endif
+#ifndef BN
+#define BN 256
+#endif
+#ifndef WG
+#define WG 2
+#endif
+#ifndef PINGPONG
+#define PINGPONG 0
+#endif
+#ifndef STAGES
+#define STAGES 4
+#endif
+#ifndef GROUP_M
+#define GROUP_M 8
+#endif
+
+#define BK 64                               // one 128-byte swizzle row of a 16-bit type
+#define NT (128 * (WG + 1))                 // consumers + the producer warpgroup
+#define CONSUMER_ROWS (PINGPONG ? BM : BM / WG)
+#define M_TILES (CONSUMER_ROWS / 64)
+#define ACC (BN / 2)                        // fp32 accumulators per thread per m64 slice
+#define A_STAGE_BYTES (BM * BK * 2)
+#define B_PANEL_BYTES (BK * 128)            // 64 columns × BK k-rows
+#define STAGE_BYTES (A_STAGE_BYTES + BK * BN * 2)
+#define SMEM_BYTES (STAGES * STAGE_BYTES + 1024 + 16 * STAGES)  // + alignment slack + mbarriers
+#define EMPTY_ARRIVALS (PINGPONG ? 128 : 128 * WG)
+
+static_assert(DTYPE == 1 || DTYPE == 2, "the TMA wgmma GEMM takes float16 (DTYPE=1) or bfloat16 (DTYPE=2)");
+static_assert(WG == 1 || WG == 2, "one or two consumer warpgroups");
+static_assert(PINGPONG == 0 || WG == 2, "ping-pong needs two consumers");
+static_assert(CONSUMER_ROWS % 64 == 0 && M_TILES >= 1 && M_TILES <= 2, "a consumer owns one or two m64 slices");
+static_assert(BM <= 256, "a TMA box has at most 256 rows");
+static_assert(BN == 64 || BN == 128 || BN == 192 || BN == 256, "BN is one wgmma N");
+static_assert(M_TILES * ACC <= 128, "at most 128 fp32 accumulators per consumer thread");
+static_assert(STAGES >= 2 && STAGES <= 8, "2..8 stages");
+static_assert(SMEM_BYTES <= 232448, "shared memory beyond the sm_90 limit of 227 KB per block");
+
+// Registers per thread after setmaxnreg (multiples of 8; 128·(PRODUCER + WG·CONSUMER) ≤ 65536).
+#if WG == 2
+#define PRODUCER_REGS 40
+#define CONSUMER_REGS 232
+#endif
+
+// Tile t of the persistent walk → its first row and column, GROUP_M tile rows at a time.
+__device__ __forceinline__ void tile_origin(int t, int tiles_m, int tiles_n, int& bm0, int& bn0) {
+#if GROUP_M > 1
+  const int width = GROUP_M * tiles_n;
+  const int first_m = (t / width) * GROUP_M;
+  const int rows = min(tiles_m - first_m, GROUP_M);
+  bm0 = (first_m + (t % width) % rows) * BM;
+  bn0 = ((t % width) / rows) * BN;
+#else
+  bm0 = (t / tiles_n) * BM;
+  bn0 = (t % tiles_n) * BN;
+#endif
+}
+
+extern "C" __global__ void __launch_bounds__(NT, 1)
+gemm_wgmma_tma(const __grid_constant__ TmaDesc tmap_a, const __grid_constant__ TmaDesc tmap_b,
+               elem_t* __restrict__ C, int M, int N, int K) {
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const uint32_t raw = smem_u32(smem_raw);
+  const uint32_t ring = (raw + 1023) & ~1023u;  // swizzle atoms and TMA boxes want 1024-byte alignment
+  const uint32_t full_bar = ring + STAGES * STAGE_BYTES, empty_bar = full_bar + 8 * STAGES;
+
+  const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN, tiles = tiles_m * tiles_n;
+  const int k_tiles = (K + BK - 1) / BK;
+  const int wg = threadIdx.x / 128;
+
+  if (threadIdx.x == 0) {
+    tma_prefetch_desc(&tmap_a);
+    tma_prefetch_desc(&tmap_b);
+#pragma unroll
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(full_bar + 8 * s, 1);  // the producer's arrive.expect_tx; then the copies' bytes
+      mbar_init(empty_bar + 8 * s, EMPTY_ARRIVALS);
+    }
+    fence_mbarrier_init();
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+#ifdef PRODUCER_REGS
+    setmaxnreg_dec<PRODUCER_REGS>();
+#endif
+    if (threadIdx.x == 0) {
+      uint32_t it = 0;  // k-tiles issued so far: stage it % STAGES, pass it / STAGES
+      for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+        int bm0, bn0;
+        tile_origin(t, tiles_m, tiles_n, bm0, bn0);
+        for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+          const uint32_t s = it % STAGES, pass = it / STAGES;
+          mbar_wait(empty_bar + 8 * s, (pass & 1) ^ 1);  // the first pass finds every stage free
+          const uint32_t stage = ring + s * STAGE_BYTES, full = full_bar + 8 * s;
+          mbar_arrive_expect_tx(full, STAGE_BYTES);
+          tma_load_2d(stage, &tmap_a, kt * BK, bm0, full);
+#pragma unroll
+          for (int p = 0; p < BN / 64; ++p)
+            tma_load_2d(stage + A_STAGE_BYTES + p * B_PANEL_BYTES, &tmap_b, bn0 + 64 * p, kt * BK, full);
+        }
+      }
+    }
+  } else {  // the roles are the two branches of one if/else: ptxas then honours setmaxnreg
+#ifdef CONSUMER_REGS
+    setmaxnreg_inc<CONSUMER_REGS>();
+#endif
+    const int cw = wg - 1;
+    uint32_t it = 0;
+    int local = 0;  // this block's tiles so far
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x, ++local) {
+      if (PINGPONG && (local % WG) != cw) {  // the other consumer's tile: skip its k-tiles in the ring
+        it += k_tiles;
+        continue;
+      }
+      int bm0, bn0;
+      tile_origin(t, tiles_m, tiles_n, bm0, bn0);
+      const int row0 = PINGPONG ? 0 : cw * CONSUMER_ROWS;  // this consumer's rows within the tile
+      float acc[M_TILES][ACC];
+      zero_fragments<M_TILES, BN>(acc);
+      uint32_t previous = 0;
+      for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+        const uint32_t s = it % STAGES;
+        mbar_wait(full_bar + 8 * s, (it / STAGES) & 1);
+        const uint32_t a_base = ring + s * STAGE_BYTES + row0 * 128;
+        const uint32_t b_base = ring + s * STAGE_BYTES + A_STAGE_BYTES;
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; ++kk) {
+          const uint64_t db = sw128_desc(b_base + kk * 2048, B_PANEL_BYTES, 1024);
+#pragma unroll
+          for (int m = 0; m < M_TILES; ++m) {
+            const uint64_t da = sw128_desc(a_base + m * 64 * 128 + kk * 32, 16, 1024);
+            wgmma_m64k16<BN>(acc[m], da, db);
+          }
+        }
+        wgmma_commit();
+        wgmma_wait<1>();  // the wgmma of the previous k-tile have retired: its stage is free
+        if (kt > 0) mbar_arrive(empty_bar + 8 * previous);
+        previous = s;
+      }
+      wgmma_wait<0>();
+      mbar_arrive(empty_bar + 8 * previous);
+      store_fragments<M_TILES, BN>(acc, C, M, N, bm0 + row0, bn0);
+    }
+  }
+}

@@ -1,0 +1,37 @@
+"""Helpers the space tests share: a template's macro defaults, random valid configurations, compiling many."""
+
+from __future__ import annotations
+
+import random
+import re
+from typing import Any
+
+from autotune.compiler import Compiler, CompileResult
+from autotune.spaces import config_key
+from autotune.templates import template_path
+
+
+def template_defaults(template: str) -> dict[str, int]:
+    """The ``#ifndef X / #define X n / #endif`` defaults of a library template."""
+    text = template_path(template).read_text()
+    return {m[0]: int(m[1]) for m in re.findall(r"#ifndef (\w+)\n#define \1 (\d+)\n#endif", text)}
+
+
+def sample_valid(space: Any, device: Any, shape: tuple, n: int, seed: int) -> list[dict]:
+    """``n`` distinct random configurations valid for ``shape`` on ``device``."""
+    rng = random.Random(seed)
+    seen, out = set(), []
+    while len(out) < n:
+        config = space.random_config(rng)
+        if config_key(config) not in seen and not space.violations(config, shape, device):
+            seen.add(config_key(config))
+            out.append(config)
+    return out
+
+
+def compile_all(space: Any, configs: list[dict], cache_dir: Any, arch: str = "sm_90a") -> list[CompileResult]:
+    compiler = Compiler(arch, cache_dir=cache_dir)
+    try:
+        return [f.result() for f in [compiler.submit(space.template_for(c), space.defines(c)) for c in configs]]
+    finally:
+        compiler.close()
