@@ -17,16 +17,16 @@ from _timing import interleaved_medians
 VARIANTS: dict[str, dict[str, dict[str, Any]]] = {}
 VARIANTS["wgmma_tma"] = {
     "default (128x256 coop s4 g8)": {},
-    "128x256 coop s3": {"STAGES": 3},
     "128x256 coop g16": {"GROUP_M": 16},
-    "128x256 coop g1": {"GROUP_M": 1},
-    "256x128 coop s4": {"BM": 256, "BN": 128},
-    "128x192 coop s4": {"BN": 192},
-    "128x128 coop s6": {"BN": 128, "STAGES": 6},
-    "pingpong 128x128 s6": {"PINGPONG": 1, "BN": 128, "STAGES": 6},
-    "pingpong 64x256 s5": {"PINGPONG": 1, "BM": 64, "STAGES": 5},
-    "pingpong 128x128 s4": {"PINGPONG": 1, "BN": 128, "STAGES": 4},
-    "1 consumer 128x128 s6": {"WG": 1, "BN": 128, "STAGES": 6},
+    "128x256 coop g16 cluster2": {"GROUP_M": 16, "CLUSTER_M": 2},
+    "128x256 coop g8 cluster2": {"CLUSTER_M": 2},
+    "256x128 coop g16": {"BM": 256, "BN": 128, "GROUP_M": 16},
+    "256x128 coop g16 cluster2": {"BM": 256, "BN": 128, "GROUP_M": 16, "CLUSTER_M": 2},
+    "pingpong 128x128 s6 g16": {"PINGPONG": 1, "BN": 128, "STAGES": 6, "GROUP_M": 16},
+    "pingpong 128x128 s6 g16 cluster2": {"PINGPONG": 1, "BN": 128, "STAGES": 6, "GROUP_M": 16, "CLUSTER_M": 2},
+    "pingpong 64x256 s5 g16": {"PINGPONG": 1, "BM": 64, "STAGES": 5, "GROUP_M": 16},
+    "pingpong 64x256 s5 g16 cluster2": {"PINGPONG": 1, "BM": 64, "STAGES": 5, "GROUP_M": 16, "CLUSTER_M": 2},
+    "1 consumer 128x128 s6 cluster2": {"WG": 1, "BN": 128, "STAGES": 6, "CLUSTER_M": 2},
 }
 VARIANTS["wgmma"] = {"default": {}}
 VARIANTS["mma"] = {

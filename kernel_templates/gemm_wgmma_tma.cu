@@ -11,8 +11,16 @@
 // rasterised GROUP_M tile rows at a time so that blocks running together share B (and A) in L2. The ring runs on
 // across tiles, so the producer fetches the next tile while the consumers store this one.
 //   PINGPONG = 0 (cooperative): both consumers work on one BM×BN tile, each on BM/WG rows.
-//   PINGPONG = 1: consumers take turns, tile by tile, each on a whole BM×BN tile; the ring's order makes one's
-//     main loop run while the other stores its tile, so the tensor cores do not wait for the epilogue.
+//   PINGPONG = 1: consumers take turns, tile by tile, each on a whole BM×BN tile, so that one's main loop runs
+//     while the other stores its tile and the tensor cores do not wait for the epilogue. An "order" mbarrier per
+//     consumer passes the turn when a main loop has issued its last wgmma: besides alternating the main loops,
+//     this keeps a consumer from waiting on a stage's "full" barrier passes ahead of the ring (a parity wait
+//     cannot tell pass p from pass p + 2).
+//
+// Clusters (CLUSTER_M = 2): two blocks of a cluster compute vertically adjacent tiles (same columns), so they
+// need the same B tile: each block copies half of its 64-column panels and multicasts them into both blocks'
+// shared memory. A stage is then free only when the consumers of both blocks have retired it: consumer warps
+// arrive on the "empty" barriers of both. Halves the B traffic from L2.
 //
 // Operand layouts in shared memory are those of kernel_templates/gemm_wgmma.cu (A K-major, B MN-major with the
 // transpose bit, 128-byte swizzle), which is exactly what TMA writes with CU_TENSOR_MAP_SWIZZLE_128B for boxes
@@ -29,6 +37,7 @@
 //   PINGPONG  0 cooperative, 1 ping-pong (needs WG = 2)
 //   STAGES    shared-memory stages of BK = 64
 //   GROUP_M   tile rows swept before moving right
+//   CLUSTER_M 1, or 2: blocks in clusters of two along M sharing B by TMA multicast
 
 #include "dtype.cuh"
 #include "tma_sm90.cuh"
@@ -53,6 +62,9 @@
 #ifndef GROUP_M
 #define GROUP_M 8
 #endif
+#ifndef CLUSTER_M
+#define CLUSTER_M 1
+#endif
 
 #define BK 64                               // one 128-byte swizzle row of a 16-bit type
 #define NT (128 * (WG + 1))                 // consumers + the producer warpgroup
@@ -62,8 +74,9 @@
 #define A_STAGE_BYTES (BM * BK * 2)
 #define B_PANEL_BYTES (BK * 128)            // 64 columns × BK k-rows
 #define STAGE_BYTES (A_STAGE_BYTES + BK * BN * 2)
-#define SMEM_BYTES (STAGES * STAGE_BYTES + 1024 + 16 * STAGES)  // + alignment slack + mbarriers
-#define EMPTY_ARRIVALS (PINGPONG ? 128 : 128 * WG)
+#define SMEM_BYTES (STAGES * STAGE_BYTES + 1024 + 16 * STAGES + 16)  // + alignment slack + mbarriers
+#define CONSUMER_WARPS (PINGPONG ? 4 : 4 * WG)  // warps that read one stage
+#define EMPTY_ARRIVALS (CONSUMER_WARPS * CLUSTER_M)  // one per warp of each block reading it
 
 static_assert(DTYPE == 1 || DTYPE == 2, "the TMA wgmma GEMM takes float16 (DTYPE=1) or bfloat16 (DTYPE=2)");
 static_assert(WG == 1 || WG == 2, "one or two consumer warpgroups");
@@ -74,6 +87,7 @@ static_assert(BN == 64 || BN == 128 || BN == 192 || BN == 256, "BN is one wgmma 
 static_assert(M_TILES * ACC <= 128, "at most 128 fp32 accumulators per consumer thread");
 static_assert(STAGES >= 2 && STAGES <= 8, "2..8 stages");
 static_assert(SMEM_BYTES <= 232448, "shared memory beyond the sm_90 limit of 227 KB per block");
+static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "clusters of one or two blocks along M");
 
 // Registers per thread after setmaxnreg (multiples of 8; 128·(PRODUCER + WG·CONSUMER) ≤ 65536).
 #if WG == 2
@@ -81,29 +95,42 @@ static_assert(SMEM_BYTES <= 232448, "shared memory beyond the sm_90 limit of 227
 #define CONSUMER_REGS 232
 #endif
 
-// Tile t of the persistent walk → its first row and column, GROUP_M tile rows at a time.
-__device__ __forceinline__ void tile_origin(int t, int tiles_m, int tiles_n, int& bm0, int& bn0) {
+// Cluster tile t of the persistent walk (CLUSTER_M tiles stacked along M) → the first row and column of this
+// block's tile (`rank` within the cluster), GROUP_M cluster-tile rows at a time.
+__device__ __forceinline__ void tile_origin(int t, int rows_m, int tiles_n, uint32_t rank, int& bm0, int& bn0) {
 #if GROUP_M > 1
   const int width = GROUP_M * tiles_n;
   const int first_m = (t / width) * GROUP_M;
-  const int rows = min(tiles_m - first_m, GROUP_M);
-  bm0 = (first_m + (t % width) % rows) * BM;
+  const int rows = min(rows_m - first_m, GROUP_M);
+  const int row = first_m + (t % width) % rows;
   bn0 = ((t % width) / rows) * BN;
 #else
-  bm0 = (t / tiles_n) * BM;
+  const int row = t / tiles_n;
   bn0 = (t % tiles_n) * BN;
 #endif
+  bm0 = (row * CLUSTER_M + (int)rank) * BM;
 }
 
-extern "C" __global__ void __launch_bounds__(NT, 1)
+#if CLUSTER_M > 1
+#define CLUSTER_DIMS __cluster_dims__(CLUSTER_M, 1, 1)
+#else
+#define CLUSTER_DIMS
+#endif
+
+extern "C" __global__ void __launch_bounds__(NT, 1) CLUSTER_DIMS
 gemm_wgmma_tma(const __grid_constant__ TmaDesc tmap_a, const __grid_constant__ TmaDesc tmap_b,
                elem_t* __restrict__ C, int M, int N, int K) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const uint32_t raw = smem_u32(smem_raw);
   const uint32_t ring = (raw + 1023) & ~1023u;  // swizzle atoms and TMA boxes want 1024-byte alignment
   const uint32_t full_bar = ring + STAGES * STAGE_BYTES, empty_bar = full_bar + 8 * STAGES;
+  const uint32_t order_bar = empty_bar + 8 * STAGES;  // ping-pong: consumer c may start a main loop
 
-  const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN, tiles = tiles_m * tiles_n;
+  // The walk is over cluster tiles (CLUSTER_M tiles stacked along M), one cluster per CLUSTER_M blocks.
+  const int rows_m = (M + BM * CLUSTER_M - 1) / (BM * CLUSTER_M), tiles_n = (N + BN - 1) / BN;
+  const int tiles = rows_m * tiles_n;
+  const int first = blockIdx.x / CLUSTER_M, step = gridDim.x / CLUSTER_M;
+  const uint32_t rank = CLUSTER_M > 1 ? cluster_ctarank() : 0;
   const int k_tiles = (K + BK - 1) / BK;
   const int wg = threadIdx.x / 128;
 
@@ -115,9 +142,15 @@ gemm_wgmma_tma(const __grid_constant__ TmaDesc tmap_a, const __grid_constant__ T
       mbar_init(full_bar + 8 * s, 1);  // the producer's arrive.expect_tx; then the copies' bytes
       mbar_init(empty_bar + 8 * s, EMPTY_ARRIVALS);
     }
+    mbar_init(order_bar, 128);
+    mbar_init(order_bar + 8, 128);
     fence_mbarrier_init();
   }
+#if CLUSTER_M > 1
+  cluster_sync();  // the peer's barriers are initialised before anything multicasts into them
+#else
   __syncthreads();
+#endif
 
   if (wg == 0) {
 #ifdef PRODUCER_REGS
@@ -125,18 +158,25 @@ gemm_wgmma_tma(const __grid_constant__ TmaDesc tmap_a, const __grid_constant__ T
 #endif
     if (threadIdx.x == 0) {
       uint32_t it = 0;  // k-tiles issued so far: stage it % STAGES, pass it / STAGES
-      for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+      for (int t = first; t < tiles; t += step) {
         int bm0, bn0;
-        tile_origin(t, tiles_m, tiles_n, bm0, bn0);
+        tile_origin(t, rows_m, tiles_n, rank, bm0, bn0);
         for (int kt = 0; kt < k_tiles; ++kt, ++it) {
           const uint32_t s = it % STAGES, pass = it / STAGES;
           mbar_wait(empty_bar + 8 * s, (pass & 1) ^ 1);  // the first pass finds every stage free
           const uint32_t stage = ring + s * STAGE_BYTES, full = full_bar + 8 * s;
-          mbar_arrive_expect_tx(full, STAGE_BYTES);
+          mbar_arrive_expect_tx(full, STAGE_BYTES);  // A, and every B panel, whichever block copies it
           tma_load_2d(stage, &tmap_a, kt * BK, bm0, full);
 #pragma unroll
-          for (int p = 0; p < BN / 64; ++p)
-            tma_load_2d(stage + A_STAGE_BYTES + p * B_PANEL_BYTES, &tmap_b, bn0 + 64 * p, kt * BK, full);
+          for (int p = 0; p < BN / 64; ++p) {
+            const uint32_t dst = stage + A_STAGE_BYTES + p * B_PANEL_BYTES;
+#if CLUSTER_M > 1
+            if (p % CLUSTER_M == (int)rank)
+              tma_load_2d_multicast(dst, &tmap_b, bn0 + 64 * p, kt * BK, full, (1u << CLUSTER_M) - 1);
+#else
+            tma_load_2d(dst, &tmap_b, bn0 + 64 * p, kt * BK, full);
+#endif
+          }
         }
       }
     }
@@ -144,16 +184,28 @@ gemm_wgmma_tma(const __grid_constant__ TmaDesc tmap_a, const __grid_constant__ T
 #ifdef CONSUMER_REGS
     setmaxnreg_inc<CONSUMER_REGS>();
 #endif
-    const int cw = wg - 1;
+    const int cw = wg - 1, lane = threadIdx.x % 32;
     uint32_t it = 0;
     int local = 0;  // this block's tiles so far
-    for (int t = blockIdx.x; t < tiles; t += gridDim.x, ++local) {
+    // A warp releases a stage once its wgmma have retired: lane r arrives on cluster block r's barrier.
+    auto release = [&](uint32_t s) {
+      if (lane < CLUSTER_M) {
+        if (CLUSTER_M > 1) mbar_arrive_cluster(empty_bar + 8 * s, lane);
+        else mbar_arrive(empty_bar + 8 * s);
+      }
+    };
+    for (int t = first; t < tiles; t += step, ++local) {
       if (PINGPONG && (local % WG) != cw) {  // the other consumer's tile: skip its k-tiles in the ring
         it += k_tiles;
         continue;
       }
+      if (PINGPONG) {  // this consumer's n-th tile (n = local / 2) waits for the other's main loop before it
+        const int n = local / 2;
+        if (cw == 1) mbar_wait(order_bar + 8, n & 1);
+        else if (n > 0) mbar_wait(order_bar, (n - 1) & 1);
+      }
       int bm0, bn0;
-      tile_origin(t, tiles_m, tiles_n, bm0, bn0);
+      tile_origin(t, rows_m, tiles_n, rank, bm0, bn0);
       const int row0 = PINGPONG ? 0 : cw * CONSUMER_ROWS;  // this consumer's rows within the tile
       float acc[M_TILES][ACC];
       zero_fragments<M_TILES, BN>(acc);
@@ -175,12 +227,16 @@ gemm_wgmma_tma(const __grid_constant__ TmaDesc tmap_a, const __grid_constant__ T
         }
         wgmma_commit();
         wgmma_wait<1>();  // the wgmma of the previous k-tile have retired: its stage is free
-        if (kt > 0) mbar_arrive(empty_bar + 8 * previous);
+        if (kt > 0) release(previous);
         previous = s;
       }
+      if (PINGPONG) mbar_arrive(order_bar + 8 * (cw ^ 1));  // every wgmma issued: the other's turn
       wgmma_wait<0>();
-      mbar_arrive(empty_bar + 8 * previous);
+      release(previous);
       store_fragments<M_TILES, BN>(acc, C, M, N, bm0 + row0, bn0);
     }
   }
+#if CLUSTER_M > 1
+  cluster_sync();  // no block leaves while its peer may still multicast into it or arrive on its barriers
+#endif
 }

@@ -36,3 +36,34 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const TmaDesc* desc, i
       "l"(reinterpret_cast<uint64_t>(desc)), "r"(c0), "r"(c1), "r"(bar)
       : "memory");
 }
+
+// ---- clusters (thread block clusters of sm_90) -------------------------------------------------------------
+__device__ __forceinline__ uint32_t cluster_ctarank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+
+// Every thread of the cluster arrives and waits: orders mbarrier initialisation before peers use the barriers,
+// and keeps a block alive while a peer may still copy into its shared memory or arrive on its barriers.
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+}
+
+// Arrive on the mbarrier at the same shared offset as `bar` in cluster block `rank` (which may be this one).
+__device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar, uint32_t rank) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(bar), "r"(rank));
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
+}
+
+// tma_load_2d into the same shared offset of every cluster block in `mask`, each block's mbarrier at `bar`'s
+// offset receiving the bytes it got.
+__device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const TmaDesc* desc, int c0, int c1,
+                                                      uint32_t bar, uint16_t mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(desc)), "r"(c0), "r"(c1), "r"(bar), "h"(mask)
+      : "memory");
+}

@@ -62,3 +62,47 @@ def test_random_valid_configs_are_correct(shape, dtype, algo, device):
     assert not wrong, wrong
     assert all(m.timing.median > 0 and m.timing.reps >= 5 for m in results)
     assert all(m.registers and m.registers > 0 for m in results)
+
+
+def test_tma_algorithm_through_the_dispatcher(device, tmp_path):
+    """A tuned wgmma_tma row runs through `autotune.load` on torch tensors: boxes past the edges of ragged M, N,
+    K; an array at an address TMA cannot take is one clear error, not a crash; shapes whose rows TMA cannot
+    stride (K = 1, odd N) get another algorithm."""
+    torch = pytest.importorskip("torch")
+    import autotune
+    from autotune.errors import InvalidArgument
+    from autotune.storage import BestEntry, Database, resolve_url
+
+    space = get_space("gemm", dtype="bfloat16")
+    config = {ALGO: "wgmma_tma", **space.algos["wgmma_tma"].default_config, "BN": 128, "CLUSTER_M": 2}
+    assert not space.violations(config, (1000, 264, 104), device)
+    path = tmp_path / "tma.db"
+    database = Database(resolve_url(path))
+    database.save_best(BestEntry(
+        device_name=device.name, compute_capability=device.cc, kernel="gemm", shape="1000x264x104",
+        dtype="bfloat16", template_hash=space.template_hash(), params=config, time_ms=0.01, metric=10.0,
+        metric_unit="TFLOP/s", default_time_ms=0.02, driver_version=device.driver_version, nvcc_version="test",
+        study_name="test", trial_number=0,
+    ))  # fmt: skip
+    database.close()
+    gemm = autotune.load("gemm", db=str(path))
+    assert gemm.choice((1000, 264, 104), "bfloat16").config == config
+
+    def check(m, n, k, a=None):
+        a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16) if a is None else a
+        b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+        c = gemm(a, b)
+        ref = a.double() @ b.double()
+        error = ((c.double() - ref).norm() / ref.norm()).item()
+        assert error < 8e-3, (m, n, k, error)
+
+    check(1000, 264, 104)
+    for _ in range(3):  # again, with new pointers: the tensor maps are encoded again
+        check(1000, 264, 104)
+    buffer = torch.randn(1000 * 104 + 1, device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(InvalidArgument, match="not 16-byte aligned"):
+        gemm(buffer[1:].view(1000, 104), torch.randn(104, 264, device="cuda", dtype=torch.bfloat16))
+    check(1000, 264, 104)  # still usable
+    for shape in [(1000, 264, 1), (1000, 263, 104), (7, 9, 5)]:
+        assert gemm.choice(shape, "bfloat16").config[ALGO] != "wgmma_tma"
+        check(*shape)

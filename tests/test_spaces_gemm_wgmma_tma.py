@@ -94,13 +94,17 @@ def test_launch_is_persistent_and_passes_tensor_maps(space, h200):
     (launch,) = space.launches(config, SHAPE, h200)
     assert launch.grid == (h200.multiprocessors, 1, 1), "more tiles than SMs: one block per SM walks them"
     assert launch.block == (384, 1, 1), "two consumer warpgroups and the producer"
-    assert launch.shared_bytes == 3 * (128 + 128) * 64 * 2 + 1024 + 16 * 3
+    assert launch.shared_bytes == 3 * (128 + 128) * 64 * 2 + 1024 + 16 * 3 + 16
     a, b, c, *scalars = launch.args
     assert a == TensorMap("A", space.dtype, dims=(4096, 4096), box=(64, 128)) and a.problems() == []
     assert b == TensorMap("B", space.dtype, dims=(4096, 4096), box=(64, 64)) and b.problems() == []
     assert c == "C" and [int(s) for s in scalars] == list(SHAPE) and all(isinstance(s, np.int32) for s in scalars)
     (launch,) = space.launches(default(space, BM=128, PINGPONG=1, BN=128), (1000, 304, 72), h200)
     assert launch.args[0].box == (64, 128), "ping-pong: a whole BM-row tile per consumer"
+    (launch,) = space.launches(default(space, CLUSTER_M=2, BN=128), (1000, 304, 72), h200)
+    assert launch.grid == (2 * 4 * 3, 1, 1), "clusters of two along M: ceil(1000/256) x ceil(304/128) pairs"
+    (launch,) = space.launches(default(space, CLUSTER_M=2), SHAPE, h200)
+    assert launch.grid == (h200.multiprocessors // 2 * 2, 1, 1) and launch.grid[0] % 2 == 0
 
 
 def test_validation_covers_ragged_tiles_and_a_long_k_that_tma_can_take(space, h200):
@@ -112,7 +116,8 @@ def test_validation_covers_ragged_tiles_and_a_long_k_that_tma_can_take(space, h2
 
 @pytest.mark.nvcc
 def test_sampled_valid_configs_compile_without_spills(space, h200, cache_dir):
-    configs = [default(space), default(space, PINGPONG=1, BM=128, BN=128)] + sample_valid(space, h200, SHAPE, 6, 1)
+    configs = [default(space), default(space, PINGPONG=1, BM=128, BN=128, CLUSTER_M=2)]
+    configs += sample_valid(space, h200, SHAPE, 6, 1)
     results = compile_all(space, configs, cache_dir)
     failed = [(c, r.error) for c, r in zip(configs, results) if not r.ok]
     assert not failed, failed[:3]

@@ -4,7 +4,8 @@ kernel_templates/gemm_wgmma_tma.cu, sm_90a only).
 
 Tunables: the tile (BM × BN), consumer warpgroups (WG), their schedule (PINGPONG: cooperative on one tile, or
 taking turns tile by tile so that one's epilogue hides behind the other's main loop), the depth of the TMA ring
-(STAGES of BK = 64) and the tile rasterisation (GROUP_M).
+(STAGES of BK = 64), the tile rasterisation (GROUP_M) and clusters of two blocks along M that load B once for
+both by TMA multicast (CLUSTER_M).
 
 The copy engine reads A and B through tensor maps (`autotune.spaces.base.TensorMap`) that the launch plan encodes
 for the arrays' pointers: row strides and bases must be 16-byte aligned, so K and N must be multiples of 8
@@ -40,8 +41,9 @@ class WgmmaTmaGemm(Algorithm):
         Param("PINGPONG", (0, 1), "1: the two consumers take turns, a whole tile each; 0: they share each tile"),
         Param("STAGES", (2, 3, 4, 5, 6, 7), "shared-memory stages of the TMA ring"),
         Param("GROUP_M", (1, 8, 16), "tile rasterisation: tiles sweep GROUP_M tile rows (L2 reuse)"),
+        Param("CLUSTER_M", (1, 2), "2: clusters of two blocks along M share B through TMA multicast"),
     )
-    default_config = {"BM": 128, "BN": 256, "WG": 2, "PINGPONG": 0, "STAGES": 4, "GROUP_M": 8}
+    default_config = {"BM": 128, "BN": 256, "WG": 2, "PINGPONG": 0, "STAGES": 4, "GROUP_M": 8, "CLUSTER_M": 1}
 
     @staticmethod
     def geometry(config: Config) -> dict[str, int]:
@@ -56,7 +58,7 @@ class WgmmaTmaGemm(Algorithm):
             "consumer_rows": rows,
             "m_tiles": m_tiles,
             "accumulators": m_tiles * bn // 2,
-            "smem_bytes": config["STAGES"] * stage + 1024 + 16 * config["STAGES"],
+            "smem_bytes": config["STAGES"] * stage + 1024 + 16 * config["STAGES"] + 16,
         }
 
     def unfit(self, shape: Shape, device: DeviceInfo) -> str | None:
@@ -90,11 +92,14 @@ class WgmmaTmaGemm(Algorithm):
         m, n, k = shape
         c = self.local(config)
         g = self.geometry(c)
-        tiles = ceil_div(m, c["BM"]) * ceil_div(n, c["BN"])
+        cluster = c["CLUSTER_M"]
+        cluster_tiles = ceil_div(m, c["BM"] * cluster) * ceil_div(n, c["BN"])
+        # Persistent: about one block per SM walks the (cluster) tiles; clusters keep their blocks together.
+        blocks = cluster * min(cluster_tiles, device.multiprocessors // cluster)
         return [
             Launch(
                 kernel="gemm_wgmma_tma",
-                grid=(min(tiles, device.multiprocessors), 1, 1),  # persistent: one block per SM walks the tiles
+                grid=(blocks, 1, 1),
                 block=(g["threads"], 1, 1),
                 shared_bytes=g["smem_bytes"],
                 args=(
@@ -108,4 +113,5 @@ class WgmmaTmaGemm(Algorithm):
     def describe(self, config: Config) -> str:
         c = config
         schedule = "pingpong" if c["PINGPONG"] else "coop"
-        return f"wgmma+tma {c['BM']}x{c['BN']}x{BK} wg{c['WG']} {schedule} s{c['STAGES']} g{c['GROUP_M']}"
+        cluster = f" cluster{c['CLUSTER_M']}x1" if c["CLUSTER_M"] > 1 else ""
+        return f"wgmma+tma {c['BM']}x{c['BN']}x{BK} wg{c['WG']} {schedule} s{c['STAGES']} g{c['GROUP_M']}{cluster}"
