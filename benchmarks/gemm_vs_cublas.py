@@ -33,7 +33,7 @@ from _timing import interleaved_medians
 NINE = ["4096x4096x4096", "8192x8192x8192", "2048x2048x2048", "1024x1024x1024", "1000x1000x1000",
         "127x4096x4096", "16384x16384x64", "4096x4096x1024", "8192x1024x8192"]  # fmt: skip
 FALLBACK = ["1x4096x4096", "16x4096x4096", "16384x128x16384"]
-SASS_NEEDS = {"mma": "HMMA", "tf32x3": "HMMA", "wgmma": "HGMMA", "wgmma_tf32x3": "HGMMA"}
+SASS_NEEDS = {"mma": ("HMMA",), "tf32x3": ("HMMA",), "wgmma": ("HGMMA",), "wgmma_tma": ("HGMMA", "UTMALDG")}
 
 
 def rel_error(torch: Any, out: Any, ref: Any) -> float:
@@ -153,9 +153,8 @@ def measure(torch: Any, autotune: Any, space: Any, shape_text: str, config: dict
         row["wide"] = wide_errors(torch, autotune, space, m, n, k, kernel, args.db, device)
     del ref
     compiled = compiler.compile(space.template_for(config), space.compile_defines(config, (m, n, k)))
-    needle = SASS_NEEDS.get(config.get("ALGO", ""))
-    if needle and compiled.cubin:
-        row["sass"] = {needle: sass_count(compiled.cubin, needle)}
+    if compiled.cubin:
+        row["sass"] = {needle: sass_count(compiled.cubin, needle) for needle in SASS_NEEDS.get(config.get("ALGO", ""), ())}
     return row
 
 
