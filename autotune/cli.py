@@ -132,15 +132,17 @@ def search(
         label = space.format_shape(shape_t) if shape_t else "(replay)" if replay else space.format_shape(space.default_shape)
         bar, show = _progress_bar(f"{space.name} {label} {space.dtype}", trials, space.metric_unit)
         try:
+            # The kernel as the user named it: a file reference (./my_space.py:MySpace) is how tune() and the
+            # GPU workers find a kernel of one's own; its `name` resolves only among the library's kernels.
             report = tune(
-                space.name, shape_t, trials=trials, dtype=space.dtype, db=db, sampler=sampler, seed=seed,
+                problem.kernel, shape_t, trials=trials, dtype=space.dtype, db=db, sampler=sampler, seed=seed,
                 timeout_s=timeout, hot_cache=hot_cache, on_progress=show, replay=replay, warm_start=warm_start,
                 from_study=from_study, devices=group,
             )  # fmt: skip
         finally:
             if bar.live.is_started:
                 bar.stop()
-        print_report(report, top)
+        print_report(report, top, space)
         if profile:
             for line in report.profile.lines():
                 console.print(line, markup=False, soft_wrap=True)
@@ -208,8 +210,15 @@ def describe_config(kernel: str, dtype: str, config: dict) -> str:
         return json.dumps(config)
 
 
-def print_report(report: SearchReport, top: int = 10) -> None:
-    space = get_space(report.kernel, dtype=report.dtype)
+def print_report(report: SearchReport, top: int = 10, space: Any = None) -> None:
+    """The leaders of a search; ``space`` describes the configurations (default: the library kernel of the
+    report's name, else raw JSON: a kernel of one's own is known by its file reference, not its name)."""
+    if space is None:
+        try:
+            space = get_space(report.kernel, dtype=report.dtype)
+        except AutotuneError:
+            space = None
+    describe = space.describe if space is not None else (lambda c: json.dumps(c))
     d = report.device
     console.print(
         f"study [bold]{report.study_name}[/] on {d.name} (cc {d.cc}, driver {d.driver_version})",
@@ -229,7 +238,7 @@ def print_report(report: SearchReport, top: int = 10) -> None:
             str(r.registers or ""),
             f"{default_ms / r.time_ms:.2f}x" if default_ms else "",
             f"{100 * r.spread:.2f}%" if r.spread is not None else "",
-            space.describe(r.config),
+            escape(describe(r.config)),
         )
     console.print(table)
     if any(not r.retimed for r in report.ranking[:top]):
@@ -298,7 +307,7 @@ def best(
             f"{r.time_ms:.4f} ms = {r.metric:.2f} {r.metric_unit}{vs_default}",
             soft_wrap=True,
         )
-        described = describe_config(r.kernel, r.dtype, r.config)
+        described = describe_config(ref if ref and ":" in ref else r.kernel, r.dtype, r.config)
         console.print(f"    {described}", markup=False, soft_wrap=True)
         console.print(
             f"    template {r.template_hash[:8]}{' [yellow](stale: the template has changed)[/]' if stale else ''}, "
@@ -327,7 +336,7 @@ def list_studies(
 ) -> None:
     """One line per study: trials complete / failed / rejected, best time and metric, speedup, last update."""
     if kernel is not None:
-        get_space(kernel)
+        kernel = get_space(kernel).name  # ./my_space.py:MySpace → the name its studies are stored under
     reader = _reader(db)
     try:
         if not reader.names():
@@ -466,17 +475,16 @@ def export_configs(
 
     from autotune import interchange
 
-    if kernel is not None:
-        get_space(kernel)
+    space = get_space(kernel) if kernel is not None else None  # ./my_space.py:MySpace → its rows, its cubins
     database = Database(resolve_url(db), create=False)
     try:
-        rows = database.best(kernel=kernel, device_name=device)
+        rows = database.best(kernel=space.name if space else None, device_name=device)
     finally:
         database.close()
     target = Path(out)
     if not target.parent.is_dir():
         raise InvalidArgument(f"cannot write {target}: directory {target.parent} does not exist")
-    data = interchange.export(rows, with_binaries=with_binaries)
+    data = interchange.export(rows, with_binaries=with_binaries, space=space)
     try:
         target.write_text(json.dumps(data, indent=1) + "\n")
     except OSError as exc:
@@ -484,7 +492,11 @@ def export_configs(
     carried = ""
     if with_binaries:
         n = sum("binary" in c for d in data["devices"] for c in d["configs"])
-        carried = f", {n} with their cubin" + (f" ({len(rows) - n} of stale templates without)" if n < len(rows) else "")
+        # A row names its kernel, not the file of a kernel of one's own: its cubin needs --kernel FILE.py:CLASS.
+        own = sum(r.kernel not in kernel_names() and not (space and r.kernel == space.name) for r in rows)
+        notes = [f"{len(rows) - n - own} of stale templates without"] if len(rows) - n > own else []
+        notes += [f"{own} of kernels of your own without: name one by --kernel FILE.py:CLASS"] if own else []
+        carried = f", {n} with their cubin" + (f" ({'; '.join(notes)})" if notes else "")
     console.print(f"exported {len(rows)} configurations of {len(data['devices'])} devices{carried} to {target}",
                   markup=False, soft_wrap=True)  # fmt: skip
 

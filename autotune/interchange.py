@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from autotune.device import nominal_device
-from autotune.errors import AutotuneError, InvalidArgument
+from autotune.errors import AutotuneError, InvalidArgument, UnknownKernel
 from autotune.spaces import get_space
 from autotune.storage import BestConfig, BestEntry
 
@@ -55,12 +55,17 @@ def _cc_tuple(cc: str) -> tuple[int, int]:
     return int(major), int(minor)
 
 
-def binary_of(row: BestConfig) -> dict[str, Any] | None:
+def binary_of(row: BestConfig, space: Any = None) -> dict[str, Any] | None:
     """The ``binary`` field of an exported config: its cubin for the row's device (from the binary store, nvcc or
-    NVRTC); None where the stored template hash is not the current template's (its code cannot be rebuilt)."""
+    NVRTC); None where the stored template hash is not the current template's (its code cannot be rebuilt), or
+    where the row's kernel is neither ``space`` nor a library kernel (a kernel of one's own is known by its file
+    reference, which the row does not hold)."""
     from autotune.binaries import load_cubin
 
-    space = get_space(row.kernel, dtype=row.dtype)
+    try:
+        space = get_space(space.ref() if space is not None else row.kernel, dtype=row.dtype)
+    except UnknownKernel:
+        return None
     if space.template_hash() != row.template_hash:
         return None
     config = row.config
@@ -71,13 +76,14 @@ def binary_of(row: BestConfig) -> dict[str, Any] | None:
             "sha256": hashlib.sha256(cubin).hexdigest(), "cubin": base64.b64encode(cubin).decode()}  # fmt: skip
 
 
-def export(rows: Sequence[BestConfig], *, with_binaries: bool = False) -> dict[str, Any]:
+def export(rows: Sequence[BestConfig], *, with_binaries: bool = False, space: Any = None) -> dict[str, Any]:
+    """The file of ``rows``; ``space``: the space of rows of its name (a kernel of one's own, by reference)."""
     devices: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for row in rows:
         entry = row.to_dict()
         key = (entry.pop("device_name"), entry.pop("compute_capability"))
         if with_binaries:
-            binary = binary_of(row)
+            binary = binary_of(row, space if space is not None and space.name == row.kernel else None)
             if binary is not None:
                 entry["binary"] = binary
         devices.setdefault(key, []).append(entry)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from pathlib import Path
 
 import pytest
@@ -11,9 +12,11 @@ from typer.testing import CliRunner
 
 from autotune.cli import app
 
-from conftest import file_digest
+from conftest import assert_stopped_only_for_lack_of_gpu, file_digest, has_gpu
+from synthetic import record_every_config
 
 RECORDING = Path(__file__).parent / "data" / "replay_gemm_h200.json"
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
 @pytest.fixture
@@ -142,3 +145,68 @@ def test_reading_commands_leave_an_optuna_file_untouched(tmp_path, runner):
     assert "exported 0 configurations" in result.output
     assert file_digest(path) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["configs.json", "plain.db"]
+
+
+def test_a_kernel_of_ones_own_searches_by_its_file_reference(tmp_path, runner):
+    """The README's commands for examples/vector_add, run as printed from a folder holding examples/ (as the
+    repository's root does). Without a GPU the search stops only for the GPU; with a recording standing in for
+    the GPU (--replay) it stores its winner, which `best` then lists by the same reference."""
+    (tmp_path / "examples").symlink_to(EXAMPLES)
+    ref = "./examples/vector_add/my_space.py:MySpace"
+    search = ["search", ref, "--shape", "16777216", "--trials", "40"]
+    if not has_gpu():
+        assert_stopped_only_for_lack_of_gpu(runner.invoke(app, search))
+    record_every_config(tmp_path / "rec.json", ref, (16777216,))
+    result = runner.invoke(app, [*search, "--replay", str(tmp_path / "rec.json")])
+    assert result.exit_code == 0, result.output
+    assert "study vector_add-16777216-f32-nvidia-h200-" in result.output and "measured 40 of 40" in result.output
+    assert "BLOCK=" in result.output, "configurations described in the space's words"
+    best = runner.invoke(app, ["best", ref])
+    assert best.exit_code == 0, best.output
+    assert "vector_add 16777216 float32 on NVIDIA H200" in best.output and "BLOCK=" in best.output
+
+
+def test_listing_and_export_take_a_kernel_of_ones_own_by_reference(tmp_path, runner):
+    """`studies --kernel REF` and `export --kernel REF` select the rows stored under the space's name; without the
+    reference `export --with-binaries` carries such rows without their cubin, and says why, instead of failing."""
+    from conftest import nvcc_problem
+
+    ref = f"{EXAMPLES}/vector_add/my_space.py:MySpace"
+    record_every_config(tmp_path / "rec.json", ref, (4096,))
+    assert runner.invoke(app, ["search", ref, "--trials", "5", "--replay", str(tmp_path / "rec.json")]).exit_code == 0
+    listed = runner.invoke(app, ["studies", "--kernel", ref])
+    assert listed.exit_code == 0 and "vector_add-4096-f32-nvidia-h200-" in listed.output, listed.output
+    exported = runner.invoke(app, ["export", "--kernel", ref, "--out", "own.json"])
+    assert exported.exit_code == 0 and "exported 1 configurations" in exported.output, exported.output
+    assert json.loads((tmp_path / "own.json").read_text())["devices"][0]["configs"][0]["kernel"] == "vector_add"
+    unnamed = runner.invoke(app, ["export", "--out", "all.json", "--with-binaries"])
+    assert unnamed.exit_code == 0, unnamed.output
+    assert "0 with their cubin (1 of kernels of your own without: name one by --kernel" in unnamed.output
+    if not nvcc_problem():
+        named = runner.invoke(app, ["export", "--kernel", ref, "--out", "own.json", "--with-binaries"])
+        assert named.exit_code == 0 and "1 with their cubin" in named.output, named.output
+        binary = json.loads((tmp_path / "own.json").read_text())["devices"][0]["configs"][0]["binary"]
+        assert binary["arch"] == "sm_90a" and binary["cubin"]
+
+
+def _autotune_lines(text: str) -> list[list[str]]:
+    return [shlex.split(line.split("autotune ", 1)[1]) for line in text.splitlines() if "autotune search " in line
+            or "autotune best " in line]  # fmt: skip
+
+
+def test_the_commands_new_kernel_prints_run_as_printed(tmp_path, runner):
+    """`new-kernel`'s "next:" line and the commands in the space file it writes, run as printed (searches:
+    without a GPU, as far as the GPU; with a stand-in recording, to the end)."""
+    written = runner.invoke(app, ["new-kernel", "my_add"])
+    assert written.exit_code == 0, written.output
+    commands = _autotune_lines(written.output) + _autotune_lines((tmp_path / "my_add_space.py").read_text())
+    assert [c[0] for c in commands] == ["search", "search", "best"], commands
+    record_every_config(tmp_path / "rec.json", "./my_add_space.py:MyAddSpace", (1 << 24,))
+    for args in commands:
+        if args[0] == "search":
+            if not has_gpu():
+                assert_stopped_only_for_lack_of_gpu(runner.invoke(app, args))
+            args = [*args, "--replay", str(tmp_path / "rec.json")]
+        result = runner.invoke(app, args)
+        assert result.exit_code == 0, (args, result.output)
+        assert "my_add-16777216-" in result.output if args[0] == "search" else "my_add 16777216" in result.output
