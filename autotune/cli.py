@@ -19,7 +19,7 @@ from typer.core import TyperGroup
 from autotune.cli_output import console, describe_config, print_report, progress_bar
 from autotune.errors import AutotuneError, InvalidArgument
 from autotune.search import check_trials, tune
-from autotune.samplers import DEFAULT_SAMPLER, SAMPLERS, make_sampler
+from autotune.samplers import DEFAULT_SAMPLER, SAMPLERS, check_seed, make_sampler
 from autotune.spaces import get_space, kernel_names
 from autotune.storage import Database, resolve_url
 
@@ -164,6 +164,7 @@ def worker(
 
     if wait < 0:
         raise InvalidArgument(f"--wait must not be negative, got {wait}")
+    check_seed(seed)  # before the GPU worker is started with it
     bar, show = progress_bar(f"{study} (worker)", trials or 1, "")
     try:
         report = join(study, db=db, trials=trials, seed=seed, timeout_s=timeout, wait_s=wait, replay=replay,

@@ -262,13 +262,17 @@ def store_binaries(binaries: Sequence[Binary]) -> int:
 
 def read_all(path: Path) -> tuple[list[BestEntry], list[Binary]]:
     try:
-        text = Path(path).read_text()
+        raw = Path(path).read_bytes()
     except OSError as exc:
         raise InvalidArgument(f"cannot read {path}: {exc.strerror}") from None
     try:
-        data = json.loads(text)
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:  # a binary file (a cubin, a database) given by mistake
+        raise InvalidArgument(f"{path} is not JSON: byte {exc.start} is not UTF-8 text") from None
     except json.JSONDecodeError as exc:
         raise InvalidArgument(f"{path} is not JSON: {exc.msg} at line {exc.lineno}") from None
+    except (ValueError, RecursionError) as exc:  # e.g. an integer of more digits than Python converts, deep nesting
+        raise InvalidArgument(f"{path} is not a file autotune export writes: {type(exc).__name__}: {exc}") from None
     try:
         return parse_all(data)
     except InvalidArgument as exc:

@@ -147,3 +147,19 @@ def test_not_json(tmp_path):
         interchange.read(path)
     with pytest.raises(InvalidArgument, match="cannot read"):
         interchange.read(tmp_path / "missing.json")
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"\x7fELF\x02\x01\x01\x00\xff\xfe", "is not JSON: byte 8 is not UTF-8 text"),  # a cubin given by mistake
+    (b"SQLite format 3\x00\x10\x00\x02\x02\x00\x40\x20\x20\x00\x00\x00\x8d", "is not UTF-8 text"),
+    (b"[" * 100_000 + b"]" * 100_000, "not a file autotune export writes"),
+], ids=["cubin", "sqlite", "deep nesting"])  # fmt: skip
+def test_a_binary_or_hostile_file_is_one_line(tmp_path, source_db, content, message):
+    path = tmp_path / "configs.json"
+    path.write_bytes(content)
+    with pytest.raises(InvalidArgument, match=message):
+        interchange.read(path)
+    before = file_digest(source_db)
+    result = CliRunner().invoke(app, ["import", str(path), "--db", str(source_db)])
+    assert result.exit_code == 2 and result.output.startswith("error:") and message in result.output, result.output
+    assert len(result.output.strip().splitlines()) == 1 and file_digest(source_db) == before

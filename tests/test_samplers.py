@@ -92,3 +92,14 @@ def test_sampler_names():
         make_sampler("bayes")
     for name in ("tpe", "random", "grid"):
         assert make_sampler(name, 0) is not None
+
+
+@pytest.mark.parametrize("seed", [-1, 2**32, 2**64])
+def test_a_seed_numpy_cannot_take_is_refused_before_any_work(seed, tmp_path):
+    with pytest.raises(InvalidArgument, match=r"--seed must be between 0 and 4294967295"):
+        make_sampler("tpe", seed)
+    with pytest.raises(InvalidArgument, match="--seed"):
+        tune("gemm", (1024, 1024, 1024), trials=2, seed=seed, replay=str(RECORDING), db=str(tmp_path / "s.db"))
+    assert not (tmp_path / "s.db").exists()
+    for edge in (0, 2**32 - 1):
+        make_sampler("random", edge)
