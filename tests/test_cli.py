@@ -213,3 +213,74 @@ def test_the_commands_new_kernel_prints_run_as_printed(tmp_path, runner):
         result = runner.invoke(app, args)
         assert result.exit_code == 0, (args, result.output)
         assert "my_add-16777216-" in result.output if args[0] == "search" else "my_add 16777216" in result.output
+
+
+READING = [["best"], ["studies"], ["show", "gemm-1024"], ["report", "gemm-1024", "--out", "{out}/report"],
+           ["export", "--out", "{out}/configs.json"]]  # fmt: skip
+
+
+def _read_only_copy(stored_db: Path, tmp_path: Path) -> Path:
+    from test_storage import read_only_folder
+
+    folder = tmp_path / "image"
+    folder.mkdir()
+    (folder / "studies.db").write_bytes(stored_db.read_bytes())
+    read_only_folder(folder, folder / "studies.db")
+    return folder / "studies.db"
+
+
+def test_reading_commands_create_nothing_beside_a_read_only_database(tmp_path, stored_db, runner):
+    """Each reading command on a copy whose file and folder have no write bit: it works, no file appears beside
+    the database and its bytes stay. (As root, who may write anyway, this shows the commands choose to create
+    nothing; the next test mounts the folder read-only for real.)"""
+    pytest.importorskip("plotly")
+    db = _read_only_copy(stored_db, tmp_path)
+    before = file_digest(db)
+    try:
+        for args in READING:
+            args = [a.format(out=tmp_path) for a in args]
+            result = runner.invoke(app, [*args, "--db", str(db)])
+            assert result.exit_code == 0, (args, result.output)
+            assert [p.name for p in db.parent.iterdir()] == ["studies.db"], args
+            assert file_digest(db) == before, args
+    finally:
+        os.chmod(db.parent, 0o755)
+
+
+def _read_only_mount_problem(folder: Path) -> str | None:
+    """None where this process may bind-mount ``folder`` read-only in a mount namespace of its own, else why."""
+    import shutil
+    import subprocess
+
+    if shutil.which("unshare") is None or shutil.which("mount") is None:
+        return "unshare or mount is not installed"
+    probe = subprocess.run(["unshare", "--mount", "sh", "-c", f"mount --bind '{folder}' '{folder}' && mount -o "
+                            f"remount,ro,bind '{folder}' && ! touch '{folder}/probe' 2>/dev/null"],
+                           capture_output=True, text=True)  # fmt: skip
+    return None if probe.returncode == 0 else f"cannot mount read-only here: {probe.stderr.strip()[:200]}"
+
+
+def test_reading_commands_work_on_a_read_only_mount(tmp_path, stored_db):
+    """The five reading commands in a process that sees the database's folder mounted read-only (a private mount
+    namespace; skipped where that is not allowed). Before, each failed with "unable to open database file"."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("plotly")
+    folder = tmp_path / "image"
+    folder.mkdir()
+    (folder / "studies.db").write_bytes(stored_db.read_bytes())
+    problem = _read_only_mount_problem(folder)
+    if problem:
+        pytest.skip(problem)
+    python = shlex.quote(sys.executable)
+    commands = " && ".join(
+        f"{python} -m autotune {' '.join(shlex.quote(a.format(out=tmp_path)) for a in args)} --db {folder}/studies.db"
+        for args in READING
+    )  # fmt: skip
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parent.parent), *sys.path]))
+    result = subprocess.run(["unshare", "--mount", "sh", "-c", f"mount --bind {folder} {folder} && mount -o "
+                             f"remount,ro,bind {folder} && {commands}"], capture_output=True, text=True, env=env)  # fmt: skip
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "exported 1 configurations" in result.stdout and "index.html" in result.stdout
+    assert [p.name for p in folder.iterdir()] == ["studies.db"]
