@@ -120,7 +120,10 @@ def search(
     check_trials(trials)
     make_sampler(sampler, seed)  # an unknown sampler is refused before any work
     groups: list[Any] = [None]
-    if devices is not None and replay is None:
+    if devices is not None and replay is not None:
+        raise InvalidArgument("--devices and --replay exclude each other: a replay answers from its recording, "
+                              "not from GPUs")  # fmt: skip
+    if devices is not None:
         from autotune.evaluation.multi import host_devices
 
         groups = host_devices(devices)  # GPUs of one model share a study; other models get their own

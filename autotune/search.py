@@ -530,6 +530,9 @@ def tune(
     if replay is not None:
         from autotune.evaluation.replay import Recording, ReplayEvaluator
 
+        if devices is not None:  # a replay measures nothing: GPUs named beside it would be silently ignored
+            raise InvalidArgument("--devices and --replay exclude each other: a replay answers from its recording, "
+                                  "not from GPUs")  # fmt: skip
         recording = Recording.load(replay)
         if recording.kernel != get_space(kernel).name:
             raise InvalidArgument(f"replay file {replay} holds {recording.kernel}, not {kernel}")
