@@ -423,6 +423,7 @@ def import_configs(
     entries, binaries = interchange.read_all(Path(file))  # every entry checked before anything is written
     database = Database(resolve_url(db))
     try:
+        interchange.check_devices(entries, database.devices())
         counts = database.import_entries(entries, overwrite=overwrite)
     finally:
         database.close()

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from autotune.device import nominal_device
+from autotune.device import COMPUTE_CAPABILITIES, nominal_device
 from autotune.errors import AutotuneError, InvalidArgument, UnknownKernel
 from autotune.spaces import get_space
 from autotune.storage import BestConfig, BestEntry
@@ -177,13 +177,24 @@ def parse_all(data: Any) -> tuple[list[BestEntry], list[Binary]]:
     if top.get("format", str) != FORMAT:
         raise InvalidArgument(f"file.format: expected {FORMAT!r}, got {data.get('format')!r}")
     entries = []
+    capability_of: dict[str, str] = {}  # device name → its compute capability in this file
     for i, device in enumerate(top.get("devices", list)):
         d = _Fields(device, f"devices[{i}]")
         device_name = d.text("device_name")
         cc = d.text("compute_capability")
         if not re.fullmatch(r"\d+\.\d+", cc):
             raise InvalidArgument(f"{d.path}.compute_capability: expected e.g. '9.0', got {cc!r}")
-        device = nominal_device(device_name, tuple(int(x) for x in cc.split(".")))  # type: ignore[arg-type]
+        cc_t = _cc_tuple(cc)
+        if cc_t not in COMPUTE_CAPABILITIES:
+            known = sorted(COMPUTE_CAPABILITIES)
+            raise InvalidArgument(f"{d.path}.compute_capability: {cc} is no CUDA GPU's (they are {'%d.%d' % known[0]} "
+                                  f"to {'%d.%d' % known[-1]}; a GPU newer than this autotune needs a newer one)")  # fmt: skip
+        if cc != "%d.%d" % cc_t:  # '09.0' would be stored beside '9.0', as another device
+            raise InvalidArgument(f"{d.path}.compute_capability: write {'%d.%d' % cc_t!r}, not {cc!r}")
+        if capability_of.setdefault(device_name, cc) != cc:
+            raise InvalidArgument(f"{d.path}.compute_capability: {device_name} has compute capability "
+                                  f"{capability_of[device_name]} elsewhere in the file, not {cc}")  # fmt: skip
+        device = nominal_device(device_name, cc_t)
         for j, config in enumerate(d.get("configs", list)):
             c = _Fields(config, f"{d.path}.configs[{j}]")
             kernel, shape_text, dtype = c.text("kernel"), c.text("shape"), c.text("dtype")
@@ -244,6 +255,16 @@ def parse_all(data: Any) -> tuple[list[BestEntry], list[Binary]]:
                 )
             )
     return entries, binaries
+
+
+def check_devices(entries: Sequence[BestEntry], stored: dict[str, set[str]]) -> None:
+    """A GPU model has one compute capability: an entry giving a stored model another one (an edited or wrong
+    file) is refused, rather than stored as a second device beside the real one and never used."""
+    for e in entries:
+        other = sorted(stored.get(e.device_name, set()) - {e.compute_capability})
+        if other:
+            raise InvalidArgument(f"{e.device_name} is stored with compute capability {', '.join(other)}, and the "
+                                  f"file says {e.compute_capability}: nothing imported")  # fmt: skip
 
 
 def read(path: Path) -> list[BestEntry]:

@@ -387,6 +387,20 @@ class Database:
         except SQLAlchemyError as exc:
             raise StorageError(f"cannot read {_display(self.url)}: {_one_line(exc)}") from None
 
+    def devices(self) -> dict[str, set[str]]:
+        """The compute capabilities stored per device name (one each, unless something let a wrong one in)."""
+        if not self.has_best_table:
+            return {}
+        query = sa.select(BestConfig.device_name, BestConfig.compute_capability).distinct()
+        out: dict[str, set[str]] = {}
+        try:
+            with self.engine.connect() as conn:
+                for name, cc in conn.execute(query):
+                    out.setdefault(name, set()).add(cc)
+        except SQLAlchemyError as exc:
+            raise StorageError(f"cannot read {_display(self.url)}: {_one_line(exc)}") from None
+        return out
+
     def close(self) -> None:
         self.engine.dispose()
 
