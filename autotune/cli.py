@@ -136,14 +136,14 @@ def search(
             # The kernel as the user named it: a file reference (./my_space.py:MySpace) is how tune() and the
             # GPU workers find a kernel of one's own; its `name` resolves only among the library's kernels.
             report = tune(
-                problem.kernel, shape_t, trials=trials, dtype=space.dtype, db=db, sampler=sampler, seed=seed,
+                problem.kernel, shape_t, trials=trials, dtype=problem.dtype, db=db, sampler=sampler, seed=seed,
                 timeout_s=timeout, hot_cache=hot_cache, on_progress=show, replay=replay, warm_start=warm_start,
                 from_study=from_study, devices=group,
             )  # fmt: skip
         finally:
             if bar.live.is_started:
                 bar.stop()
-        print_report(report, top, space)
+        print_report(report, top, get_space(problem.kernel, dtype=report.dtype))  # a replay's dtype is its own
         if profile:
             for line in report.profile.lines():
                 console.print(line, markup=False, soft_wrap=True)

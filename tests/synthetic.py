@@ -44,7 +44,8 @@ def record_every_config(path: Path, kernel: str, shape: tuple) -> Recording:
     H200, with made-up times: lets a search of a kernel of one's own run on CPU (``--replay``)."""
     space = get_space(kernel)
     rec = Recording(kernel=space.name, shape=shape, device=H200, toolchain=Toolchain(nvcc="13.0.88"),
-                    template_hash=space.template_hash(), domains={p.key: list(p.values) for p in space.parameters})
+                    template_hash=space.template_hash(), domains={p.key: list(p.values) for p in space.parameters},
+                    dtype=space.dtype)  # fmt: skip
     for config in space.valid_configs(shape, H200):
         t = fake_time(config_key(config))
         rec.add(config, Measurement(ok=True, timing=Timing(t, t * 0.98, t * 0.99, t * 1.01, t * 1.05, 20),

@@ -90,6 +90,7 @@ def _bad_invocations(tmp_path: Path, stored: Path) -> list[tuple[list[str], str]
         (["search", "gemm", "--db", "nosuchdialect://x/y", *replay], "no such database kind"),
         (["search", "gemm", "--replay", str(tmp_path / "none.json"), "--db", str(stored)], "cannot read replay"),
         (["search", "gemm", "--shape", "64x64x64", "--db", str(stored), *replay], "recorded at"),
+        (["search", "gemm", "--dtype", "bf16", "--db", str(stored), *replay], "recorded for gemm float32, not bfloat16"),
         (["search", "gemm", "--no-such-option"], "No such option"),
         (["best", "--db", str(tmp_path / "absent.db")], "does not exist"),
         (["best", "--db", str(notdb)], "not an SQLite database"),
