@@ -57,7 +57,14 @@ class _Group(TyperGroup):
         except AutotuneError as exc:
             _fail(str(exc), exc.exit_code)
         except _USAGE_ERRORS as exc:
-            _fail(exc.format_message(), getattr(exc, "exit_code", 2) or 2)  # type: ignore[attr-defined]
+            code = getattr(exc, "exit_code", 2) or 2
+            # Bare `autotune`: the help is the answer, not an error (by name: typer vendors its own click).
+            if type(exc).__name__ == "NoArgsIsHelpError":
+                help_text = exc.format_message()  # type: ignore[attr-defined]
+                if help_text:  # plain click hands the help back; typer's rich help has printed it already
+                    console.print(help_text, markup=False, highlight=False)
+                sys.exit(code)
+            _fail(exc.format_message(), code)  # type: ignore[attr-defined]
         except (KeyboardInterrupt, *_ABORTS):
             _fail("interrupted; finished trials are stored: run the same command again to resume", 130)
         if not standalone_mode:
@@ -231,6 +238,9 @@ def _reader(db: Optional[str]) -> Any:
     return open_reader(resolve_url(db))
 
 
+_NOT_OURS = "not a study of autotune (it records no kernel, shape or device: Optuna's own, say)"
+
+
 def _failures_text(failed: dict[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in failed.items()) or "0"
 
@@ -263,8 +273,11 @@ def list_studies(
         speed = f", {r.speedup:.2f}x default" if r.speedup else ""
         when = f"{r.last_update:%Y-%m-%d %H:%M}" if r.last_update else "-"
         console.print(f"[bold]{escape(r.name)}[/]", soft_wrap=True)
+        if not r.by_autotune:
+            console.print(f"    {_NOT_OURS}: {r.trials} trials; updated {when}", markup=False, soft_wrap=True)
+            continue
         console.print(
-            f"    {r.kernel} {r.shape} on {escape(r.device)}: {r.complete} complete, failed "
+            f"    {r.kernel} {r.shape} on {escape(r.device or '?')}: {r.complete} complete, failed "
             f"{_failures_text(r.failed)}, {r.rejected} rejected; best {best}{speed}; updated {when}",
             soft_wrap=True,
         )
@@ -289,7 +302,11 @@ def show(
         console.print_json(json.dumps(details.to_dict()))
         return
     s = details.summary
-    console.print(f"[bold]{escape(s.name)}[/]: {s.kernel} {s.shape} {s.dtype} on {escape(s.device)}", soft_wrap=True)
+    if not s.by_autotune:
+        console.print(f"[bold]{escape(s.name)}[/]: {_NOT_OURS}; {s.trials} trials", soft_wrap=True)
+        return
+    console.print(f"[bold]{escape(s.name)}[/]: {s.kernel} {s.shape} {s.dtype} on {escape(s.device or '?')}",
+                  soft_wrap=True)  # fmt: skip
     console.print(
         f"{s.complete} complete, failed {_failures_text(s.failed)}, {s.rejected} rejected, {s.duplicates} duplicates, "
         f"{s.interrupted} interrupted; GPU worker restarts {s.worker_restarts}", soft_wrap=True,
@@ -342,7 +359,8 @@ def dashboard(
     host: str = typer.Option("127.0.0.1", help="address to listen on"),
     db: Optional[str] = typer.Option(None, help=DB_HELP),
 ) -> None:
-    """Serve the studies in optuna-dashboard (needs: pip install 'autotune[dashboard]')."""
+    """Serve the studies in optuna-dashboard (needs: pip install 'autotune\\[dashboard]')."""
+    # The bracket is escaped: typer renders help as rich markup, where [dashboard] alone would vanish as a tag.
     import socket
 
     try:

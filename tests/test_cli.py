@@ -142,6 +142,13 @@ def test_reading_commands_leave_an_optuna_file_untouched(tmp_path, runner):
     for args in (["studies"], ["studies", "--json"], ["show", "plain"], ["show", "plain", "--json"]):
         result = runner.invoke(app, [*args, "--db", str(path)])
         assert result.exit_code == 0, (args, result.output)
+        assert "?" not in result.output, (args, result.output)  # before: `? ? on ?`
+        if "--json" in args:
+            data = json.loads(result.output)
+            summary = data[0] if args[0] == "studies" else data["study"]
+            assert summary["kernel"] is None and summary["device"] is None and summary["trials_total"] == 2
+        else:
+            assert "plain" in result.output and "not a study of autotune" in result.output and "2 trials" in result.output
     out = tmp_path / "configs.json"
     result = runner.invoke(app, ["export", "--out", str(out), "--db", str(path)])
     assert result.exit_code == 0, result.output
@@ -285,3 +292,19 @@ def test_reading_commands_work_on_a_read_only_mount(tmp_path, stored_db):
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     assert "exported 1 configurations" in result.stdout and "index.html" in result.stdout
     assert [p.name for p in folder.iterdir()] == ["studies.db"]
+
+
+def test_bare_autotune_prints_the_help_and_no_error_line(runner):
+    """Before: the help, then an empty `error: ` line. The status stays click's for a command line without a
+    command (2)."""
+    result = runner.invoke(app, [])
+    assert result.exit_code == 2
+    assert "Usage:" in result.output and "new-kernel" in result.output
+    assert "error" not in result.output, result.output
+
+
+def test_the_dashboards_help_names_the_extra(runner):
+    """Before: `pip install 'autotune'` (rich took `[dashboard]` for a markup tag)."""
+    result = runner.invoke(app, ["dashboard", "--help"])
+    assert result.exit_code == 0
+    assert "pip install 'autotune[dashboard]'" in " ".join(result.output.split()), result.output
