@@ -13,18 +13,16 @@ from typing import Any, List, Optional
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from typer.core import TyperGroup
 
+from autotune.cli_output import console, describe_config, print_report, progress_bar
 from autotune.errors import AutotuneError, InvalidArgument
-from autotune.search import Progress as SearchProgress
-from autotune.search import SearchReport, check_trials, tune
-from autotune.samplers import DEFAULT_SAMPLER, SAMPLERS, make_sampler
+from autotune.search import check_trials, tune
+from autotune.samplers import DEFAULT_SAMPLER, SAMPLERS, check_seed, make_sampler
 from autotune.spaces import get_space, kernel_names
 from autotune.storage import Database, resolve_url
 
-console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
 
 
@@ -59,7 +57,14 @@ class _Group(TyperGroup):
         except AutotuneError as exc:
             _fail(str(exc), exc.exit_code)
         except _USAGE_ERRORS as exc:
-            _fail(exc.format_message(), getattr(exc, "exit_code", 2) or 2)  # type: ignore[attr-defined]
+            code = getattr(exc, "exit_code", 2) or 2
+            # Bare `autotune`: the help is the answer, not an error (by name: typer vendors its own click).
+            if type(exc).__name__ == "NoArgsIsHelpError":
+                help_text = exc.format_message()  # type: ignore[attr-defined]
+                if help_text:  # plain click hands the help back; typer's rich help has printed it already
+                    console.print(help_text, markup=False, highlight=False)
+                sys.exit(code)
+            _fail(exc.format_message(), code)  # type: ignore[attr-defined]
         except (KeyboardInterrupt, *_ABORTS):
             _fail("interrupted; finished trials are stored: run the same command again to resume", 130)
         if not standalone_mode:
@@ -122,7 +127,10 @@ def search(
     check_trials(trials)
     make_sampler(sampler, seed)  # an unknown sampler is refused before any work
     groups: list[Any] = [None]
-    if devices is not None and replay is None:
+    if devices is not None and replay is not None:
+        raise InvalidArgument("--devices and --replay exclude each other: a replay answers from its recording, "
+                              "not from GPUs")  # fmt: skip
+    if devices is not None:
         from autotune.evaluation.multi import host_devices
 
         groups = host_devices(devices)  # GPUs of one model share a study; other models get their own
@@ -130,47 +138,23 @@ def search(
         space = get_space(problem.kernel, dtype=problem.dtype)
         shape_t = problem.shape
         label = space.format_shape(shape_t) if shape_t else "(replay)" if replay else space.format_shape(space.default_shape)
-        bar, show = _progress_bar(f"{space.name} {label} {space.dtype}", trials, space.metric_unit)
+        bar, show = progress_bar(f"{space.name} {label} {space.dtype}", trials, space.metric_unit)
         try:
+            # The kernel as the user named it: a file reference (./my_space.py:MySpace) is how tune() and the
+            # GPU workers find a kernel of one's own; its `name` resolves only among the library's kernels.
             report = tune(
-                space.name, shape_t, trials=trials, dtype=space.dtype, db=db, sampler=sampler, seed=seed,
+                problem.kernel, shape_t, trials=trials, dtype=problem.dtype, db=db, sampler=sampler, seed=seed,
                 timeout_s=timeout, hot_cache=hot_cache, on_progress=show, replay=replay, warm_start=warm_start,
                 from_study=from_study, devices=group,
             )  # fmt: skip
         finally:
             if bar.live.is_started:
                 bar.stop()
-        print_report(report, top)
+        print_report(report, top, get_space(problem.kernel, dtype=report.dtype))  # a replay's dtype is its own
         if profile:
             for line in report.profile.lines():
                 console.print(line, markup=False, soft_wrap=True)
         console.print(f"stored in {resolve_url(db).removeprefix('sqlite:///')}")
-
-
-def _progress_bar(label: str, trials: int, unit: str) -> tuple[Progress, Any]:
-    """A progress bar and the `on_progress` callback that drives it. The bar starts with the first progress
-    event: checks that fail before it print only their error."""
-    bar = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("{task.fields[best]}"),
-        console=console,
-    )
-    task = bar.add_task(label, total=trials, best="")
-
-    def show(p: SearchProgress) -> None:
-        if not bar.live.is_started:
-            bar.start()
-        best = ""
-        if p.best is not None:
-            best = f"best {p.best.time_ms:.3f} ms = {p.best.metric:.1f} {unit}"
-        extra = f"  rejected {p.rejected}" if p.rejected else ""
-        extra += f"  failed {p.failures}" if p.failures else ""
-        bar.update(task, total=p.target, completed=min(p.measured, p.target), best=best + extra)
-
-    return bar, show
 
 
 @app.command()
@@ -190,7 +174,8 @@ def worker(
 
     if wait < 0:
         raise InvalidArgument(f"--wait must not be negative, got {wait}")
-    bar, show = _progress_bar(f"{study} (worker)", trials or 1, "")
+    check_seed(seed)  # before the GPU worker is started with it
+    bar, show = progress_bar(f"{study} (worker)", trials or 1, "")
     try:
         report = join(study, db=db, trials=trials, seed=seed, timeout_s=timeout, wait_s=wait, replay=replay,
                       device_ordinal=device, on_progress=show)  # fmt: skip
@@ -198,67 +183,6 @@ def worker(
         if bar.live.is_started:
             bar.stop()
     print_report(report, top)
-
-
-def describe_config(kernel: str, dtype: str, config: dict) -> str:
-    """A stored configuration in its space's words (raw JSON where the kernel or dtype is unknown here)."""
-    try:
-        return get_space(kernel, dtype=dtype).describe(config)
-    except (AutotuneError, KeyError):
-        return json.dumps(config)
-
-
-def print_report(report: SearchReport, top: int = 10) -> None:
-    space = get_space(report.kernel, dtype=report.dtype)
-    d = report.device
-    console.print(
-        f"study [bold]{report.study_name}[/] on {d.name} (cc {d.cc}, driver {d.driver_version})",
-        soft_wrap=True,
-    )
-    table = Table(show_edge=False, pad_edge=False)
-    for col in ("#", "trial", "time ms", report.metric_unit, "regs", "vs default", "spread"):
-        table.add_column(col, justify="right", no_wrap=True)
-    table.add_column("configuration", ratio=1)
-    default_ms = report.default.time_ms if report.default else None
-    for i, r in enumerate(report.ranking[:top], 1):
-        table.add_row(
-            str(i),
-            str(r.trial_number) + ("" if r.retimed else "*"),
-            f"{r.time_ms:.4f}",
-            f"{r.metric:.2f}",
-            str(r.registers or ""),
-            f"{default_ms / r.time_ms:.2f}x" if default_ms else "",
-            f"{100 * r.spread:.2f}%" if r.spread is not None else "",
-            space.describe(r.config),
-        )
-    console.print(table)
-    if any(not r.retimed for r in report.ranking[:top]):
-        console.print("* not re-timed with the leaders: time from the search itself")
-    failures = ", ".join(f"{k} {v}" for k, v in sorted(report.failures.items())) or "none"
-    console.print(
-        f"measured {report.measured_total} of {report.target} ({report.measured_now} this run); "
-        f"proposals repaired to a valid configuration {report.repaired_now}, moved off a measured one "
-        f"{report.moved_now}; "
-        f"rejected before compiling {report.rejected_now} this run ({report.rejected_total} in all); "
-        f"duplicates answered from the record {report.duplicates_now}; failures {failures}; "
-        f"GPU worker restarts {report.restarts}; {report.wall_s:.1f} s",
-        soft_wrap=True,
-    )
-    if report.seeds:
-        sources = sorted({s.rsplit("#", 1)[0] for s in report.seeds})
-        console.print(f"warm start: {len(report.seeds)} seeds from {', '.join(sources)}", markup=False, soft_wrap=True)
-    for kind, example in sorted(report.failure_examples.items()):
-        console.print(f"  {kind}: {example}", soft_wrap=True, markup=False)
-    if report.stopped_early:
-        console.print(f"stopped early: {report.stopped_early}", markup=False)
-    best = report.best
-    if best is None:
-        console.print("[yellow]no configuration passed validation: nothing stored[/]")
-        return
-    line = f"[bold]best[/] trial {best.trial_number}: {best.time_ms:.4f} ms = {best.metric:.2f} {report.metric_unit}"
-    if report.speedup is not None and report.default is not None:
-        line += f", {report.speedup:.2f}x the default configuration ({report.default.time_ms:.4f} ms)"
-    console.print(line, soft_wrap=True)
 
 
 @app.command()
@@ -298,7 +222,7 @@ def best(
             f"{r.time_ms:.4f} ms = {r.metric:.2f} {r.metric_unit}{vs_default}",
             soft_wrap=True,
         )
-        described = describe_config(r.kernel, r.dtype, r.config)
+        described = describe_config(ref if ref and ":" in ref else r.kernel, r.dtype, r.config)
         console.print(f"    {described}", markup=False, soft_wrap=True)
         console.print(
             f"    template {r.template_hash[:8]}{' [yellow](stale: the template has changed)[/]' if stale else ''}, "
@@ -314,6 +238,9 @@ def _reader(db: Optional[str]) -> Any:
     return open_reader(resolve_url(db))
 
 
+_NOT_OURS = "not a study of autotune (it records no kernel, shape or device: Optuna's own, say)"
+
+
 def _failures_text(failed: dict[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in failed.items()) or "0"
 
@@ -327,7 +254,7 @@ def list_studies(
 ) -> None:
     """One line per study: trials complete / failed / rejected, best time and metric, speedup, last update."""
     if kernel is not None:
-        get_space(kernel)
+        kernel = get_space(kernel).name  # ./my_space.py:MySpace → the name its studies are stored under
     reader = _reader(db)
     try:
         if not reader.names():
@@ -346,8 +273,11 @@ def list_studies(
         speed = f", {r.speedup:.2f}x default" if r.speedup else ""
         when = f"{r.last_update:%Y-%m-%d %H:%M}" if r.last_update else "-"
         console.print(f"[bold]{escape(r.name)}[/]", soft_wrap=True)
+        if not r.by_autotune:
+            console.print(f"    {_NOT_OURS}: {r.trials} trials; updated {when}", markup=False, soft_wrap=True)
+            continue
         console.print(
-            f"    {r.kernel} {r.shape} on {escape(r.device)}: {r.complete} complete, failed "
+            f"    {r.kernel} {r.shape} on {escape(r.device or '?')}: {r.complete} complete, failed "
             f"{_failures_text(r.failed)}, {r.rejected} rejected; best {best}{speed}; updated {when}",
             soft_wrap=True,
         )
@@ -372,7 +302,11 @@ def show(
         console.print_json(json.dumps(details.to_dict()))
         return
     s = details.summary
-    console.print(f"[bold]{escape(s.name)}[/]: {s.kernel} {s.shape} {s.dtype} on {escape(s.device)}", soft_wrap=True)
+    if not s.by_autotune:
+        console.print(f"[bold]{escape(s.name)}[/]: {_NOT_OURS}; {s.trials} trials", soft_wrap=True)
+        return
+    console.print(f"[bold]{escape(s.name)}[/]: {s.kernel} {s.shape} {s.dtype} on {escape(s.device or '?')}",
+                  soft_wrap=True)  # fmt: skip
     console.print(
         f"{s.complete} complete, failed {_failures_text(s.failed)}, {s.rejected} rejected, {s.duplicates} duplicates, "
         f"{s.interrupted} interrupted; GPU worker restarts {s.worker_restarts}", soft_wrap=True,
@@ -425,7 +359,8 @@ def dashboard(
     host: str = typer.Option("127.0.0.1", help="address to listen on"),
     db: Optional[str] = typer.Option(None, help=DB_HELP),
 ) -> None:
-    """Serve the studies in optuna-dashboard (needs: pip install 'autotune[dashboard]')."""
+    """Serve the studies in optuna-dashboard (needs: pip install 'autotune\\[dashboard]')."""
+    # The bracket is escaped: typer renders help as rich markup, where [dashboard] alone would vanish as a tag.
     import socket
 
     try:
@@ -466,17 +401,16 @@ def export_configs(
 
     from autotune import interchange
 
-    if kernel is not None:
-        get_space(kernel)
+    space = get_space(kernel) if kernel is not None else None  # ./my_space.py:MySpace → its rows, its cubins
     database = Database(resolve_url(db), create=False)
     try:
-        rows = database.best(kernel=kernel, device_name=device)
+        rows = database.best(kernel=space.name if space else None, device_name=device)
     finally:
         database.close()
     target = Path(out)
     if not target.parent.is_dir():
         raise InvalidArgument(f"cannot write {target}: directory {target.parent} does not exist")
-    data = interchange.export(rows, with_binaries=with_binaries)
+    data = interchange.export(rows, with_binaries=with_binaries, space=space)
     try:
         target.write_text(json.dumps(data, indent=1) + "\n")
     except OSError as exc:
@@ -484,7 +418,11 @@ def export_configs(
     carried = ""
     if with_binaries:
         n = sum("binary" in c for d in data["devices"] for c in d["configs"])
-        carried = f", {n} with their cubin" + (f" ({len(rows) - n} of stale templates without)" if n < len(rows) else "")
+        # A row names its kernel, not the file of a kernel of one's own: its cubin needs --kernel FILE.py:CLASS.
+        own = sum(r.kernel not in kernel_names() and not (space and r.kernel == space.name) for r in rows)
+        notes = [f"{len(rows) - n - own} of stale templates without"] if len(rows) - n > own else []
+        notes += [f"{own} of kernels of your own without: name one by --kernel FILE.py:CLASS"] if own else []
+        carried = f", {n} with their cubin" + (f" ({'; '.join(notes)})" if notes else "")
     console.print(f"exported {len(rows)} configurations of {len(data['devices'])} devices{carried} to {target}",
                   markup=False, soft_wrap=True)  # fmt: skip
 
@@ -503,6 +441,7 @@ def import_configs(
     entries, binaries = interchange.read_all(Path(file))  # every entry checked before anything is written
     database = Database(resolve_url(db))
     try:
+        interchange.check_devices(entries, database.devices())
         counts = database.import_entries(entries, overwrite=overwrite)
     finally:
         database.close()

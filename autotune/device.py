@@ -107,6 +107,15 @@ def query_device(ordinal: int = 0) -> DeviceInfo:
     )
 
 
+# The compute capability of every CUDA GPU released (NVIDIA's list, as of CUDA 13.0; extend it with each new
+# architecture, as _SMEM_LIMITS below): a file naming another one was mistyped or edited, and its rows would never
+# match a device.
+COMPUTE_CAPABILITIES: frozenset[tuple[int, int]] = frozenset({
+    (1, 0), (1, 1), (1, 2), (1, 3), (2, 0), (2, 1), (3, 0), (3, 2), (3, 5), (3, 7), (5, 0), (5, 2), (5, 3),
+    (6, 0), (6, 1), (6, 2), (7, 0), (7, 2), (7, 5), (8, 0), (8, 6), (8, 7), (8, 9), (9, 0), (10, 0), (10, 1),
+    (10, 3), (11, 0), (12, 0), (12, 1),
+})  # fmt: skip
+
 # Per-compute-capability limits from the CUDA programming guide's technical specifications: (shared memory per
 # multiprocessor, per block after opting in). Threads per block (1024) and registers (64 K per block and per
 # multiprocessor) are the same on every architecture autotune builds for.

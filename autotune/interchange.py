@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from autotune.device import nominal_device
-from autotune.errors import AutotuneError, InvalidArgument
+from autotune.device import COMPUTE_CAPABILITIES, nominal_device
+from autotune.errors import AutotuneError, InvalidArgument, UnknownKernel
 from autotune.spaces import get_space
 from autotune.storage import BestConfig, BestEntry
 
@@ -55,12 +55,17 @@ def _cc_tuple(cc: str) -> tuple[int, int]:
     return int(major), int(minor)
 
 
-def binary_of(row: BestConfig) -> dict[str, Any] | None:
+def binary_of(row: BestConfig, space: Any = None) -> dict[str, Any] | None:
     """The ``binary`` field of an exported config: its cubin for the row's device (from the binary store, nvcc or
-    NVRTC); None where the stored template hash is not the current template's (its code cannot be rebuilt)."""
+    NVRTC); None where the stored template hash is not the current template's (its code cannot be rebuilt), or
+    where the row's kernel is neither ``space`` nor a library kernel (a kernel of one's own is known by its file
+    reference, which the row does not hold)."""
     from autotune.binaries import load_cubin
 
-    space = get_space(row.kernel, dtype=row.dtype)
+    try:
+        space = get_space(space.ref() if space is not None else row.kernel, dtype=row.dtype)
+    except UnknownKernel:
+        return None
     if space.template_hash() != row.template_hash:
         return None
     config = row.config
@@ -71,13 +76,14 @@ def binary_of(row: BestConfig) -> dict[str, Any] | None:
             "sha256": hashlib.sha256(cubin).hexdigest(), "cubin": base64.b64encode(cubin).decode()}  # fmt: skip
 
 
-def export(rows: Sequence[BestConfig], *, with_binaries: bool = False) -> dict[str, Any]:
+def export(rows: Sequence[BestConfig], *, with_binaries: bool = False, space: Any = None) -> dict[str, Any]:
+    """The file of ``rows``; ``space``: the space of rows of its name (a kernel of one's own, by reference)."""
     devices: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for row in rows:
         entry = row.to_dict()
         key = (entry.pop("device_name"), entry.pop("compute_capability"))
         if with_binaries:
-            binary = binary_of(row)
+            binary = binary_of(row, space if space is not None and space.name == row.kernel else None)
             if binary is not None:
                 entry["binary"] = binary
         devices.setdefault(key, []).append(entry)
@@ -171,13 +177,24 @@ def parse_all(data: Any) -> tuple[list[BestEntry], list[Binary]]:
     if top.get("format", str) != FORMAT:
         raise InvalidArgument(f"file.format: expected {FORMAT!r}, got {data.get('format')!r}")
     entries = []
+    capability_of: dict[str, str] = {}  # device name → its compute capability in this file
     for i, device in enumerate(top.get("devices", list)):
         d = _Fields(device, f"devices[{i}]")
         device_name = d.text("device_name")
         cc = d.text("compute_capability")
         if not re.fullmatch(r"\d+\.\d+", cc):
             raise InvalidArgument(f"{d.path}.compute_capability: expected e.g. '9.0', got {cc!r}")
-        device = nominal_device(device_name, tuple(int(x) for x in cc.split(".")))  # type: ignore[arg-type]
+        cc_t = _cc_tuple(cc)
+        if cc_t not in COMPUTE_CAPABILITIES:
+            known = sorted(COMPUTE_CAPABILITIES)
+            raise InvalidArgument(f"{d.path}.compute_capability: {cc} is no CUDA GPU's (they are {'%d.%d' % known[0]} "
+                                  f"to {'%d.%d' % known[-1]}; a GPU newer than this autotune needs a newer one)")  # fmt: skip
+        if cc != "%d.%d" % cc_t:  # '09.0' would be stored beside '9.0', as another device
+            raise InvalidArgument(f"{d.path}.compute_capability: write {'%d.%d' % cc_t!r}, not {cc!r}")
+        if capability_of.setdefault(device_name, cc) != cc:
+            raise InvalidArgument(f"{d.path}.compute_capability: {device_name} has compute capability "
+                                  f"{capability_of[device_name]} elsewhere in the file, not {cc}")  # fmt: skip
+        device = nominal_device(device_name, cc_t)
         for j, config in enumerate(d.get("configs", list)):
             c = _Fields(config, f"{d.path}.configs[{j}]")
             kernel, shape_text, dtype = c.text("kernel"), c.text("shape"), c.text("dtype")
@@ -240,6 +257,16 @@ def parse_all(data: Any) -> tuple[list[BestEntry], list[Binary]]:
     return entries, binaries
 
 
+def check_devices(entries: Sequence[BestEntry], stored: dict[str, set[str]]) -> None:
+    """A GPU model has one compute capability: an entry giving a stored model another one (an edited or wrong
+    file) is refused, rather than stored as a second device beside the real one and never used."""
+    for e in entries:
+        other = sorted(stored.get(e.device_name, set()) - {e.compute_capability})
+        if other:
+            raise InvalidArgument(f"{e.device_name} is stored with compute capability {', '.join(other)}, and the "
+                                  f"file says {e.compute_capability}: nothing imported")  # fmt: skip
+
+
 def read(path: Path) -> list[BestEntry]:
     return read_all(path)[0]
 
@@ -256,13 +283,17 @@ def store_binaries(binaries: Sequence[Binary]) -> int:
 
 def read_all(path: Path) -> tuple[list[BestEntry], list[Binary]]:
     try:
-        text = Path(path).read_text()
+        raw = Path(path).read_bytes()
     except OSError as exc:
         raise InvalidArgument(f"cannot read {path}: {exc.strerror}") from None
     try:
-        data = json.loads(text)
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:  # a binary file (a cubin, a database) given by mistake
+        raise InvalidArgument(f"{path} is not JSON: byte {exc.start} is not UTF-8 text") from None
     except json.JSONDecodeError as exc:
         raise InvalidArgument(f"{path} is not JSON: {exc.msg} at line {exc.lineno}") from None
+    except (ValueError, RecursionError) as exc:  # e.g. an integer of more digits than Python converts, deep nesting
+        raise InvalidArgument(f"{path} is not a file autotune export writes: {type(exc).__name__}: {exc}") from None
     try:
         return parse_all(data)
     except InvalidArgument as exc:

@@ -45,15 +45,24 @@ def write_report(reader: Reader, name: str, out: Path, top: int = 10) -> list[Pa
     import matplotlib
 
     matplotlib.use("Agg")
-    from optuna.visualization import matplotlib as mpl_vis
-
     details = reader.details(name, top)
     study = measured_study(reader.study(name))
     if len(study.trials) < 2:
         raise InvalidArgument(f"study {name} has {len(study.trials)} complete measured trials: nothing to plot")
     if not out.parent.is_dir():
         raise InvalidArgument(f"cannot write to {out}: directory {out.parent} does not exist")
-    out.mkdir(exist_ok=True)
+    if out.exists() and not out.is_dir():
+        raise InvalidArgument(f"cannot write the report to {out}: it is a file (--out names a directory)")
+    try:
+        out.mkdir(exist_ok=True)
+        return _write(details, study, out)
+    except OSError as exc:  # a read-only or full disk: the one line the CLI promises, not a traceback
+        raise InvalidArgument(f"cannot write the report to {out}: {exc.strerror or exc}") from None
+
+
+def _write(details: StudyDetails, study: optuna.Study, out: Path) -> list[Path]:
+    from optuna.visualization import matplotlib as mpl_vis
+
     unit = details.summary.metric_unit or "metric"
 
     def metric(t: optuna.trial.FrozenTrial) -> float:

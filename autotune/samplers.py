@@ -27,7 +27,18 @@ def learns_from_pruned(name: str) -> bool:
     return name not in _BLIND_TO_PRUNED
 
 
+# The seed also seeds numpy's generator of the random inputs, whose legacy seeding takes 32 bits unsigned.
+SEED_MAX = 2**32 - 1
+
+
+def check_seed(seed: int | None) -> None:
+    """A seed numpy and Optuna both take (``InvalidArgument`` otherwise, before any work)."""
+    if seed is not None and not (isinstance(seed, int) and 0 <= seed <= SEED_MAX):
+        raise InvalidArgument(f"--seed must be between 0 and {SEED_MAX} (2**32 - 1), got {seed}")
+
+
 def make_sampler(name: str, seed: int | None = None) -> optuna.samplers.BaseSampler:
+    check_seed(seed)
     if name not in SAMPLERS:
         raise InvalidArgument(f"unknown sampler {name!r}; choose one of {', '.join(SAMPLERS)}")
     missing = [m for m in _NEEDS.get(name, ()) if importlib.util.find_spec(m) is None]

@@ -530,9 +530,21 @@ def tune(
     if replay is not None:
         from autotune.evaluation.replay import Recording, ReplayEvaluator
 
+        if devices is not None:  # a replay measures nothing: GPUs named beside it would be silently ignored
+            raise InvalidArgument("--devices and --replay exclude each other: a replay answers from its recording, "
+                                  "not from GPUs")  # fmt: skip
         recording = Recording.load(replay)
         if recording.kernel != get_space(kernel).name:
             raise InvalidArgument(f"replay file {replay} holds {recording.kernel}, not {kernel}")
+        recorded = recording.dtype or get_space(kernel).dtype  # files from before dtypes: the kernel's first
+        wanted = get_space(kernel, dtype=dtype).dtype if dtype is not None else recorded  # "bf16" → "bfloat16"
+        if wanted != recorded:
+            raise InvalidArgument(f"replay file {replay} was recorded for {recording.kernel} {recorded}, not {wanted}")
+        dtype = recorded
+        try:
+            get_space(kernel, recording.domains, dtype=dtype)
+        except InvalidArgument as exc:  # e.g. a parameter the template has since lost: say which file is at fault
+            raise InvalidArgument(f"replay file {replay} does not fit {recording.kernel} {dtype} here: {exc}") from None
         domains = recording.domains
         evaluator, template_hash = ReplayEvaluator(recording), recording.template_hash
         if shape is None:

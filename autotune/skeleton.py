@@ -9,7 +9,8 @@ from pathlib import Path
 from autotune.errors import InvalidArgument
 
 TEMPLATE = r'''// __NAME__: C = A + B over n floats, the starting point written by `autotune new-kernel`.
-// Tunables are macros with defaults equal to the space's default_config; the entry point is extern "C".
+// Tunables are macros with defaults equal to the space's default_config; the entry point is extern "C" (named
+// __NAME___kernel: CUDA's headers already declare many plain names, such as max, sqrt, float4 or printf).
 
 #include <stdint.h>
 
@@ -21,7 +22,7 @@ TEMPLATE = r'''// __NAME__: C = A + B over n floats, the starting point written 
 #endif
 
 extern "C" __global__ void __launch_bounds__(BLOCK)
-__NAME__(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ c, long long n) {
+__NAME___kernel(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ c, long long n) {
     const bool aligned = ((uintptr_t)a | (uintptr_t)b | (uintptr_t)c) % (VEC * sizeof(float)) == 0;
     const long long i = ((long long)blockIdx.x * BLOCK + threadIdx.x) * VEC;
     if (VEC == 4 && aligned && i + 4 <= n) {
@@ -76,7 +77,7 @@ class __CLASS__(KernelSpace):
     def launches(self, config, shape, device) -> list[Launch]:
         (n,) = shape
         blocks = ceil_div(n, config["BLOCK"] * config["VEC"])
-        return [Launch("__NAME__", (blocks, 1, 1), (config["BLOCK"], 1, 1), 0, ("A", "B", "C", np.int64(n)))]
+        return [Launch("__NAME___kernel", (blocks, 1, 1), (config["BLOCK"], 1, 1), 0, ("A", "B", "C", np.int64(n)))]
 
     def input_specs(self, shape) -> dict[str, BufferSpec]:
         return {"A": BufferSpec(shape), "B": BufferSpec(shape)}
@@ -111,11 +112,36 @@ def class_name(name: str) -> str:
     return "".join(part.capitalize() for part in name.split("_")) + "Space"
 
 
-def write(name: str, directory: Path) -> list[Path]:
-    """Write ``NAME.cu`` and ``NAME_space.py`` into ``directory``; refuses to overwrite anything."""
+# C and C++ keywords and alternative tokens (the lower-case ones: all a kernel name can spell).
+RESERVED = frozenset("""
+    alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t char32_t class
+    compl concept const consteval constexpr constinit const_cast continue co_await co_return co_yield decltype
+    default delete do double dynamic_cast else enum explicit export extern false float for friend goto if inline
+    int long mutable namespace new noexcept not not_eq nullptr operator or or_eq private protected public register
+    reinterpret_cast requires restrict return short signed sizeof static static_assert static_cast struct switch
+    template this thread_local throw true try typedef typeid typename union unsigned using virtual void volatile
+    wchar_t while xor xor_eq
+""".split())
+
+
+def check_name(name: str) -> None:
+    """A name for a kernel of one's own: a C identifier that is no keyword, and no library kernel's name (its
+    studies and stored rows are keyed by name: they would mix with the library kernel's)."""
+    from autotune.spaces import kernel_names
+
     if not re.fullmatch(r"[a-z][a-z0-9_]{0,62}", name):
         raise InvalidArgument(f"kernel name {name!r}: use lower-case letters, digits and _, starting with a letter "
                               f"(it is a C identifier and a Python module name)")  # fmt: skip
+    if name in RESERVED:
+        raise InvalidArgument(f"kernel name {name!r} is a C or C++ keyword: pick another (it names CUDA code)")
+    if name in kernel_names():
+        raise InvalidArgument(f"kernel name {name!r} is a library kernel's: pick another (studies and tuned rows are "
+                              f"stored by name, and would mix with the library's {name})")  # fmt: skip
+
+
+def write(name: str, directory: Path) -> list[Path]:
+    """Write ``NAME.cu`` and ``NAME_space.py`` into ``directory``; refuses to overwrite anything."""
+    check_name(name)
     if not directory.is_dir():
         raise InvalidArgument(f"directory {directory} does not exist")
     files = {directory / f"{name}.cu": TEMPLATE, directory / f"{name}_space.py": SPACE}

@@ -7,9 +7,9 @@
   (`MIGRATIONS`); an older program refuses a newer file instead of damaging it.
 * SQLite runs in WAL mode with a busy timeout: readers never block the writer and short write transactions
   wait for each other instead of failing with "database is locked".
-* Readers never write: ``Database(url, create=False)`` opens an SQLite file read-only (``mode=ro``) and leaves
-  its journal mode alone, so a file made by Optuna itself keeps every byte (a file already in WAL mode gets
-  SQLite's usual -wal/-shm companions while it is read: they belong to WAL, not to a change of the file).
+* Readers never write: ``Database(url, create=False)`` opens an SQLite file so that SQLite refuses every write
+  and leaves its journal mode alone, so a file made by Optuna itself keeps every byte, and creates no file beside
+  it (no -wal/-shm left behind), also on a read-only mount (`autotune.readonly` says how, and why).
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import json
 import os
 import sqlite3
 import time
-import urllib.parse
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -175,14 +174,6 @@ def check_database(url: str, *, create: bool) -> None:
         raise StorageError(f"cannot create database {path}: directory {parent} is not writable")
 
 
-def read_only_url(url: str) -> str:
-    """The URL that opens the same SQLite file read-only (SQLite's URI form, ``mode=ro``); other URLs as given."""
-    path = sqlite_path(url)
-    if path is None:
-        return url
-    return f"sqlite:///file:{urllib.parse.quote(str(path))}?mode=ro&uri=true"
-
-
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     if isinstance(dbapi_connection, sqlite3.Connection):
         cursor = dbapi_connection.cursor()
@@ -245,13 +236,18 @@ class Database:
     def __init__(self, url: str, *, create: bool = True) -> None:
         self.url = url
         self.read_only = not create
-        self._engine_url = read_only_url(url) if self.read_only else url
         check_database(url, create=create)
         path = sqlite_path(url)
+        self._engine_url, self._engine_kwargs = url, engine_kwargs(url)
+        if self.read_only and path is not None:
+            from autotune.readonly import reader_engine
+
+            self._engine_url, connect_args = reader_engine(path, url)
+            self._engine_kwargs["connect_args"].update(connect_args)
         if create and path is not None and path == DEFAULT_DB.absolute():
             path.parent.mkdir(exist_ok=True)
         try:
-            engine = sa.create_engine(self._engine_url, **engine_kwargs(url))
+            engine = sa.create_engine(self._engine_url, **self._engine_kwargs)
             self.engine = tune_engine(engine, read_only=self.read_only)
             _retry_initialisation(lambda: self._upgrade(create))
             with self.engine.connect() as conn:
@@ -302,7 +298,7 @@ class Database:
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # heartbeat_interval
                 return optuna.storages.RDBStorage(
                     self._engine_url,
-                    engine_kwargs=engine_kwargs(self.url),
+                    engine_kwargs={k: dict(v) if isinstance(v, dict) else v for k, v in self._engine_kwargs.items()},
                     heartbeat_interval=heartbeat_s,
                     grace_period=4 * heartbeat_s if heartbeat_s else None,
                     skip_table_creation=read_only or self.read_only,
@@ -390,6 +386,20 @@ class Database:
                 return list(session.scalars(query))
         except SQLAlchemyError as exc:
             raise StorageError(f"cannot read {_display(self.url)}: {_one_line(exc)}") from None
+
+    def devices(self) -> dict[str, set[str]]:
+        """The compute capabilities stored per device name (one each, unless something let a wrong one in)."""
+        if not self.has_best_table:
+            return {}
+        query = sa.select(BestConfig.device_name, BestConfig.compute_capability).distinct()
+        out: dict[str, set[str]] = {}
+        try:
+            with self.engine.connect() as conn:
+                for name, cc in conn.execute(query):
+                    out.setdefault(name, set()).add(cc)
+        except SQLAlchemyError as exc:
+            raise StorageError(f"cannot read {_display(self.url)}: {_one_line(exc)}") from None
+        return out
 
     def close(self) -> None:
         self.engine.dispose()

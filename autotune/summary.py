@@ -23,10 +23,10 @@ from autotune.storage import Database
 @dataclass
 class StudySummary:
     name: str
-    kernel: str
-    shape: str
-    dtype: str
-    device: str
+    kernel: str | None  # None (and shape, dtype, device): a study autotune did not make, e.g. Optuna's own
+    shape: str | None
+    dtype: str | None
+    device: str | None
     metric_unit: str
     complete: int
     failed: dict[str, int]  # by failure kind
@@ -39,6 +39,11 @@ class StudySummary:
     default_ms: float | None
     last_update: dt.datetime | None
     worker_restarts: int = 0
+    trials: int = 0  # every trial, measured or not
+
+    @property
+    def by_autotune(self) -> bool:
+        return self.kernel is not None
 
     @property
     def speedup(self) -> float | None:
@@ -54,7 +59,7 @@ class StudySummary:
             "best_time_ms": self.best_ms, "best_metric": self.best_metric, "best_trial": self.best_trial,
             "default_time_ms": self.default_ms, "speedup_over_default": self.speedup,
             "last_update": self.last_update.isoformat(timespec="seconds") if self.last_update else None,
-            "worker_restarts": self.worker_restarts,
+            "worker_restarts": self.worker_restarts, "trials_total": self.trials,
         }  # fmt: skip
 
 
@@ -134,12 +139,13 @@ class Reader:
         ranked = self.ranked(study)
         default = next((r for r in ranked if r.role == "default"), None)
         finished = [t.datetime_complete for t in trials if t.datetime_complete is not None]
+        ours = "kernel" in attrs  # our search records the kernel first of all
         return StudySummary(
             name=study.study_name,
-            kernel=attrs.get("kernel", "?"),
-            shape=attrs.get("shape", "?"),
-            dtype=attrs.get("dtype", "float32"),
-            device=(attrs.get("device") or {}).get("name", "?"),
+            kernel=attrs.get("kernel"),
+            shape=attrs.get("shape"),
+            dtype=attrs.get("dtype", "float32") if ours else None,  # studies from before dtypes were float32
+            device=(attrs.get("device") or {}).get("name"),
             metric_unit=attrs.get("metric_unit", ""),
             complete=sum(1 for t in trials if studies.is_measured(t) and t.state == TrialState.COMPLETE),
             failed=dict(sorted(failed.items())),
@@ -152,6 +158,7 @@ class Reader:
             default_ms=default.time_ms if default else None,
             last_update=max(finished) if finished else None,
             worker_restarts=int(attrs.get("worker_restarts", 0)),
+            trials=len(trials),
         )  # fmt: skip
 
     def ranked(self, study: optuna.Study) -> list[TrialRow]:

@@ -84,7 +84,7 @@ def main() -> None:
                 raise SystemExit(f"{args.out} was recorded with another template or shape: not appending")
         else:
             recording = Recording(kernel="gemm", shape=shape, device=evaluator.device, toolchain=evaluator.toolchain,
-                                  template_hash=space.template_hash(), domains=domains)  # fmt: skip
+                                  template_hash=space.template_hash(), domains=domains, dtype=space.dtype)  # fmt: skip
         configs = [c for c in configs if config_key(c) not in recording.configs]
         # A bounded window in flight: at the deadline little is left queued for the GPU worker to finish first.
         window = 4 * (evaluator.compiler.jobs or 1)

@@ -8,6 +8,7 @@ import hashlib
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -83,3 +84,22 @@ def h200() -> DeviceInfo:
 
 def file_digest(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def has_gpu() -> bool:
+    return bool(os.environ.get("AUTOTUNE_TEST_HAS_GPU")) or gpu_problem() is None
+
+
+# What a search run as printed may stop for on a machine without a GPU (or nvcc): the environment, never the
+# command line (an unknown kernel, a bad option or shape).
+LACK_OF_GPU = ("GPU", "CUDA", "pycuda", "nvcc", "NVCC")
+
+
+def assert_stopped_only_for_lack_of_gpu(result: Any) -> None:
+    """A CliRunner result of a search on a machine without a GPU: it resolved its kernel, shapes and options
+    and stopped where it needed the GPU, with one error line and exit status 2."""
+    text = result.output.strip()
+    assert result.exit_code == 2, (result.exit_code, text)
+    assert text.startswith("error:") and len(text.splitlines()) == 1, text
+    assert any(word in text for word in LACK_OF_GPU), text
+    assert "unknown kernel" not in text and "cannot load kernel space" not in text, text

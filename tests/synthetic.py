@@ -39,6 +39,21 @@ def fake_time(key: str) -> float:
     return 0.5 + int(hashlib.sha256(key.encode()).hexdigest()[:6], 16) / 0xFFFFFF
 
 
+def record_every_config(path: Path, kernel: str, shape: tuple) -> Recording:
+    """A recording of every valid configuration of ``kernel`` (a name or a file reference) at ``shape`` on an
+    H200, with made-up times: lets a search of a kernel of one's own run on CPU (``--replay``)."""
+    space = get_space(kernel)
+    rec = Recording(kernel=space.name, shape=shape, device=H200, toolchain=Toolchain(nvcc="13.0.88"),
+                    template_hash=space.template_hash(), domains={p.key: list(p.values) for p in space.parameters},
+                    dtype=space.dtype)  # fmt: skip
+    for config in space.valid_configs(shape, H200):
+        t = fake_time(config_key(config))
+        rec.add(config, Measurement(ok=True, timing=Timing(t, t * 0.98, t * 0.99, t * 1.01, t * 1.05, 20),
+                                    registers=32))  # fmt: skip
+    rec.save(path)
+    return rec
+
+
 def make_recording(path: Path, domains: dict = DOMAINS, shape: tuple = SHAPE) -> Recording:
     space = get_space("gemm", domains)
     rec = Recording(

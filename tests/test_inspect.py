@@ -93,7 +93,9 @@ def test_report_writes_the_plots(two_studies, tmp_path):
 def test_bad_input(two_studies, tmp_path):
     empty = tmp_path / "empty.db"
     Database(resolve_url(empty)).close()  # our tables, no study
-    before = {p: file_digest(p) for p in (two_studies, empty)}
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("my notes\n")
+    before = {p: file_digest(p) for p in (two_studies, empty, a_file)}
     busy = socket.socket()
     busy.bind(("127.0.0.1", 0))
     busy.listen()
@@ -109,6 +111,7 @@ def test_bad_input(two_studies, tmp_path):
         (["show", "gemm-1024", "--top", "0", "--db", str(two_studies)], "--top must be at least 1"),
         (["report", "gemm-1024", "--out", str(tmp_path / "no" / "r"), "--db", str(two_studies)], "does not exist"),
         (["studies", "--kernel", "fft", "--db", str(two_studies)], "unknown kernel"),
+        (["report", "gemm-1024", "--out", str(a_file), "--db", str(two_studies)], "notes.txt: it is a file"),
     ]
     try:
         import optuna_dashboard  # noqa: F401

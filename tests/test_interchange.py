@@ -86,6 +86,11 @@ MUTATIONS = [
     ("devices not a list", lambda d: d.update(devices={}), "file.devices: expected list"),
     ("no device name", lambda d: d["devices"][0].pop("device_name"), "device_name: missing"),
     ("bad cc", lambda d: d["devices"][0].update(compute_capability="nine"), "compute_capability"),
+    ("cc 99.9", lambda d: d["devices"][0].update(compute_capability="99.9"), "99.9 is no CUDA GPU's"),
+    ("cc 0.1", lambda d: d["devices"][0].update(compute_capability="0.1"), "0.1 is no CUDA GPU's"),
+    ("cc 09.0", lambda d: d["devices"][0].update(compute_capability="09.0"), "write '9.0', not '09.0'"),
+    ("one model, two ccs", lambda d: d["devices"].append(dict(d["devices"][0], compute_capability="8.9")),
+     "devices[1].compute_capability: NVIDIA H200 has compute capability 9.0 elsewhere in the file, not 8.9"),
     ("unknown kernel", lambda d: second(d).update(kernel="fft"), "unknown kernel 'fft'"),
     ("bad shape", lambda d: second(d).update(shape="4096x"), "malformed shape"),
     ("zero dim", lambda d: second(d).update(shape="0x1x1"), "positive integer"),
@@ -147,3 +152,36 @@ def test_not_json(tmp_path):
         interchange.read(path)
     with pytest.raises(InvalidArgument, match="cannot read"):
         interchange.read(tmp_path / "missing.json")
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"\x7fELF\x02\x01\x01\x00\xff\xfe", "is not JSON: byte 8 is not UTF-8 text"),  # a cubin given by mistake
+    (b"SQLite format 3\x00\x10\x00\x02\x02\x00\x40\x20\x20\x00\x00\x00\x8d", "is not UTF-8 text"),
+    (b"[" * 100_000 + b"]" * 100_000, "not a file autotune export writes"),
+], ids=["cubin", "sqlite", "deep nesting"])  # fmt: skip
+def test_a_binary_or_hostile_file_is_one_line(tmp_path, source_db, content, message):
+    path = tmp_path / "configs.json"
+    path.write_bytes(content)
+    with pytest.raises(InvalidArgument, match=message):
+        interchange.read(path)
+    before = file_digest(source_db)
+    result = CliRunner().invoke(app, ["import", str(path), "--db", str(source_db)])
+    assert result.exit_code == 2 and result.output.startswith("error:") and message in result.output, result.output
+    assert len(result.output.strip().splitlines()) == 1 and file_digest(source_db) == before
+
+
+def test_a_device_stored_with_another_compute_capability_is_refused(tmp_path, source_db):
+    """source_db holds NVIDIA H200 rows at 9.0: a file calling it 8.9 (a real capability, and the configurations
+    fit it) would add a second H200 beside the real one, whose rows no device ever matches."""
+    data = valid_file()
+    data["devices"][0]["compute_capability"] = "8.9"
+    path = tmp_path / "other.json"
+    path.write_text(json.dumps(data))
+    assert len(interchange.read(path)) == 2, "the file alone is fine"
+    before = file_digest(source_db)
+    result = CliRunner().invoke(app, ["import", str(path), "--db", str(source_db)])
+    assert result.exit_code == 2 and result.output.startswith("error:"), result.output
+    assert "NVIDIA H200 is stored with compute capability 9.0, and the file says 8.9" in result.output
+    assert file_digest(source_db) == before
+    fresh = CliRunner().invoke(app, ["import", str(path), "--db", str(tmp_path / "fresh.db")])
+    assert fresh.exit_code == 0 and "2 added" in fresh.output, "where nothing contradicts it, it is imported"

@@ -23,6 +23,40 @@ def test_parse_devices():
         parse_devices("all", 0)
 
 
+@pytest.mark.parametrize("devices, message", [("abc", "expected 'all' or GPU numbers"), ("0,0", "GPU 0 is named twice"),
+                                              ("", "expected 'all'"), ("1,-1", "got '-1'")])  # fmt: skip
+def test_a_malformed_devices_list_is_named_before_the_driver_is_asked(tmp_path, monkeypatch, devices, message):
+    """Before, `--devices abc` on a machine without a driver said the driver was missing, not what was wrong."""
+    from autotune import cuda_driver
+
+    def no_driver(cls):
+        raise DeviceError("the CUDA driver (libcuda.so) is not installed")
+
+    monkeypatch.setattr(cuda_driver.Driver, "get", classmethod(no_driver))
+    result = CliRunner().invoke(app, ["search", "gemm", "--devices", devices, "--db", str(tmp_path / "d.db")])
+    assert result.exit_code == 2 and result.output.startswith("error:"), result.output
+    assert message in result.output and len(result.output.strip().splitlines()) == 1, result.output
+    good = CliRunner().invoke(app, ["search", "gemm", "--devices", "0,1", "--db", str(tmp_path / "d.db")])
+    assert good.exit_code == 2 and "driver" in good.output, "a well-formed list then needs the driver"
+    assert not (tmp_path / "d.db").exists()
+
+
+def test_devices_and_replay_exclude_each_other(tmp_path):
+    """Before, --replay silently ignored --devices."""
+    from autotune.search import tune
+
+    from conftest import DATA
+
+    replay = str(DATA / "replay_gemm_h200.json")
+    result = CliRunner().invoke(app, ["search", "gemm", "--devices", "0,1", "--replay", replay, "--db",
+                                      str(tmp_path / "d.db")])  # fmt: skip
+    assert result.exit_code == 2 and result.output.startswith("error:"), result.output
+    assert "--devices and --replay exclude each other" in result.output
+    with pytest.raises(InvalidArgument, match="exclude each other"):
+        tune("gemm", trials=5, replay=replay, devices=[0, 1], db=str(tmp_path / "d.db"))
+    assert not (tmp_path / "d.db").exists()
+
+
 def test_gpus_of_one_model_share_a_group():
     names = ["NVIDIA H200", "NVIDIA H100", "NVIDIA H200"]
     assert device_groups([0, 1, 2], names) == [[0, 2], [1]]

@@ -50,6 +50,39 @@ def test_a_gz_recording_round_trips_compressed(recording, tmp_path):
         Recording.load(path)
 
 
+@pytest.mark.parametrize("spoil, message", [
+    (lambda d: d.pop("kernel"), "replay_gemm_h200.json: it lacks kernel"),
+    (lambda d: [d.pop(k) for k in ("kernel", "domains", "records")], "it lacks kernel, domains, records"),
+    (lambda d: d["records"][3].pop("measurement"), "a field is missing: 'measurement'"),
+    (lambda d: d.update(records=[1]), "cannot read replay recording"),
+], ids=["no kernel", "three missing", "record without measurement", "record not an object"])  # fmt: skip
+def test_an_incomplete_recording_names_what_it_lacks(tmp_path, spoil, message):
+    """Before, a missing field read as `…: 'kernel'` (a KeyError's text)."""
+    import json
+
+    data = json.loads(RECORDING.read_text())
+    spoil(data)
+    path = tmp_path / RECORDING.name
+    path.write_text(json.dumps(data))
+    with pytest.raises(InvalidArgument, match=message):
+        Recording.load(path)
+
+
+def test_a_recording_of_another_dtype_is_named_as_such(recording, tmp_path):
+    """Before: `gemm has no parameter 'BM'` (the fp32 SIMT parameters, unknown to the fp16 algorithms)."""
+    with pytest.raises(InvalidArgument, match=r"was recorded for gemm float32, not float16$"):
+        tune("gemm", recording.shape, trials=3, dtype="float16", replay=str(RECORDING), db=str(tmp_path / "d.db"))
+    fp16 = tmp_path / "fp16.json"
+    recording.dtype = "float16"  # as a file recorded at float16 says (the dtype is saved since)
+    recording.save(fp16)
+    assert Recording.load(fp16).dtype == "float16"
+    with pytest.raises(InvalidArgument, match="was recorded for gemm float16, not float32"):
+        tune("gemm", recording.shape, trials=3, dtype="float32", replay=str(fp16), db=str(tmp_path / "d.db"))
+    with pytest.raises(InvalidArgument, match=r"fp16.json does not fit gemm float16 here: gemm has no parameter"):
+        tune("gemm", recording.shape, trials=3, replay=str(fp16), db=str(tmp_path / "d.db"))
+    assert not (tmp_path / "d.db").exists()
+
+
 def test_a_recording_older_than_a_parameter_loads_at_its_default(recording, h200):
     """Recorded before split-K existed: each configuration ran SPLIT_K = 1, and the search proposes only that."""
     from autotune.spaces import get_space
@@ -92,3 +125,14 @@ def test_sampler_names():
         make_sampler("bayes")
     for name in ("tpe", "random", "grid"):
         assert make_sampler(name, 0) is not None
+
+
+@pytest.mark.parametrize("seed", [-1, 2**32, 2**64])
+def test_a_seed_numpy_cannot_take_is_refused_before_any_work(seed, tmp_path):
+    with pytest.raises(InvalidArgument, match=r"--seed must be between 0 and 4294967295"):
+        make_sampler("tpe", seed)
+    with pytest.raises(InvalidArgument, match="--seed"):
+        tune("gemm", (1024, 1024, 1024), trials=2, seed=seed, replay=str(RECORDING), db=str(tmp_path / "s.db"))
+    assert not (tmp_path / "s.db").exists()
+    for edge in (0, 2**32 - 1):
+        make_sampler("random", edge)

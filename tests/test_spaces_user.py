@@ -35,13 +35,27 @@ def test_new_kernel_writes_a_skeleton_that_loads_and_validates(tmp_path):
 
 
 @pytest.mark.nvcc
-def test_the_skeletons_default_compiles(tmp_path):
-    CliRunner().invoke(app, ["new-kernel", "scaled"])
-    space = get_space("./scaled_space.py:ScaledSpace")
+@pytest.mark.parametrize("name", ["scaled", "sqrt", "float4"])  # the last two: names CUDA's headers declare
+def test_the_skeletons_default_compiles(tmp_path, name):
+    assert CliRunner().invoke(app, ["new-kernel", name]).exit_code == 0
+    space = get_space(f"./{name}_space.py:{name.capitalize()}Space")
     result = Compiler("sm_90a", cache_dir=tmp_path).compile(space.template_for(space.default_config),
                                                              space.compile_defines(space.default_config, (100,)))
     assert result.ok, result.error
-    assert "scaled" in result.kernels
+    assert [launch.kernel for launch in space.launches(space.default_config, (100,), H200)] == [f"{name}_kernel"]
+    assert f"{name}_kernel" in result.kernels
+
+
+@pytest.mark.parametrize("name, message", [
+    ("gemm", "kernel name 'gemm' is a library kernel's"), ("softmax", "is a library kernel's"),
+    ("class", "kernel name 'class' is a C or C++ keyword"), ("and", "C or C++ keyword"),
+    ("template", "C or C++ keyword"), ("My-Add", "use lower-case letters"),
+])  # fmt: skip
+def test_new_kernel_refuses_a_name_that_would_shadow_or_break(tmp_path, name, message):
+    result = CliRunner().invoke(app, ["new-kernel", name])
+    assert result.exit_code == 2 and result.output.startswith("error:") and message in result.output, result.output
+    assert len(result.output.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == [], "nothing written"
 
 
 def test_an_incomplete_space_names_everything_it_lacks(tmp_path):

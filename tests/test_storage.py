@@ -209,3 +209,96 @@ def test_table_creation_races_are_retried_and_other_errors_are_not():
     with pytest.raises(sa.exc.ProgrammingError):
         _retry_initialisation(creation(syntax))
     assert len(calls) == 1
+
+
+def _wal_database(path) -> None:
+    """A database as a search leaves it: WAL mode, our row and an Optuna study, every writer closed."""
+    import optuna
+
+    db = Database(resolve_url(path))
+    db.save_best(entry())
+    storage = db.optuna_storage()
+    optuna.create_study(storage=storage, study_name="s").optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=2)
+    storage.engine.dispose()
+    db.close()
+    with open(path, "rb") as fh:
+        assert fh.read(20)[18:20] == b"\x02\x02", "WAL mode (header bytes 18-19; no connection that leaves files)"
+
+
+def _read_everything(path) -> tuple[list, list]:
+    import optuna
+
+    db = Database(resolve_url(path), create=False)
+    try:
+        storage = db.optuna_storage(read_only=True)
+        studies = [s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)]
+        storage.engine.dispose()
+        return [r.time_ms for r in db.best()], studies
+    finally:
+        db.close()
+
+
+def read_only_folder(folder, *files) -> None:
+    """Write bits off, as an image's read-only files are (tests run as root, who passes every permission check:
+    the bits are what the reader sees; a real read-only mount is tested in test_cli)."""
+    for f in files:
+        os.chmod(f, 0o444)
+    os.chmod(folder, 0o555)
+
+
+@pytest.mark.parametrize("location", ["writable", "read-only"])
+def test_a_reader_creates_no_file_beside_a_wal_database(tmp_path, location):
+    """Before: mode=ro made -wal and -shm beside every WAL database it read, and left them (a read-only
+    connection cannot remove them); where they could not be made it failed."""
+    folder = tmp_path / "db"
+    folder.mkdir()
+    path = folder / "a.db"
+    _wal_database(path)
+    if location == "read-only":
+        read_only_folder(folder, path)
+    before = file_digest(path)
+    try:
+        assert _read_everything(path) == ([3.0], ["s"])
+        assert sorted(p.name for p in folder.iterdir()) == ["a.db"]
+        assert file_digest(path) == before
+    finally:
+        os.chmod(folder, 0o755)
+
+
+def test_a_reader_still_refuses_to_write_a_wal_database(tmp_path):
+    """In a writable folder a reader's connection is read-write (SQLite removes the companions it made when it
+    closes); SQLite itself refuses every write on it, from the first statement."""
+    _wal_database(tmp_path / "a.db")
+    db = Database(resolve_url(tmp_path / "a.db"), create=False)
+    try:
+        with db.engine.connect() as conn, pytest.raises(sa.exc.OperationalError, match="readonly database"):
+            conn.execute(sa.text("DELETE FROM autotune_best"))
+    finally:
+        db.close()
+    assert _read_everything(tmp_path / "a.db")[0] == [3.0]
+
+
+def test_a_log_holding_transactions_is_read_through_not_skipped(tmp_path):
+    """A copy taken while a writer had the database open: the change is in the log alone. It is read (immutable
+    would show the old row); without the log's index, where nothing may be written, one line says what to do."""
+    _wal_database(tmp_path / "a.db")
+    writer = sqlite3.connect(tmp_path / "a.db")
+    writer.execute("PRAGMA wal_autocheckpoint = 0")
+    writer.execute("UPDATE autotune_best SET time_ms = 2.5")
+    writer.commit()
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for suffix in ("", "-wal", "-shm"):
+        (copy / f"a.db{suffix}").write_bytes((tmp_path / f"a.db{suffix}").read_bytes())
+    writer.close()
+    assert (copy / "a.db-wal").stat().st_size > 0
+    read_only_folder(copy, *copy.iterdir())
+    try:
+        assert _read_everything(copy / "a.db")[0] == [2.5]
+        (copy / "a.db-shm").unlink()
+        with pytest.raises(StorageError) as err:
+            Database(resolve_url(copy / "a.db"), create=False)
+        assert "write-ahead log a.db-wal holds transactions" in str(err.value) and "wal_checkpoint" in str(err.value)
+        assert sorted(p.name for p in copy.iterdir()) == ["a.db", "a.db-wal"]
+    finally:
+        os.chmod(copy, 0o755)

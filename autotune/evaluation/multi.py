@@ -22,12 +22,11 @@ from autotune.shape import Shape
 from autotune.spaces.base import Config, KernelSpace
 
 
-def parse_devices(text: str, count: int) -> list[int]:
-    """``all`` or comma-separated ordinals, checked against the ``count`` GPUs of this host."""
-    if count < 1:
-        raise DeviceError("--devices: no CUDA GPU on this machine")
+def device_syntax(text: str) -> list[int] | None:
+    """``--devices`` checked as text alone (no driver needed, so a typo is named even where there is no GPU):
+    None for ``all``, else the ordinals named, each once."""
     if text.strip().lower() == "all":
-        return list(range(count))
+        return None
     ordinals = []
     for part in text.split(","):
         part = part.strip()
@@ -37,6 +36,16 @@ def parse_devices(text: str, count: int) -> list[int]:
     twice = sorted({o for o in ordinals if ordinals.count(o) > 1})
     if twice:
         raise InvalidArgument(f"--devices {text}: GPU {twice[0]} is named twice")
+    return ordinals
+
+
+def parse_devices(text: str, count: int) -> list[int]:
+    """``all`` or comma-separated ordinals, checked against the ``count`` GPUs of this host."""
+    ordinals = device_syntax(text)
+    if count < 1:
+        raise DeviceError("--devices: no CUDA GPU on this machine")
+    if ordinals is None:
+        return list(range(count))
     missing = [o for o in ordinals if o >= count]
     if missing:
         have = "GPU 0" if count == 1 else f"GPUs 0-{count - 1}"
@@ -56,6 +65,7 @@ def host_devices(text: str) -> list[list[int]]:
     """``--devices`` on this host: checked, grouped by model (CUDA driver queries only, no context)."""
     from autotune import cuda_driver as cu
 
+    device_syntax(text)  # before the driver: `--devices abc` is a typo, whether or not this machine has a GPU
     try:
         driver = cu.Driver.get()
         count = driver.device_count()

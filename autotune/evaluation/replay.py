@@ -34,6 +34,7 @@ class Recording:
     domains: dict[str, list[Any]]
     measurements: dict[str, Measurement] = field(default_factory=dict)  # config key → outcome
     configs: dict[str, Config] = field(default_factory=dict)  # config key → config
+    dtype: str | None = None  # the problem's dtype; None in files recorded before dtypes: the kernel's first
 
     def add(self, config: Config, measurement: Measurement) -> None:
         key = config_key(config)
@@ -49,6 +50,7 @@ class Recording:
             "toolchain": asdict(self.toolchain),
             "template_hash": self.template_hash,
             "domains": self.domains,
+            **({"dtype": self.dtype} if self.dtype is not None else {}),
             "records": [
                 {"config": self.configs[k], "measurement": self.measurements[k].to_dict()} for k in self.configs
             ],
@@ -61,8 +63,13 @@ class Recording:
         try:
             raw = Path(path).read_bytes()
             data = json.loads(gzip.decompress(raw) if str(path).endswith(".gz") else raw)
-            if data.get("format") != FORMAT:
-                raise ValueError(f"format {data.get('format')!r}, expected {FORMAT!r}")
+            if not isinstance(data, dict) or data.get("format") != FORMAT:
+                got = data.get("format") if isinstance(data, dict) else type(data).__name__
+                raise ValueError(f"format {got!r}, expected {FORMAT!r}")
+            missing = [k for k in ("kernel", "shape", "device", "toolchain", "template_hash", "domains", "records")
+                       if k not in data]  # fmt: skip
+            if missing:  # a KeyError would say only "'kernel'"
+                raise ValueError(f"it lacks {', '.join(missing)}")
             rec = cls(
                 kernel=data["kernel"],
                 shape=tuple(data["shape"]),
@@ -70,6 +77,7 @@ class Recording:
                 toolchain=Toolchain(**data["toolchain"]),
                 template_hash=data["template_hash"],
                 domains=data["domains"],
+                dtype=data.get("dtype"),
             )
             legacy = _algorithm_of_legacy(rec.kernel, rec.domains)
             if legacy is not None:  # recorded before the family had algorithms: its first algorithm's
@@ -77,7 +85,9 @@ class Recording:
             for r in data["records"]:
                 config = {ALGO: legacy, **r["config"]} if legacy is not None else r["config"]
                 rec.add(_completed(rec.kernel, config, rec.domains), Measurement.from_dict(r["measurement"]))
-        except (OSError, EOFError, ValueError, KeyError, TypeError) as exc:
+        except KeyError as exc:  # in a record or the device: name the missing field, not just its quoted name
+            raise InvalidArgument(f"cannot read replay recording {path}: a field is missing: {exc}") from None
+        except (OSError, EOFError, ValueError, TypeError, AttributeError) as exc:
             raise InvalidArgument(f"cannot read replay recording {path}: {exc}") from None
         return rec
 
