@@ -85,3 +85,29 @@ def test_half_precision_rows_and_columns_run_gemv(gemm, dtype, shape):
     ref = a.double() @ b.double()
     err = float((c.double() - ref).norm() / ref.norm())
     assert err < {"float16": 1e-3, "bfloat16": 8e-3}[dtype], err
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize(
+    "shape, algo",
+    [((1000, 1000, 1000), "wgmma_tma"), ((127, 4096, 4096), "wgmma_tma"), ((16384, 128, 4096), "wgmma_tma"),
+     ((16, 4096, 4096), "mma"), ((13, 1000, 2049), "mma"), ((333, 264, 104), "mma")],  # fmt: skip
+    ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else v,
+)
+def test_half_precision_rule_defaults_are_correct(gemm, dtype, shape, algo):
+    """Half precision with nothing tuned for it: TMA tiles where they fill the GPU (on Hopper), else split-K mma."""
+    torch = pytest.importorskip("torch")
+    from autotune.device import query_device
+
+    if query_device().compute_capability != (9, 0) and algo == "wgmma_tma":
+        algo = "mma"
+    m, n, k = shape
+    gen = torch.Generator(device="cuda").manual_seed(k)
+    a = (torch.rand(m, k, device="cuda", generator=gen) * 2 - 1).to(getattr(torch, dtype))
+    b = (torch.rand(k, n, device="cuda", generator=gen) * 2 - 1).to(getattr(torch, dtype))
+    choice = gemm.choice(shape, dtype)
+    assert choice.source == DEFAULT and choice.config["ALGO"] == algo, choice
+    c = gemm(a, b)
+    ref = a.double() @ b.double()
+    err = float((c.double() - ref).norm() / ref.norm())
+    assert err < {"float16": 1e-3, "bfloat16": 8e-3}[dtype], err

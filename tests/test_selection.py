@@ -152,11 +152,34 @@ def test_rule_defaults_are_valid_everywhere(h200):
         space = get_space("gemm", dtype=dtype)
         for shape in shapes:
             config = space.rule_default(shape, h200)
-            if dtype == "float32" or 1 in shape[:2]:  # half precision has only gemv in this family so far
-                assert space.violations(config, shape, h200) == [], (dtype, shape, config)
+            assert space.violations(config, shape, h200) == [], (dtype, shape, config)
 
 
 def test_rule_default_stays_within_narrowed_domains(h200):
     narrow = get_space("gemm", {"ALGO": ["simt"], "SPLIT_K": [1]})
     config = narrow.rule_default((1, 4096, 4096), h200)
     assert config["ALGO"] == "simt" and config["SPLIT_K"] == 1 and narrow.violations(config, (1, 4096, 4096), h200) == []
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize(
+    "shape, algo, tile",
+    [
+        ((4096, 4096, 4096), "wgmma_tma", (128, 256)),  # many tiles: the largest
+        ((1000, 1000, 1000), "wgmma_tma", (64, 128)),  # the largest tile still giving about one per SM
+        ((127, 4096, 4096), "wgmma_tma", (64, 64)),
+        ((16384, 128, 16384), "wgmma_tma", (128, 128)),  # a 256-wide tile would waste half of itself
+        ((16, 4096, 4096), "mma", (16, 128)),  # too few TMA tiles: a low mma tile, split along K
+        ((64, 4096, 4096), "mma", (64, 128)),
+        ((4096, 64, 4096), "mma", (64, 64)),
+        ((4095, 4097, 1023), "mma", (128, 256)),  # rows TMA cannot stride
+    ],
+)
+def test_half_rule_defaults_use_tma_where_it_fits_and_split_k_where_tiles_are_few(h200, dtype, shape, algo, tile):
+    space = get_space("gemm", dtype=dtype)
+    config = space.rule_default(shape, h200)
+    assert (config["ALGO"], (config["BM"], config["BN"])) == (algo, tile), config
+    if algo == "mma" and shape[0] <= 64:
+        assert config["SPLIT_K"] > 1
+    older = dataclasses.replace(h200, compute_capability=(8, 0))
+    assert space.rule_default(shape, older)["ALGO"] == "mma", "no TMA before Hopper"

@@ -7,7 +7,11 @@ Classes: the M bucket (1, ≤16, ≤64, ≤256, large) and the aspect (``col``: 
 * M = 1 or N = 1: the ``gemv`` algorithm, its K split until the grid holds a few blocks per SM;
 * fp32 otherwise: the SIMT tile whose height fits M (16, 32, 64 rows, else the template's 128×128), and
   split-K until the output tiles fill the GPU — without it a 16-row product runs on a quarter of the SMs;
-* otherwise (other dtypes): the default configuration of the first algorithm that can run the shape.
+* half precision on Hopper, where TMA can stride the rows (N, K multiples of 8): the largest ``wgmma_tma`` tile
+  whose tiles fill the GPU (about one per SM) while wasting at most a quarter of their area on the edges;
+* half precision otherwise (other GPUs, unaligned rows, or too few output tiles for TMA: M ≤ 64 or a small
+  output): an ``mma`` tile whose height fits M, and split-K until the blocks fill the GPU;
+* otherwise: the default configuration of the first algorithm that can run the shape.
 """
 
 from __future__ import annotations
@@ -71,6 +75,18 @@ def _splits(domain: tuple[int, ...], blocks: int, k: int, device: DeviceInfo) ->
     return best
 
 
+# wgmma_tma tiles, largest first: (BM, BN, WG, STAGES), the ring as deep as shared memory allows.
+TMA_TILES = ((128, 256, 2, 4), (128, 128, 2, 6), (64, 128, 1, 7), (64, 64, 1, 7))
+TMA_FILL = 0.9  # tiles per SM a TMA tile must reach (the persistent grid has one block per SM)
+TMA_AREA = 0.75  # of the tiles' area that must be inside the matrix
+# mma tiles for small M (rows ≤ bound): BM, BN, WM, WN (four warps each).
+MMA_TILES = {
+    16: {"BM": 16, "BN": 128, "WM": 16, "WN": 32},
+    32: {"BM": 32, "BN": 128, "WM": 32, "WN": 32},
+    64: {"BM": 64, "BN": 128, "WM": 32, "WN": 64},
+}
+
+
 def _valid(space: "KernelSpace", config: Config, shape: Shape, device: DeviceInfo) -> bool:
     return not space.violations(config, shape, device)
 
@@ -114,6 +130,48 @@ def simt_rule(space: "KernelSpace", shape: Shape, device: DeviceInfo) -> Config 
     return config if _valid(space, config, shape, device) else None
 
 
+def _within_domains(space: "KernelSpace", config: Config) -> bool:
+    algo = config[ALGO]
+    return all(key == ALGO or value in space.domain(f"{algo}.{key}") for key, value in config.items())
+
+
+def tma_rule(space: "KernelSpace", shape: Shape, device: DeviceInfo) -> Config | None:
+    if "wgmma_tma" not in space.domain(ALGO):
+        return None
+    algo = space.algos["wgmma_tma"]
+    if algo.unfit(shape, device):
+        return None
+    m, n, _ = shape
+    for bm, bn, wg, stages in TMA_TILES:
+        tiles = ceil_div(m, bm) * ceil_div(n, bn)
+        if tiles < TMA_FILL * device.multiprocessors or m * n < TMA_AREA * tiles * bm * bn:
+            continue
+        config: Config = {ALGO: "wgmma_tma", **algo.default_config, "BM": bm, "BN": bn, "WG": wg, "STAGES": stages}
+        if _within_domains(space, config) and _valid(space, config, shape, device):
+            return config
+    return None  # too few tiles at any size: split-K (mma) fills the GPU better
+
+
+def mma_rule(space: "KernelSpace", shape: Shape, device: DeviceInfo) -> Config | None:
+    if "mma" not in space.domain(ALGO):
+        return None
+    algo = space.algos["mma"]
+    m, n, k = shape
+    config: Config = {ALGO: "mma", **algo.default_config}
+    tile = next((t for bound, t in MMA_TILES.items() if m <= bound), None)
+    if tile is None and ceil_div(m, config["BM"]) * ceil_div(n, config["BN"]) < device.multiprocessors:
+        tile = MMA_TILES[64]  # a small output (narrow N, deep K): many small tiles, then split K
+    if tile is not None:
+        config.update(tile)
+        if n <= 64:
+            config.update(BN=64, WN=32)
+    blocks = ceil_div(m, config["BM"]) * ceil_div(n, config["BN"])
+    config["SPLIT_K"] = _splits(space.domain("mma.SPLIT_K"), blocks, k, device)
+    if not _within_domains(space, config):
+        config = {ALGO: "mma", **algo.default_config}
+    return config if _valid(space, config, shape, device) else None
+
+
 def rule_default(space: "KernelSpace", shape: Shape, device: DeviceInfo) -> Config:
     """The configuration the rules pick for ``shape``; where no rule applies, the default configuration of the
     first algorithm (in the family's order of preference) that can run it."""
@@ -122,9 +180,10 @@ def rule_default(space: "KernelSpace", shape: Shape, device: DeviceInfo) -> Conf
         config = gemv_rule(space, shape, device)
         if config is not None:
             return config
-    config = simt_rule(space, shape, device)
-    if config is not None:
-        return config
+    for rule in (simt_rule, tma_rule, mma_rule):
+        config = rule(space, shape, device)
+        if config is not None:
+            return config
     for name in space.domain(ALGO):
         candidate = {ALGO: name, **space.algos[name].default_config}
         if _valid(space, candidate, shape, device):
