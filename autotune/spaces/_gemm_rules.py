@@ -152,6 +152,23 @@ def tma_rule(space: "KernelSpace", shape: Shape, device: DeviceInfo) -> Config |
     return None  # too few tiles at any size: split-K (mma) fills the GPU better
 
 
+# fp32 beyond 64 rows on tensor cores (FP32-accurate 3xTF32): the tile its searches keep choosing, split-K to fill.
+TF32X3_TILE = {"BM": 64, "BN": 64, "BK": 32, "WARPS_M": 2, "WARPS_N": 2, "STAGES": 3}
+
+
+def tf32x3_rule(space: "KernelSpace", shape: Shape, device: DeviceInfo) -> Config | None:
+    if "tf32x3" not in space.domain(ALGO) or shape[0] <= 64 or space.algos["tf32x3"].unfit(shape, device):
+        return None
+    algo = space.algos["tf32x3"]
+    m, n, k = shape
+    config: Config = {ALGO: "tf32x3", **algo.default_config, **TF32X3_TILE}
+    blocks = ceil_div(m, config["BM"]) * ceil_div(n, config["BN"])
+    config["SPLIT_K"] = _splits(space.domain("tf32x3.SPLIT_K"), blocks, k, device)
+    if not _within_domains(space, config) or not _valid(space, config, shape, device):
+        return None
+    return config
+
+
 def mma_rule(space: "KernelSpace", shape: Shape, device: DeviceInfo) -> Config | None:
     if "mma" not in space.domain(ALGO):
         return None
@@ -163,8 +180,8 @@ def mma_rule(space: "KernelSpace", shape: Shape, device: DeviceInfo) -> Config |
         tile = MMA_TILES[64]  # a small output (narrow N, deep K): many small tiles, then split K
     if tile is not None:
         config.update(tile)
-        if n <= 64:
-            config.update(BN=64, WN=32)
+        if n <= 64 or ceil_div(m, config["BM"]) * ceil_div(n, config["BN"]) < device.multiprocessors // 8:
+            config.update(BN=64, WN=32)  # narrow, or a small output: more, narrower tiles before splitting K
     blocks = ceil_div(m, config["BM"]) * ceil_div(n, config["BN"])
     config["SPLIT_K"] = _splits(space.domain("mma.SPLIT_K"), blocks, k, device)
     if not _within_domains(space, config):
@@ -180,7 +197,7 @@ def rule_default(space: "KernelSpace", shape: Shape, device: DeviceInfo) -> Conf
         config = gemv_rule(space, shape, device)
         if config is not None:
             return config
-    for rule in (simt_rule, tma_rule, mma_rule):
+    for rule in (tf32x3_rule, simt_rule, tma_rule, mma_rule):
         config = rule(space, shape, device)
         if config is not None:
             return config
