@@ -1,6 +1,6 @@
 """GPU tier: the dispatcher with only 4096³ tuned answers other shape classes correctly with their rule default
-(GEMV for one row or one column, a small tile with split-K for 16 rows, split-K for a tall-skinny output), not
-with the square winner."""
+(GEMV for one row or one column, a small SIMT tile with split-K for 16 rows, FP32-accurate 3xTF32 with split-K for
+a tall-skinny output), not with the square winner."""
 
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ CASES = [
     ((1, 1, 4097), "gemv"),
     ((16, 4096, 4096), "simt"),
     ((13, 1000, 2049), "simt"),
-    ((16384, 128, 16384), "simt"),
-    ((4001, 100, 8191), "simt"),
+    ((16384, 128, 16384), "tf32x3"),
+    ((4001, 100, 8191), "tf32x3"),
 ]
 
 

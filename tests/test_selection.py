@@ -66,7 +66,8 @@ def test_nearest_skips_configurations_invalid_here(space, h200):
 
 def test_default_when_nothing_fits(space, h200):
     choice = choose(space, (100, 100, 100), h200, [], HASH)
-    assert choice.source == DEFAULT and choice.config == space.default_config
+    assert choice.source == DEFAULT and choice.config == space.rule_default((100, 100, 100), h200)
+    assert choice.config["ALGO"] == "tf32x3", "beyond 64 rows fp32 runs FP32-accurate on tensor cores"
     assert "no configuration of gemm tuned" in choice.reason
 
 
@@ -126,8 +127,8 @@ def test_fallback_prefers_the_same_class_over_a_nearer_shape(space, h200):
 
 @pytest.mark.parametrize("shape", [(1, 4096, 4096), (4096, 1, 4096), (16, 4096, 4096), (16384, 128, 16384)])
 def test_rule_default_not_the_square_winner(space, h200, shape):
-    """With only 4096³ tuned, other classes run their rule default: GEMV for a row or a column, a small tile
-    with split-K for 16 rows, split-K for a tall-skinny output."""
+    """With only 4096³ tuned, other classes run their rule default: GEMV for a row or a column, a small SIMT
+    tile with split-K for 16 rows, 3xTF32 with split-K for a tall-skinny output."""
     winner = cfg(space, BM=256, BN=128, WARPS_M=4, WARPS_N=2, BK=16)
     assert space.violations(winner, shape, h200) == [], "the square winner would run here: the class decides"
     choice = choose(space, shape, h200, [Row("4096x4096x4096", winner)], HASH)
@@ -137,9 +138,10 @@ def test_rule_default_not_the_square_winner(space, h200, shape):
     m, n, _ = shape
     if m == 1 or n == 1:
         assert config["ALGO"] == "gemv" and (n == 1 or config["SPLIT_K"] > 1)
-    else:
-        assert config["ALGO"] == "simt" and config["SPLIT_K"] > 1
-        assert config["BM"] == (16 if m == 16 else 128)
+    elif m <= 64:
+        assert config["ALGO"] == "simt" and config["SPLIT_K"] > 1 and config["BM"] == 16
+    else:  # FP32-accurate on tensor cores, split to fill the GPU
+        assert config["ALGO"] == "tf32x3" and config["BM"] == 64
 
 
 def test_rule_defaults_are_valid_everywhere(h200):
