@@ -27,6 +27,10 @@
 // whose inner extent is 64 elements (128 bytes): A as one box of 64 (k) × BM (rows), B as BN/64 boxes of 64
 // (columns) × BK (k). The host side (autotune/spaces/gemm_wgmma_tma.py) describes these tensor maps.
 //
+// Split-K (a launch choice, no define): with gridDim.z = S > 1, the blocks of z-slice z walk the tiles over
+// k-tiles [z·per, (z+1)·per) and store fp32 partial tiles to out = partial[z][M][N]; gemm_splitk_reduce
+// (kernel_templates/gemm_splitk.cuh) then sums the slices in a fixed order into C. An empty slice stores zeros.
+//
 // Edges: boxes reaching past M, N or K are zero-filled by the copy engine, so ragged M, N, K need no code here;
 // C is stored from registers with guards (kernel_templates/wgmma_epilogue.cuh). TMA needs 16-byte aligned bases
 // and row strides: K and N multiples of 8 (the space's constraints; other shapes take another algorithm).
@@ -40,6 +44,7 @@
 //   CLUSTER_M 1, or 2: blocks in clusters of two along M sharing B by TMA multicast
 
 #include "dtype.cuh"
+#include "gemm_splitk.cuh"
 #include "tma_sm90.cuh"
 #include "wgmma_epilogue.cuh"
 #include "wgmma_sm90.cuh"
@@ -119,7 +124,7 @@ __device__ __forceinline__ void tile_origin(int t, int rows_m, int tiles_n, uint
 
 extern "C" __global__ void __launch_bounds__(NT, 1) CLUSTER_DIMS
 gemm_wgmma_tma(const __grid_constant__ TmaDesc tmap_a, const __grid_constant__ TmaDesc tmap_b,
-               elem_t* __restrict__ C, int M, int N, int K) {
+               void* __restrict__ out, int M, int N, int K) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const uint32_t raw = smem_u32(smem_raw);
   const uint32_t ring = (raw + 1023) & ~1023u;  // swizzle atoms and TMA boxes want 1024-byte alignment
@@ -131,7 +136,8 @@ gemm_wgmma_tma(const __grid_constant__ TmaDesc tmap_a, const __grid_constant__ T
   const int tiles = rows_m * tiles_n;
   const int first = blockIdx.x / CLUSTER_M, step = gridDim.x / CLUSTER_M;
   const uint32_t rank = CLUSTER_M > 1 ? cluster_ctarank() : 0;
-  const int k_tiles = (K + BK - 1) / BK;
+  const int k_all = (K + BK - 1) / BK, per = (k_all + gridDim.z - 1) / gridDim.z;
+  const int kt0 = min(k_all, (int)blockIdx.z * per), k_tiles = min(k_all, kt0 + per) - kt0;  // this slice's
   const int wg = threadIdx.x / 128;
 
   if (threadIdx.x == 0) {
@@ -166,15 +172,15 @@ gemm_wgmma_tma(const __grid_constant__ TmaDesc tmap_a, const __grid_constant__ T
           mbar_wait(empty_bar + 8 * s, (pass & 1) ^ 1);  // the first pass finds every stage free
           const uint32_t stage = ring + s * STAGE_BYTES, full = full_bar + 8 * s;
           mbar_arrive_expect_tx(full, STAGE_BYTES);  // A, and every B panel, whichever block copies it
-          tma_load_2d(stage, &tmap_a, kt * BK, bm0, full);
+          tma_load_2d(stage, &tmap_a, (kt0 + kt) * BK, bm0, full);
 #pragma unroll
           for (int p = 0; p < BN / 64; ++p) {
             const uint32_t dst = stage + A_STAGE_BYTES + p * B_PANEL_BYTES;
 #if CLUSTER_M > 1
             if (p % CLUSTER_M == (int)rank)
-              tma_load_2d_multicast(dst, &tmap_b, bn0 + 64 * p, kt * BK, full, (1u << CLUSTER_M) - 1);
+              tma_load_2d_multicast(dst, &tmap_b, bn0 + 64 * p, (kt0 + kt) * BK, full, (1u << CLUSTER_M) - 1);
 #else
-            tma_load_2d(dst, &tmap_b, bn0 + 64 * p, kt * BK, full);
+            tma_load_2d(dst, &tmap_b, bn0 + 64 * p, (kt0 + kt) * BK, full);
 #endif
           }
         }
@@ -232,8 +238,13 @@ gemm_wgmma_tma(const __grid_constant__ TmaDesc tmap_a, const __grid_constant__ T
       }
       if (PINGPONG) mbar_arrive(order_bar + 8 * (cw ^ 1));  // every wgmma issued: the other's turn
       wgmma_wait<0>();
-      release(previous);
-      store_fragments<M_TILES, BN>(acc, C, M, N, bm0 + row0, bn0);
+      if (k_tiles > 0) release(previous);
+      if (gridDim.z == 1) {
+        store_fragments<M_TILES, BN>(acc, static_cast<elem_t*>(out), M, N, bm0 + row0, bn0);
+      } else {
+        float* partial = static_cast<float*>(out) + (size_t)blockIdx.z * M * N;
+        store_fragments_f32<M_TILES, BN>(acc, partial, M, N, bm0 + row0, bn0);
+      }
     }
   }
 #if CLUSTER_M > 1

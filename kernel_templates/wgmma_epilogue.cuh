@@ -101,3 +101,31 @@ __device__ __forceinline__ void store_fragments(const float (&acc)[MT][TN / 2], 
     }
   }
 }
+
+// The same fragments as fp32, for a split-K partial (S×M×N floats): pairs of columns as 8-byte stores.
+template <int MT, int TN>
+__device__ __forceinline__ void store_fragments_f32(const float (&acc)[MT][TN / 2], float* __restrict__ P, int M,
+                                                    int N, int row0, int col0) {
+  const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32, q = lane % 4;
+  const bool paired = (N % 2) == 0;
+#pragma unroll
+  for (int m = 0; m < MT; ++m) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = row0 + m * 64 + warp * 16 + lane / 4 + 8 * h;
+      if (row >= M) continue;
+      float* out = P + (size_t)row * N;
+#pragma unroll
+      for (int j = 0; j < TN / 8; ++j) {
+        const int col = col0 + j * 8 + 2 * q;
+        const float x = acc[m][4 * j + 2 * h], y = acc[m][4 * j + 2 * h + 1];
+        if (paired && col + 1 < N) {
+          *reinterpret_cast<float2*>(out + col) = make_float2(x, y);
+        } else {
+          if (col < N) out[col] = x;
+          if (col + 1 < N) out[col + 1] = y;
+        }
+      }
+    }
+  }
+}

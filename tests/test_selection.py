@@ -171,9 +171,10 @@ def test_rule_default_stays_within_narrowed_domains(h200):
         ((1000, 1000, 1000), "wgmma_tma", (64, 128)),  # the largest tile still giving about one per SM
         ((127, 4096, 4096), "wgmma_tma", (64, 64)),
         ((16384, 128, 16384), "wgmma_tma", (128, 128)),  # a 256-wide tile would waste half of itself
-        ((16, 4096, 4096), "mma", (16, 128)),  # too few TMA tiles: a low mma tile, split along K
-        ((64, 4096, 4096), "mma", (64, 128)),
-        ((4096, 64, 4096), "mma", (64, 64)),
+        ((64, 4096, 4096), "wgmma_tma", (64, 128)),  # too few tiles: split along K (below)
+        ((4096, 64, 4096), "wgmma_tma", (64, 64)),
+        ((256, 256, 65536), "wgmma_tma", (128, 128)),
+        ((16, 4096, 4096), "mma", (16, 128)),  # rows too few for a TMA tile: a low mma tile, split along K
         ((4095, 4097, 1023), "mma", (128, 256)),  # rows TMA cannot stride
     ],
 )
@@ -181,7 +182,9 @@ def test_half_rule_defaults_use_tma_where_it_fits_and_split_k_where_tiles_are_fe
     space = get_space("gemm", dtype=dtype)
     config = space.rule_default(shape, h200)
     assert (config["ALGO"], (config["BM"], config["BN"])) == (algo, tile), config
-    if algo == "mma" and shape[0] <= 64:
-        assert config["SPLIT_K"] > 1
+    if shape in ((64, 4096, 4096), (4096, 64, 4096), (256, 256, 65536), (16, 4096, 4096)):
+        m, n, _ = shape
+        tiles = -(-m // config["BM"]) * -(-n // config["BN"])
+        assert config["SPLIT_K"] > 1 and tiles * config["SPLIT_K"] >= 0.9 * h200.multiprocessors
     older = dataclasses.replace(h200, compute_capability=(8, 0))
     assert space.rule_default(shape, older)["ALGO"] == "mma", "no TMA before Hopper"

@@ -107,6 +107,18 @@ def test_launch_is_persistent_and_passes_tensor_maps(space, h200):
     assert launch.grid == (h200.multiprocessors // 2 * 2, 1, 1) and launch.grid[0] % 2 == 0
 
 
+def test_split_k_is_a_launch_choice_with_a_workspace_and_a_reduce(space, h200):
+    config = default(space, BM=128, BN=128, SPLIT_K=4)
+    assert "SPLIT_K" not in space.defines(config), "the same cubin for every split"
+    main, reduce = space.launches(config, (256, 256, 65536), h200)
+    assert main.grid == (4, 1, 4), "four tiles per K slice, four slices"
+    assert main.args[2] == "partial" and reduce.kernel == "gemm_splitk_reduce" and reduce.args[:2] == ("partial", "C")
+    assert space.workspace(config, (256, 256, 65536))["partial"].shape == (4, 256, 256)
+    (main, _) = space.launches(default(space, SPLIT_K=4), SHAPE, h200)
+    assert main.grid == (h200.multiprocessors // 4, 1, 4), "the persistent grid is shared among the slices"
+    assert any("exceeds the 2 k-tiles" in p for p in space.violations(default(space, SPLIT_K=4), (4096, 4096, 72), h200))
+
+
 def test_validation_covers_ragged_tiles_and_a_long_k_that_tma_can_take(space, h200):
     cases = [s for s, _ in space.validation_cases(SHAPE)]
     fit = [s for s in cases if space.algos[ALGORITHM].unfit(s, h200) is None]
@@ -122,7 +134,7 @@ def test_sampled_valid_configs_compile_without_spills(space, h200, cache_dir):
     failed = [(c, r.error) for c, r in zip(configs, results) if not r.ok]
     assert not failed, failed[:3]
     for config, result in zip(configs, results):
-        (kernel,) = result.kernels.values()
+        kernel = result.kernels["gemm_wgmma_tma"]
         assert kernel.spill_stores == 0 and kernel.spill_loads == 0 and kernel.stack_bytes == 0, config
 
 

@@ -8,9 +8,10 @@ Classes: the M bucket (1, ≤16, ≤64, ≤256, large) and the aspect (``col``: 
 * fp32 otherwise: the SIMT tile whose height fits M (16, 32, 64 rows, else the template's 128×128), and
   split-K until the output tiles fill the GPU — without it a 16-row product runs on a quarter of the SMs;
 * half precision on Hopper, where TMA can stride the rows (N, K multiples of 8): the largest ``wgmma_tma`` tile
-  whose tiles fill the GPU (about one per SM) while wasting at most a quarter of their area on the edges;
-* half precision otherwise (other GPUs, unaligned rows, or too few output tiles for TMA: M ≤ 64 or a small
-  output): an ``mma`` tile whose height fits M, and split-K until the blocks fill the GPU;
+  whose tiles fill the GPU (about one per SM) while wasting at most a quarter of their area on the edges; where
+  none does, the largest such tile split along K until the slices fill it;
+* half precision otherwise (other GPUs, unaligned rows, or rows too few for a TMA tile): an ``mma`` tile whose
+  height fits M, and split-K until the blocks fill the GPU;
 * otherwise: the default configuration of the first algorithm that can run the shape.
 """
 
@@ -136,20 +137,32 @@ def _within_domains(space: "KernelSpace", config: Config) -> bool:
 
 
 def tma_rule(space: "KernelSpace", shape: Shape, device: DeviceInfo) -> Config | None:
+    """The largest TMA tile that fills the GPU with its tiles; else the largest whose tiles, split along K, do."""
     if "wgmma_tma" not in space.domain(ALGO):
         return None
     algo = space.algos["wgmma_tma"]
     if algo.unfit(shape, device):
         return None
-    m, n, _ = shape
-    for bm, bn, wg, stages in TMA_TILES:
-        tiles = ceil_div(m, bm) * ceil_div(n, bn)
-        if tiles < TMA_FILL * device.multiprocessors or m * n < TMA_AREA * tiles * bm * bn:
-            continue
-        config: Config = {ALGO: "wgmma_tma", **algo.default_config, "BM": bm, "BN": bn, "WG": wg, "STAGES": stages}
-        if _within_domains(space, config) and _valid(space, config, shape, device):
-            return config
-    return None  # too few tiles at any size: split-K (mma) fills the GPU better
+    m, n, k = shape
+    fill = TMA_FILL * device.multiprocessors
+    for with_split in (False, True):
+        for bm, bn, wg, stages in TMA_TILES:
+            tiles = ceil_div(m, bm) * ceil_div(n, bn)
+            if m * n < TMA_AREA * tiles * bm * bn:
+                continue
+            splits = 1
+            if tiles < fill:
+                if not with_split:
+                    continue
+                usable = [s for s in sorted(space.domain("wgmma_tma.SPLIT_K")) if k >= s * MIN_K_PER_SPLIT]
+                splits = next((s for s in usable if tiles * s >= fill), 0)
+                if not splits:
+                    continue
+            config: Config = {ALGO: "wgmma_tma", **algo.default_config, "BM": bm, "BN": bn, "WG": wg,
+                              "STAGES": stages, "SPLIT_K": splits}  # fmt: skip
+            if _within_domains(space, config) and _valid(space, config, shape, device):
+                return config
+    return None  # rows too few for any TMA tile (M ≤ 16): mma tiles fit M
 
 
 # fp32 beyond 64 rows on tensor cores (FP32-accurate 3xTF32): the tile its searches keep choosing, split-K to fill.

@@ -4,8 +4,10 @@ kernel_templates/gemm_wgmma_tma.cu, sm_90a only).
 
 Tunables: the tile (BM × BN), consumer warpgroups (WG), their schedule (PINGPONG: cooperative on one tile, or
 taking turns tile by tile so that one's epilogue hides behind the other's main loop), the depth of the TMA ring
-(STAGES of BK = 64), the tile rasterisation (GROUP_M) and clusters of two blocks along M that load B once for
-both by TMA multicast (CLUSTER_M).
+(STAGES of BK = 64), the tile rasterisation (GROUP_M), clusters of two blocks along M that load B once for
+both by TMA multicast (CLUSTER_M), and split-K (SPLIT_K, a launch choice: the grid's z slices walk the tiles over
+their share of K into an fp32 workspace, summed in a fixed order by `autotune.spaces._gemm_splitk`), for outputs
+with fewer tiles than SMs.
 
 The copy engine reads A and B through tensor maps (`autotune.spaces.base.TensorMap`) that the launch plan encodes
 for the arrays' pointers: row strides and bases must be 16-byte aligned, so K and N must be multiples of 8
@@ -19,8 +21,9 @@ import numpy as np
 
 from autotune.device import DeviceInfo
 from autotune.shape import Shape
+from autotune.spaces._gemm_splitk import MAX_PARTIAL_BYTES, PARTIAL, partial_bytes, partial_spec, reduce_launch
 from autotune.spaces.algorithm import Algorithm
-from autotune.spaces.base import Config, Launch, Param, Step, TensorMap, ceil_div
+from autotune.spaces.base import BufferSpec, Config, Launch, Param, Step, TensorMap, ceil_div
 
 BK = 64  # one 128-byte swizzle row of 16-bit elements: the TMA box's inner extent
 MAX_ACCUMULATORS = 128  # fp32 accumulators per consumer thread (the template's static_assert)
@@ -42,8 +45,12 @@ class WgmmaTmaGemm(Algorithm):
         Param("STAGES", (2, 3, 4, 5, 6, 7), "shared-memory stages of the TMA ring"),
         Param("GROUP_M", (1, 8, 16), "tile rasterisation: tiles sweep GROUP_M tile rows (L2 reuse)"),
         Param("CLUSTER_M", (1, 2), "2: clusters of two blocks along M share B through TMA multicast"),
+        Param("SPLIT_K", (1, 2, 3, 4, 6, 8, 16, 32), "K slices run in parallel (fp32 workspace + reduce); launch only"),
     )
-    default_config = {"BM": 128, "BN": 256, "WG": 2, "PINGPONG": 0, "STAGES": 4, "GROUP_M": 8, "CLUSTER_M": 1}
+    default_config = {
+        "BM": 128, "BN": 256, "WG": 2, "PINGPONG": 0, "STAGES": 4, "GROUP_M": 8, "CLUSTER_M": 1, "SPLIT_K": 1,
+    }  # fmt: skip
+    LAUNCH_ONLY = ("SPLIT_K",)  # parameters of the launch plan, not of the compiled kernel
 
     @staticmethod
     def geometry(config: Config) -> dict[str, int]:
@@ -60,6 +67,9 @@ class WgmmaTmaGemm(Algorithm):
             "accumulators": m_tiles * bn // 2,
             "smem_bytes": config["STAGES"] * stage + 1024 + 16 * config["STAGES"] + 16,
         }
+
+    def defines(self, config: Config) -> dict[str, int | str]:
+        return {k: v for k, v in super().defines(config).items() if k not in self.LAUNCH_ONLY}
 
     def unfit(self, shape: Shape, device: DeviceInfo) -> str | None:
         reason = super().unfit(shape, device)
@@ -86,32 +96,48 @@ class WgmmaTmaGemm(Algorithm):
             problems.append(f"{g['accumulators']} accumulators per thread (> {MAX_ACCUMULATORS}) would spill")
         if g["smem_bytes"] > device.smem_per_block_optin:
             problems.append(f"{g['smem_bytes']} B of shared memory > device limit {device.smem_per_block_optin} B")
+        splits, (m, n, k) = config["SPLIT_K"], shape
+        if splits > 1 and partial_bytes(splits, m, n) > MAX_PARTIAL_BYTES:
+            problems.append(f"SPLIT_K={splits} needs {partial_bytes(splits, m, n) >> 20} MiB of fp32 partials")
+        if splits > ceil_div(k, BK):
+            problems.append(f"SPLIT_K={splits} exceeds the {ceil_div(k, BK)} k-tiles of K={k}")
         return problems
 
     def launches(self, config: Config, shape: Shape, device: DeviceInfo) -> list[Step]:
         m, n, k = shape
         c = self.local(config)
         g = self.geometry(c)
-        cluster = c["CLUSTER_M"]
+        cluster, splits = c["CLUSTER_M"], c.get("SPLIT_K", 1)
         cluster_tiles = ceil_div(m, c["BM"] * cluster) * ceil_div(n, c["BN"])
-        # Persistent: about one block per SM walks the (cluster) tiles; clusters keep their blocks together.
-        blocks = cluster * min(cluster_tiles, device.multiprocessors // cluster)
-        return [
+        # Persistent: about one block per SM walks the (cluster) tiles of its K slice (the grid's z); clusters
+        # keep their blocks together.
+        per_slice = max(1, device.multiprocessors // (cluster * splits))
+        blocks = cluster * min(cluster_tiles, per_slice)
+        launches: list[Step] = [
             Launch(
                 kernel="gemm_wgmma_tma",
-                grid=(blocks, 1, 1),
+                grid=(blocks, 1, splits),
                 block=(g["threads"], 1, 1),
                 shared_bytes=g["smem_bytes"],
                 args=(
                     TensorMap("A", self.dtype, dims=(k, m), box=(BK, c["BM"])),
                     TensorMap("B", self.dtype, dims=(n, k), box=(64, BK)),
-                    "C", np.int32(m), np.int32(n), np.int32(k),
+                    "C" if splits == 1 else PARTIAL, np.int32(m), np.int32(n), np.int32(k),
                 ),
             )
         ]
+        if splits > 1:
+            launches.append(reduce_launch(splits, m, n, device))
+        return launches
+
+    def workspace(self, config: Config, shape: Shape) -> dict[str, BufferSpec]:
+        splits = config.get("SPLIT_K", 1)
+        return {} if splits == 1 else {PARTIAL: partial_spec(splits, shape[0], shape[1])}
 
     def describe(self, config: Config) -> str:
         c = config
         schedule = "pingpong" if c["PINGPONG"] else "coop"
         cluster = f" cluster{c['CLUSTER_M']}x1" if c["CLUSTER_M"] > 1 else ""
-        return f"wgmma+tma {c['BM']}x{c['BN']}x{BK} wg{c['WG']} {schedule} s{c['STAGES']} g{c['GROUP_M']}{cluster}"
+        split = f" splitk{c['SPLIT_K']}" if c.get("SPLIT_K", 1) > 1 else ""
+        return (f"wgmma+tma {c['BM']}x{c['BN']}x{BK} wg{c['WG']} {schedule} s{c['STAGES']} g{c['GROUP_M']}"
+                f"{cluster}{split}")  # fmt: skip
