@@ -28,6 +28,17 @@ VARIANTS["wgmma_tma"] = {
     "pingpong 64x256 s5 g16 cluster2": {"PINGPONG": 1, "BM": 64, "STAGES": 5, "GROUP_M": 16, "CLUSTER_M": 2},
     "1 consumer 128x128 s6 cluster2": {"WG": 1, "BN": 128, "STAGES": 6, "CLUSTER_M": 2},
 }
+VARIANTS["wgmma_tf32x3"] = {
+    "default (128x128 coop s3 fold2)": {},
+    "fold1": {"FOLD": 1},
+    "fold4": {"FOLD": 4},
+    "fold8": {"FOLD": 8},
+    "128x128 g16": {"GROUP_M": 16},
+    "128x64 coop s4": {"BN": 64, "STAGES": 4},
+    "256x64 coop s3": {"BM": 256, "BN": 64},
+    "pingpong 64x128 s3": {"PINGPONG": 1, "BM": 64},
+    "1 consumer 64x128 s4": {"WG": 1, "BM": 64, "STAGES": 4},
+}
 VARIANTS["wgmma"] = {"default": {}}
 VARIANTS["mma"] = {
     "default": {},
@@ -64,6 +75,7 @@ def main() -> None:
         for shape_text in args.shapes:
             shape = space.parse_shape(shape_text)
             m, n, k = shape
+            torch.backends.cuda.matmul.allow_tf32 = False  # cuBLAS at FP32 for float32: the accuracy we answer at
             a = torch.rand(m, k, device="cuda").to(getattr(torch, dtype))
             b = torch.rand(k, n, device="cuda").to(getattr(torch, dtype))
             cublas_ms = interleaved_medians({"cuBLAS": lambda: torch.matmul(a, b)}, args.reps, flush, torch)["cuBLAS"]

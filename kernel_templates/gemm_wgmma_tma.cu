@@ -1,5 +1,11 @@
 // GEMM  C[M,N] = A[M,K] · B[K,N]  the Hopper way (sm_90a): TMA loads, a producer warpgroup, consumer warpgroups
-// on wgmma, and a persistent grid. float16 or bfloat16 inputs and output, fp32 accumulation; row-major.
+// on wgmma, and a persistent grid; row-major. Two operand schemes:
+//   DTYPE = 1, 2 (float16, bfloat16): 16-bit operands, fp32 accumulation, C in the input type.
+//   DTYPE = 0 (float32 at FP32 accuracy, 3×TF32): a pre-pass (kernel_templates/gemm_tf32_split.cuh) splits A
+//     into big + small tf32 parts (M×K) and B into transposed big + small parts (N×K: tf32 wgmma reads B
+//     K-major); the main loop accumulates small·big + big·small + big·big on tf32 wgmma. The tensor cores'
+//     fp32 accumulation truncates (see kernel_templates/gemm_tf32x3.cu), so it runs only over a window of FOLD
+//     k-tiles, started from zero, and each window is added to a register total with FADD (round to nearest).
 //
 // Roles (warp specialisation): warpgroup 0 is the producer, whose one elected thread issues the bulk tensor
 // copies (kernel_templates/tma_sm90.cuh) of each k-tile into a STAGES-deep shared-memory ring; a "full" mbarrier
@@ -25,7 +31,9 @@
 // Operand layouts in shared memory are those of kernel_templates/gemm_wgmma.cu (A K-major, B MN-major with the
 // transpose bit, 128-byte swizzle), which is exactly what TMA writes with CU_TENSOR_MAP_SWIZZLE_128B for boxes
 // whose inner extent is 64 elements (128 bytes): A as one box of 64 (k) × BM (rows), B as BN/64 boxes of 64
-// (columns) × BK (k). The host side (autotune/spaces/gemm_wgmma_tma.py) describes these tensor maps.
+// (columns) × BK (k). 3×TF32: every operand K-major, rows of 32 fp32 (128 bytes): a stage holds A big, A small
+// (boxes of 32 × BM), B big, B small (32 × BN). The host side (autotune/spaces/gemm_wgmma_tma.py,
+// gemm_wgmma_tf32x3.py) describes these tensor maps.
 //
 // Split-K (a launch choice, no define): with gridDim.z = S > 1, the blocks of z-slice z walk the tiles over
 // k-tiles [z·per, (z+1)·per) and store fp32 partial tiles to out = partial[z][M][N]; gemm_splitk_reduce
@@ -39,7 +47,8 @@
 //   BM BN     tile rows and columns (cooperative: BM = WG · 64 · M_TILES; ping-pong: BM = 64 · M_TILES)
 //   WG        consumer warpgroups (1 or 2)
 //   PINGPONG  0 cooperative, 1 ping-pong (needs WG = 2)
-//   STAGES    shared-memory stages of BK = 64
+//   STAGES    shared-memory stages of BK = 64 (16-bit) or 32 (tf32) elements: 128-byte rows
+//   FOLD      3×TF32 only: k-tiles per accumulation window of the tensor cores (see above)
 //   GROUP_M   tile rows swept before moving right
 //   CLUSTER_M 1, or 2: blocks in clusters of two along M sharing B by TMA multicast
 
@@ -48,6 +57,12 @@
 #include "tma_sm90.cuh"
 #include "wgmma_epilogue.cuh"
 #include "wgmma_sm90.cuh"
+
+#define TF32X3 (DTYPE == 0)
+#if TF32X3
+#include "gemm_tf32_split.cuh"
+#include "wgmma_tf32_sm90.cuh"
+#endif
 
 #ifndef BM
 #define BM 128
@@ -71,25 +86,45 @@
 #define CLUSTER_M 1
 #endif
 
+#if TF32X3
+#if !defined(FOLD)
+#define FOLD 1
+#endif
+#define BK 32                               // one 128-byte swizzle row of fp32
+#define A_TILE_BYTES (BM * 128)             // one of A big, A small
+#define B_TILE_BYTES (BN * 128)             // one of B big, B small (N rows of BK)
+#define STAGE_BYTES (2 * (A_TILE_BYTES + B_TILE_BYTES))
+#define B_BOXES 2                           // B big, B small
+#define ACC_SETS 2                          // the tensor cores' window and its FADD total
+#define WINDOW_STARTS(kt) ((kt) % FOLD == 0)
+#else
 #define BK 64                               // one 128-byte swizzle row of a 16-bit type
+#define A_TILE_BYTES (BM * BK * 2)
+#define B_PANEL_BYTES (BK * 128)            // 64 columns × BK k-rows
+#define STAGE_BYTES (A_TILE_BYTES + BK * BN * 2)
+#define B_BOXES (BN / 64)
+#define ACC_SETS 1
+#define WINDOW_STARTS(kt) false
+#endif
 #define NT (128 * (WG + 1))                 // consumers + the producer warpgroup
 #define CONSUMER_ROWS (PINGPONG ? BM : BM / WG)
 #define M_TILES (CONSUMER_ROWS / 64)
 #define ACC (BN / 2)                        // fp32 accumulators per thread per m64 slice
-#define A_STAGE_BYTES (BM * BK * 2)
-#define B_PANEL_BYTES (BK * 128)            // 64 columns × BK k-rows
-#define STAGE_BYTES (A_STAGE_BYTES + BK * BN * 2)
 #define SMEM_BYTES (STAGES * STAGE_BYTES + 1024 + 16 * STAGES + 16)  // + alignment slack + mbarriers
 #define CONSUMER_WARPS (PINGPONG ? 4 : 4 * WG)  // warps that read one stage
 #define EMPTY_ARRIVALS (CONSUMER_WARPS * CLUSTER_M)  // one per warp of each block reading it
 
-static_assert(DTYPE == 1 || DTYPE == 2, "the TMA wgmma GEMM takes float16 (DTYPE=1) or bfloat16 (DTYPE=2)");
+static_assert(DTYPE == 0 || DTYPE == 1 || DTYPE == 2, "float32 (3xTF32), float16 or bfloat16");
 static_assert(WG == 1 || WG == 2, "one or two consumer warpgroups");
 static_assert(PINGPONG == 0 || WG == 2, "ping-pong needs two consumers");
 static_assert(CONSUMER_ROWS % 64 == 0 && M_TILES >= 1 && M_TILES <= 2, "a consumer owns one or two m64 slices");
 static_assert(BM <= 256, "a TMA box has at most 256 rows");
 static_assert(BN == 64 || BN == 128 || BN == 192 || BN == 256, "BN is one wgmma N");
-static_assert(M_TILES * ACC <= 128, "at most 128 fp32 accumulators per consumer thread");
+static_assert(!TF32X3 || BN != 192, "tf32 wgmma N is 64, 128 or 256 here");
+static_assert(ACC_SETS * M_TILES * ACC <= 128, "at most 128 fp32 accumulators per consumer thread");
+#if TF32X3
+static_assert(FOLD >= 1 && FOLD <= 16, "FOLD: 1..16 k-tiles per window");
+#endif
 static_assert(STAGES >= 2 && STAGES <= 8, "2..8 stages");
 static_assert(SMEM_BYTES <= 232448, "shared memory beyond the sm_90 limit of 227 KB per block");
 static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "clusters of one or two blocks along M");
@@ -116,6 +151,74 @@ __device__ __forceinline__ void tile_origin(int t, int rows_m, int tiles_n, uint
   bm0 = (row * CLUSTER_M + (int)rank) * BM;
 }
 
+// The copies of k-tile k0 (elements) of this block's tile into `stage`, completing on `full`. B boxes are split
+// among the blocks of a cluster, each multicasting its share into all of them.
+struct Maps {
+  const TmaDesc* a;
+  const TmaDesc* b;
+#if TF32X3
+  const TmaDesc* a_small;
+  const TmaDesc* b_small;
+#endif
+};
+
+__device__ __forceinline__ void load_stage(const Maps& maps, uint32_t stage, uint32_t full, int k0, int bm0, int bn0,
+                                           uint32_t rank) {
+  tma_load_2d(stage, maps.a, k0, bm0, full);
+#if TF32X3
+  tma_load_2d(stage + A_TILE_BYTES, maps.a_small, k0, bm0, full);
+#endif
+#pragma unroll
+  for (int p = 0; p < B_BOXES; ++p) {
+#if TF32X3
+    const uint32_t dst = stage + 2 * A_TILE_BYTES + p * B_TILE_BYTES;
+    const TmaDesc* map = p ? maps.b_small : maps.b;
+    const int c0 = k0, c1 = bn0;
+#else
+    const uint32_t dst = stage + A_TILE_BYTES + p * B_PANEL_BYTES;
+    const TmaDesc* map = maps.b;
+    const int c0 = bn0 + 64 * p, c1 = k0;
+#endif
+#if CLUSTER_M > 1
+    if (p % CLUSTER_M == (int)rank) tma_load_2d_multicast(dst, map, c0, c1, full, (1u << CLUSTER_M) - 1);
+#else
+    tma_load_2d(dst, map, c0, c1, full);
+#endif
+  }
+}
+
+// One stage's wgmma into `acc` for this consumer's rows (row0 within the tile). 3×TF32: `fresh` starts the
+// window from zero.
+__device__ __forceinline__ void mma_stage(float (&acc)[M_TILES][ACC], uint32_t stage, int row0, bool fresh) {
+#if TF32X3
+  const uint32_t a_big = stage + row0 * 128, a_small = a_big + A_TILE_BYTES;
+  const uint32_t b_big = stage + 2 * A_TILE_BYTES, b_small = b_big + B_TILE_BYTES;
+#pragma unroll
+  for (int kk = 0; kk < BK / 8; ++kk) {
+    const uint64_t db = sw128_desc(b_big + kk * 32, 16, 1024), db_small = sw128_desc(b_small + kk * 32, 16, 1024);
+#pragma unroll
+    for (int m = 0; m < M_TILES; ++m) {
+      const uint64_t da = sw128_desc(a_big + m * 64 * 128 + kk * 32, 16, 1024);
+      const uint64_t da_small = sw128_desc(a_small + m * 64 * 128 + kk * 32, 16, 1024);
+      wgmma_tf32_m64k8<BN>(acc[m], da_small, db, (fresh && kk == 0) ? 0 : 1);  // small terms first
+      wgmma_tf32_m64k8<BN>(acc[m], da, db_small, 1);
+      wgmma_tf32_m64k8<BN>(acc[m], da, db, 1);
+    }
+  }
+#else
+  const uint32_t a_base = stage + row0 * 128, b_base = stage + A_TILE_BYTES;
+#pragma unroll
+  for (int kk = 0; kk < BK / 16; ++kk) {
+    const uint64_t db = sw128_desc(b_base + kk * 2048, B_PANEL_BYTES, 1024);
+#pragma unroll
+    for (int m = 0; m < M_TILES; ++m) {
+      const uint64_t da = sw128_desc(a_base + m * 64 * 128 + kk * 32, 16, 1024);
+      wgmma_m64k16<BN>(acc[m], da, db);
+    }
+  }
+#endif
+}
+
 #if CLUSTER_M > 1
 #define CLUSTER_DIMS __cluster_dims__(CLUSTER_M, 1, 1)
 #else
@@ -124,6 +227,9 @@ __device__ __forceinline__ void tile_origin(int t, int rows_m, int tiles_n, uint
 
 extern "C" __global__ void __launch_bounds__(NT, 1) CLUSTER_DIMS
 gemm_wgmma_tma(const __grid_constant__ TmaDesc tmap_a, const __grid_constant__ TmaDesc tmap_b,
+#if TF32X3
+               const __grid_constant__ TmaDesc tmap_a_small, const __grid_constant__ TmaDesc tmap_b_small,
+#endif
                void* __restrict__ out, int M, int N, int K) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const uint32_t raw = smem_u32(smem_raw);
@@ -140,9 +246,18 @@ gemm_wgmma_tma(const __grid_constant__ TmaDesc tmap_a, const __grid_constant__ T
   const int kt0 = min(k_all, (int)blockIdx.z * per), k_tiles = min(k_all, kt0 + per) - kt0;  // this slice's
   const int wg = threadIdx.x / 128;
 
+#if TF32X3
+  const Maps maps = {&tmap_a, &tmap_b, &tmap_a_small, &tmap_b_small};
+#else
+  const Maps maps = {&tmap_a, &tmap_b};
+#endif
   if (threadIdx.x == 0) {
     tma_prefetch_desc(&tmap_a);
     tma_prefetch_desc(&tmap_b);
+#if TF32X3
+    tma_prefetch_desc(&tmap_a_small);
+    tma_prefetch_desc(&tmap_b_small);
+#endif
 #pragma unroll
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(full_bar + 8 * s, 1);  // the producer's arrive.expect_tx; then the copies' bytes
@@ -171,18 +286,8 @@ gemm_wgmma_tma(const __grid_constant__ TmaDesc tmap_a, const __grid_constant__ T
           const uint32_t s = it % STAGES, pass = it / STAGES;
           mbar_wait(empty_bar + 8 * s, (pass & 1) ^ 1);  // the first pass finds every stage free
           const uint32_t stage = ring + s * STAGE_BYTES, full = full_bar + 8 * s;
-          mbar_arrive_expect_tx(full, STAGE_BYTES);  // A, and every B panel, whichever block copies it
-          tma_load_2d(stage, &tmap_a, (kt0 + kt) * BK, bm0, full);
-#pragma unroll
-          for (int p = 0; p < BN / 64; ++p) {
-            const uint32_t dst = stage + A_STAGE_BYTES + p * B_PANEL_BYTES;
-#if CLUSTER_M > 1
-            if (p % CLUSTER_M == (int)rank)
-              tma_load_2d_multicast(dst, &tmap_b, bn0 + 64 * p, (kt0 + kt) * BK, full, (1u << CLUSTER_M) - 1);
-#else
-            tma_load_2d(dst, &tmap_b, bn0 + 64 * p, (kt0 + kt) * BK, full);
-#endif
-          }
+          mbar_arrive_expect_tx(full, STAGE_BYTES);  // every box, whichever block of the cluster copies it
+          load_stage(maps, stage, full, (kt0 + kt) * BK, bm0, bn0, rank);
         }
       }
     }
@@ -213,38 +318,53 @@ gemm_wgmma_tma(const __grid_constant__ TmaDesc tmap_a, const __grid_constant__ T
       int bm0, bn0;
       tile_origin(t, rows_m, tiles_n, rank, bm0, bn0);
       const int row0 = PINGPONG ? 0 : cw * CONSUMER_ROWS;  // this consumer's rows within the tile
-      float acc[M_TILES][ACC];
+      float acc[M_TILES][ACC];  // 3×TF32: the tensor cores' window, added to `total` at its end
+#if TF32X3
+      float total[M_TILES][ACC];
+      zero_fragments<M_TILES, BN>(total);
+#else
       zero_fragments<M_TILES, BN>(acc);
+#endif
       uint32_t previous = 0;
+      bool pending = false;  // the stage `previous` waits for its release
       for (int kt = 0; kt < k_tiles; ++kt, ++it) {
         const uint32_t s = it % STAGES;
         mbar_wait(full_bar + 8 * s, (it / STAGES) & 1);
-        const uint32_t a_base = ring + s * STAGE_BYTES + row0 * 128;
-        const uint32_t b_base = ring + s * STAGE_BYTES + A_STAGE_BYTES;
         wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < BK / 16; ++kk) {
-          const uint64_t db = sw128_desc(b_base + kk * 2048, B_PANEL_BYTES, 1024);
-#pragma unroll
-          for (int m = 0; m < M_TILES; ++m) {
-            const uint64_t da = sw128_desc(a_base + m * 64 * 128 + kk * 32, 16, 1024);
-            wgmma_m64k16<BN>(acc[m], da, db);
-          }
-        }
+        mma_stage(acc, ring + s * STAGE_BYTES, row0, WINDOW_STARTS(kt));
         wgmma_commit();
+#if TF32X3
+        if ((kt + 1) % FOLD == 0 || kt + 1 == k_tiles) {  // the window ends: wait for it, add it up
+          wgmma_wait<0>();
+          if (pending) release(previous);
+          release(s);
+          pending = false;
+#pragma unroll
+          for (int m = 0; m < M_TILES; ++m)
+#pragma unroll
+            for (int j = 0; j < ACC; ++j) total[m][j] += acc[m][j];
+          continue;
+        }
+#endif
         wgmma_wait<1>();  // the wgmma of the previous k-tile have retired: its stage is free
-        if (kt > 0) release(previous);
+        if (pending) release(previous);
         previous = s;
+        pending = true;
       }
       if (PINGPONG) mbar_arrive(order_bar + 8 * (cw ^ 1));  // every wgmma issued: the other's turn
       wgmma_wait<0>();
-      if (k_tiles > 0) release(previous);
+      if (pending) release(previous);
+#if TF32X3
+      float* dst = static_cast<float*>(out) + (size_t)blockIdx.z * M * N;  // C, or this slice's partial
+      store_fragments_f32<M_TILES, BN>(total, dst, M, N, bm0 + row0, bn0);
+#else
       if (gridDim.z == 1) {
         store_fragments<M_TILES, BN>(acc, static_cast<elem_t*>(out), M, N, bm0 + row0, bn0);
       } else {
         float* partial = static_cast<float*>(out) + (size_t)blockIdx.z * M * N;
         store_fragments_f32<M_TILES, BN>(acc, partial, M, N, bm0 + row0, bn0);
       }
+#endif
     }
   }
 #if CLUSTER_M > 1

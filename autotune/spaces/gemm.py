@@ -5,6 +5,8 @@ Algorithms (the ``ALGO`` parameter; each with its own template, tunables and con
 * ``simt`` (float32): FFMA on the fp32 cores (`autotune.spaces.gemm_simt`).
 * ``tf32x3`` (float32): 3×TF32 on tensor cores, mma.sync, FP32-accurate (`autotune.spaces.gemm_tf32x3`); 1×TF32
   is the separate family ``gemm_tf32`` (`autotune.spaces.gemm_tf32`).
+* ``wgmma_tf32x3`` (float32): 3×TF32 on Hopper's wgmma with TMA, warp specialisation and a persistent grid,
+  FP32-accurate, sm_90a only (`autotune.spaces.gemm_wgmma_tf32x3`).
 * ``mma`` (float16, bfloat16): mma.sync m16n8k16 tensor cores, fp32 accumulation (`autotune.spaces.gemm_mma`).
 * ``wgmma_tma`` (float16, bfloat16): the Hopper design, sm_90a only: TMA loads, a producer warpgroup feeding
   wgmma consumers (cooperative or ping-pong), a persistent grid (`autotune.spaces.gemm_wgmma_tma`).
@@ -48,6 +50,7 @@ from autotune.spaces.gemm_mma import MmaGemm
 from autotune.spaces.gemm_simt import SimtGemm
 from autotune.spaces.gemm_tf32x3 import Tf32x3Gemm
 from autotune.spaces.gemm_wgmma import WgmmaGemm
+from autotune.spaces.gemm_wgmma_tf32x3 import WgmmaTf32x3Gemm
 from autotune.spaces.gemm_wgmma_tma import WgmmaTmaGemm
 
 WIDE = "wide"  # rows of A and columns of B scaled by 2^e, e uniform in ±WIDE_EXPONENT[dtype]
@@ -63,7 +66,7 @@ class GemmSpace(KernelSpace):
     dims = ("M", "N", "K")
     default_shape = (4096, 4096, 4096)
     metric_unit = "TFLOP/s"
-    algorithms = (SimtGemm, Tf32x3Gemm, WgmmaTmaGemm, MmaGemm, WgmmaGemm, GemvGemm)
+    algorithms = (SimtGemm, Tf32x3Gemm, WgmmaTf32x3Gemm, WgmmaTmaGemm, MmaGemm, WgmmaGemm, GemvGemm)
 
     # --- problem --------------------------------------------------------------------------------------------
     def input_specs(self, shape: Shape) -> dict[str, BufferSpec]:

@@ -1,0 +1,108 @@
+"""float32 GEMM at FP32 accuracy on Hopper's tensor cores: 3×TF32 on wgmma, fed by TMA, warp-specialised and
+persistent like ``wgmma_tma`` (same template, kernel_templates/gemm_wgmma_tma.cu, with DTYPE = 0; sm_90a only).
+
+A pre-pass (kernel_templates/gemm_tf32_split.cuh) splits each operand x into big = tf32(x) and small =
+tf32(x − big), B transposed on the way (tf32 wgmma reads both operands K-major): four workspaces, A big and small
+(M×K) and B big and small (N×K). The main loop accumulates small·big + big·small + big·big on the tensor cores
+over windows of FOLD k-tiles, each window added to a register total with FADD: the tensor cores' own fp32
+accumulation truncates, so a window keeps that error relative to a few k-tiles' sum. The accuracy contract is the
+family's (within 2× of the SIMT kernel's error on the very same inputs, K up to 16384), checked on every candidate.
+
+TMA strides the workspaces, whose rows hold K floats: K must be a multiple of 4 (16 bytes); M and N are free.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from autotune.device import DeviceInfo
+from autotune.shape import Shape
+from autotune.spaces._gemm_splitk import PARTIAL, partial_spec, reduce_launch
+from autotune.spaces.base import BufferSpec, Config, Launch, Param, Step, TensorMap, ceil_div
+from autotune.spaces.gemm_wgmma_tma import WgmmaTmaGemm
+
+BK = 32  # fp32 elements per 128-byte swizzle row: the TMA box's inner extent
+ALIGN_ELEMENTS = 4  # 16 bytes of fp32
+SPLIT_THREADS, SPLIT_TILE = 256, 32  # gemm_tf32_split: a 32×32 tile per block of 256 threads
+WORKSPACE = {"A": ("a_big", "a_small"), "B": ("b_big", "b_small")}
+
+
+class WgmmaTf32x3Gemm(WgmmaTmaGemm):
+    name = "wgmma_tf32x3"
+    dtypes = ("float32",)
+
+    parameters = (
+        Param("BM", (64, 128, 256), "tile rows (cooperative: split over the consumers; ping-pong: one consumer's)"),
+        Param("BN", (64, 128, 256), "tile columns: the wgmma N"),
+        Param("WG", (1, 2), "consumer warpgroups of 128 threads"),
+        Param("PINGPONG", (0, 1), "1: the two consumers take turns, a whole tile each; 0: they share each tile"),
+        Param("STAGES", (2, 3, 4, 5, 6), "shared-memory stages of the TMA ring (four operand tiles each)"),
+        Param("GROUP_M", (1, 8, 16), "tile rasterisation: tiles sweep GROUP_M tile rows (L2 reuse)"),
+        Param("CLUSTER_M", (1, 2), "2: clusters of two blocks along M share B through TMA multicast"),
+        Param("FOLD", (1, 2, 4, 8), "k-tiles per accumulation window of the tensor cores (then added with FADD)"),
+        Param("SPLIT_K", (1, 2, 3, 4, 6, 8, 16, 32), "K slices run in parallel (fp32 workspace + reduce); launch only"),
+    )
+    default_config = {
+        "BM": 128, "BN": 128, "WG": 2, "PINGPONG": 0, "STAGES": 3, "GROUP_M": 8, "CLUSTER_M": 1, "FOLD": 2,
+        "SPLIT_K": 1,
+    }  # fmt: skip
+
+    @staticmethod
+    def geometry(config: Config) -> dict[str, int]:
+        g = WgmmaTmaGemm.geometry(config)
+        stage = 2 * (config["BM"] + config["BN"]) * BK * 4  # A big, A small, B big, B small
+        g["accumulators"] *= 2  # the window and its total
+        g["smem_bytes"] = config["STAGES"] * stage + 1024 + 16 * config["STAGES"] + 16
+        return g
+
+    def unfit(self, shape: Shape, device: DeviceInfo) -> str | None:
+        reason = super(WgmmaTmaGemm, self).unfit(shape, device)  # the compute-capability checks
+        if reason is not None:
+            return reason
+        k = shape[2]
+        if k % ALIGN_ELEMENTS:
+            return (f"algorithm {self.name} copies with TMA, whose row strides are multiples of 16 bytes: K must be "
+                    f"a multiple of {ALIGN_ELEMENTS} (got K={k})")  # fmt: skip
+        return None
+
+    def launches(self, config: Config, shape: Shape, device: DeviceInfo) -> list[Step]:
+        m, n, k = shape
+        c = self.local(config)
+        main, *reduce = super().launches(config, shape, device)
+        assert isinstance(main, Launch)
+        maps = (
+            TensorMap("a_big", "float32", dims=(k, m), box=(BK, c["BM"])),
+            TensorMap("b_big", "float32", dims=(k, n), box=(BK, c["BN"])),
+            TensorMap("a_small", "float32", dims=(k, m), box=(BK, c["BM"])),
+            TensorMap("b_small", "float32", dims=(k, n), box=(BK, c["BN"])),
+        )
+        main = Launch(main.kernel, main.grid, main.block, main.shared_bytes, (*maps, *main.args[2:]))
+        return [self._split("A", m, k, transpose=False), self._split("B", k, n, transpose=True), main, *reduce]
+
+    @staticmethod
+    def _split(source: str, rows: int, cols: int, transpose: bool) -> Launch:
+        big, small = WORKSPACE[source]
+        return Launch(
+            kernel="gemm_tf32_split",
+            grid=(ceil_div(cols, SPLIT_TILE), ceil_div(rows, SPLIT_TILE), 1),
+            block=(SPLIT_THREADS, 1, 1),
+            shared_bytes=0,
+            args=(source, big, small, np.int32(rows), np.int32(cols), np.int32(int(transpose))),
+        )
+
+    def workspace(self, config: Config, shape: Shape) -> dict[str, BufferSpec]:
+        m, n, k = shape
+        spaces = {name: BufferSpec((m, k), "float32") for name in WORKSPACE["A"]}
+        spaces.update({name: BufferSpec((n, k), "float32") for name in WORKSPACE["B"]})
+        splits = config.get("SPLIT_K", 1)
+        if splits > 1:
+            spaces[PARTIAL] = partial_spec(splits, m, n)
+        return spaces
+
+    def describe(self, config: Config) -> str:
+        c = config
+        schedule = "pingpong" if c["PINGPONG"] else "coop"
+        cluster = f" cluster{c['CLUSTER_M']}x1" if c["CLUSTER_M"] > 1 else ""
+        split = f" splitk{c['SPLIT_K']}" if c.get("SPLIT_K", 1) > 1 else ""
+        return (f"wgmma 3xtf32 {c['BM']}x{c['BN']}x{BK} wg{c['WG']} {schedule} s{c['STAGES']} g{c['GROUP_M']} "
+                f"fold{c['FOLD']}{cluster}{split}")  # fmt: skip
