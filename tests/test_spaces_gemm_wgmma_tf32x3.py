@@ -32,7 +32,7 @@ def test_offered_for_float32_only():
 
 def test_defines_are_the_shared_template_at_dtype_0(space, h200):
     defines = space.defines(default(space, SPLIT_K=4))
-    assert defines["DTYPE"] == 0 and defines["FOLD"] == 2 and "SPLIT_K" not in defines
+    assert defines["DTYPE"] == 0 and defines["FOLD"] == 4 and "SPLIT_K" not in defines
     assert str(space.template_for(default(space))).endswith("gemm_wgmma_tma.cu"), "one template, two schemes"
     assert space.violations(default(space), SHAPE, h200) == []
 
@@ -77,7 +77,7 @@ def test_constraints_count_both_accumulator_sets_and_four_operand_tiles(space, h
 
 @pytest.mark.nvcc
 def test_sampled_valid_configs_compile_without_spills(space, h200, cache_dir):
-    configs = [default(space), default(space, BM=64, WG=1, STAGES=4, FOLD=8)] + sample_valid(space, h200, SHAPE, 4, 2)
+    configs = [default(space), default(space, BM=64, WG=1, STAGES=4, FOLD=1)] + sample_valid(space, h200, SHAPE, 4, 2)
     results = compile_all(space, configs, cache_dir)
     failed = [(c, r.error) for c, r in zip(configs, results) if not r.ok]
     assert not failed, failed[:3]
