@@ -29,9 +29,8 @@ VARIANTS["wgmma_tma"] = {
     "1 consumer 128x128 s6 cluster2": {"WG": 1, "BN": 128, "STAGES": 6, "CLUSTER_M": 2},
 }
 VARIANTS["wgmma_tf32x3"] = {
-    "default (128x128 coop s3 fold4)": {},
+    "default (128x128 coop s3 fold2)": {},
     "fold1": {"FOLD": 1},
-    "fold2": {"FOLD": 2},
     "128x128 g16": {"GROUP_M": 16},
     "128x64 coop s4": {"BN": 64, "STAGES": 4},
     "256x64 coop s3": {"BM": 256, "BN": 64},

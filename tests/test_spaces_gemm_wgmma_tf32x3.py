@@ -32,7 +32,7 @@ def test_offered_for_float32_only():
 
 def test_defines_are_the_shared_template_at_dtype_0(space, h200):
     defines = space.defines(default(space, SPLIT_K=4))
-    assert defines["DTYPE"] == 0 and defines["FOLD"] == 4 and "SPLIT_K" not in defines
+    assert defines["DTYPE"] == 0 and defines["FOLD"] == 2 and "SPLIT_K" not in defines
     assert str(space.template_for(default(space))).endswith("gemm_wgmma_tma.cu"), "one template, two schemes"
     assert space.violations(default(space), SHAPE, h200) == []
 
