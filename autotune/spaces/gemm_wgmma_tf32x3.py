@@ -48,6 +48,7 @@ class WgmmaTf32x3Gemm(WgmmaTmaGemm):
         "BM": 128, "BN": 128, "WG": 2, "PINGPONG": 0, "STAGES": 3, "GROUP_M": 8, "CLUSTER_M": 1, "FOLD": 2,
         "SPLIT_K": 1,
     }  # fmt: skip
+    LABEL, K_TILE = "wgmma 3xtf32", BK
 
     @staticmethod
     def geometry(config: Config) -> dict[str, int]:
@@ -100,11 +101,3 @@ class WgmmaTf32x3Gemm(WgmmaTmaGemm):
         if splits > 1:
             spaces[PARTIAL] = partial_spec(splits, m, n)
         return spaces
-
-    def describe(self, config: Config) -> str:
-        c = config
-        schedule = "pingpong" if c["PINGPONG"] else "coop"
-        cluster = f" cluster{c['CLUSTER_M']}x1" if c["CLUSTER_M"] > 1 else ""
-        split = f" splitk{c['SPLIT_K']}" if c.get("SPLIT_K", 1) > 1 else ""
-        return (f"wgmma 3xtf32 {c['BM']}x{c['BN']}x{BK} wg{c['WG']} {schedule} s{c['STAGES']} g{c['GROUP_M']} "
-                f"fold{c['FOLD']}{cluster}{split}")  # fmt: skip

@@ -51,6 +51,7 @@ class WgmmaTmaGemm(Algorithm):
         "BM": 128, "BN": 256, "WG": 2, "PINGPONG": 0, "STAGES": 4, "GROUP_M": 8, "CLUSTER_M": 1, "SPLIT_K": 1,
     }  # fmt: skip
     LAUNCH_ONLY = ("SPLIT_K",)  # parameters of the launch plan, not of the compiled kernel
+    LABEL, K_TILE = "wgmma+tma", BK  # how `describe` names it, and its k-tile
 
     @staticmethod
     def geometry(config: Config) -> dict[str, int]:
@@ -137,7 +138,8 @@ class WgmmaTmaGemm(Algorithm):
     def describe(self, config: Config) -> str:
         c = config
         schedule = "pingpong" if c["PINGPONG"] else "coop"
+        fold = f" fold{c['FOLD']}" if "FOLD" in c else ""
         cluster = f" cluster{c['CLUSTER_M']}x1" if c["CLUSTER_M"] > 1 else ""
         split = f" splitk{c['SPLIT_K']}" if c.get("SPLIT_K", 1) > 1 else ""
-        return (f"wgmma+tma {c['BM']}x{c['BN']}x{BK} wg{c['WG']} {schedule} s{c['STAGES']} g{c['GROUP_M']}"
-                f"{cluster}{split}")  # fmt: skip
+        return (f"{self.LABEL} {c['BM']}x{c['BN']}x{self.K_TILE} wg{c['WG']} {schedule} s{c['STAGES']} "
+                f"g{c['GROUP_M']}{fold}{cluster}{split}")  # fmt: skip
