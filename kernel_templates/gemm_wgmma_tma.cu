@@ -87,8 +87,8 @@
 #endif
 
 #if TF32X3
-#if !defined(FOLD)
-#define FOLD 1
+#if !defined(FOLD)  // the algorithm's default is in gemm_wgmma_tf32x3.cu
+#define FOLD 2
 #endif
 #define BK 32                               // one 128-byte swizzle row of fp32
 #define A_TILE_BYTES (BM * 128)             // one of A big, A small

@@ -195,7 +195,7 @@ def test_a_trial_killed_while_its_result_was_written_is_not_measured():
 def test_rule_default_for_the_shape_is_measured_second(tmp_path, recording_file):
     report = tune("gemm", trials=12, db=str(tmp_path / "s.db"), replay=str(recording_file), seed=5)
     study = load_study(tmp_path / "s.db", report)
-    space = get_space("gemm")
+    space = get_space("gemm", DOMAINS)  # what the search tunes: the recording's domains
     measured = sorted((t for t in study.trials if studies.is_measured(t)), key=lambda t: t.number)
     rule = space.rule_default(tuple(int(d) for d in report.shape.split("x")), report.device)
     assert config_key(rule) != config_key(space.default_config), "the test needs a rule default of its own"

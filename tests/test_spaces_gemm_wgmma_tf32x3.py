@@ -9,7 +9,7 @@ import pytest
 
 from autotune.spaces import ALGO, get_space
 from autotune.spaces.base import TensorMap
-from space_checks import compile_all, sample_valid
+from space_checks import compile_all, sample_valid, template_defaults
 
 SHAPE = (4096, 4096, 4096)
 ALGORITHM = "wgmma_tf32x3"
@@ -33,7 +33,10 @@ def test_offered_for_float32_only():
 def test_defines_are_the_shared_template_at_dtype_0(space, h200):
     defines = space.defines(default(space, SPLIT_K=4))
     assert defines["DTYPE"] == 0 and defines["FOLD"] == 2 and "SPLIT_K" not in defines
-    assert str(space.template_for(default(space))).endswith("gemm_wgmma_tma.cu"), "one template, two schemes"
+    assert str(space.template_for(default(space))).endswith("gemm_wgmma_tf32x3.cu")
+    defaults = template_defaults("gemm_wgmma_tf32x3.cu")
+    config = space.algos[ALGORITHM].default_config
+    assert {k: defaults[k] for k in ("BN", "STAGES", "FOLD")} == {k: config[k] for k in ("BN", "STAGES", "FOLD")}
     assert space.violations(default(space), SHAPE, h200) == []
 
 

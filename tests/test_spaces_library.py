@@ -21,10 +21,12 @@ LIBRARY = [k for k in KERNELS if k != "gemm"]  # gemm has its own module
 
 
 def template_defaults(space, config) -> dict[str, int]:
-    defaults = {}
+    """Each ``#ifndef X / #define X n`` default of a template and its includes; as in the preprocessor, the first
+    definition wins (a template may set its own defaults, then include another template)."""
+    defaults: dict[str, int] = {}
     for _, data in _sources(template_path(space.template_for(config))):
-        text = data.decode()
-        defaults.update({m[0]: int(m[1]) for m in re.findall(r"#ifndef (\w+)\n#define \1 (-?\d+)[^\n]*\n#endif", text)})
+        for name, value in re.findall(r"#ifndef (\w+)\n#define \1 (-?\d+)[^\n]*\n#endif", data.decode()):
+            defaults.setdefault(name, int(value))
     return defaults
 
 

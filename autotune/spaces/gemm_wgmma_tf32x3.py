@@ -1,5 +1,6 @@
 """float32 GEMM at FP32 accuracy on Hopper's tensor cores: 3×TF32 on wgmma, fed by TMA, warp-specialised and
-persistent like ``wgmma_tma`` (same template, kernel_templates/gemm_wgmma_tma.cu, with DTYPE = 0; sm_90a only).
+persistent like ``wgmma_tma`` (kernel_templates/gemm_wgmma_tf32x3.cu: this algorithm's defaults around
+gemm_wgmma_tma.cu with DTYPE = 0; sm_90a only).
 
 A pre-pass (kernel_templates/gemm_tf32_split.cuh) splits each operand x into big = tf32(x) and small =
 tf32(x − big), B transposed on the way (tf32 wgmma reads both operands K-major): four workspaces, A big and small
@@ -29,6 +30,7 @@ WORKSPACE = {"A": ("a_big", "a_small"), "B": ("b_big", "b_small")}
 
 class WgmmaTf32x3Gemm(WgmmaTmaGemm):
     name = "wgmma_tf32x3"
+    template = "gemm_wgmma_tf32x3.cu"  # its defaults, then gemm_wgmma_tma.cu
     dtypes = ("float32",)
 
     parameters = (
