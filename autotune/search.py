@@ -36,12 +36,12 @@ from autotune.evaluation.base import Evaluator, Measurement
 from autotune.profile import Profile
 from autotune.proposals import RepairingSampler
 from autotune.ranking import Known as _Known
-from autotune.ranking import Ranked, rank
+from autotune.ranking import Ranked, rank, winner_entry
 from autotune.samplers import DEFAULT_SAMPLER, learns_from_pruned, make_sampler
 from autotune.shape import Shape, format_shape
 from autotune.spaces import get_space
 from autotune.spaces.base import ALGO, Config, KernelSpace, config_key
-from autotune.storage import BestEntry, Database, check_database, resolve_url
+from autotune.storage import Database, check_database, resolve_url
 
 
 @dataclass
@@ -589,7 +589,7 @@ def tune(
             storage = database.optuna_storage(heartbeat_s=run_settings.heartbeat_s)
             name = studies.study_name(space.name, format_shape(shape_t), space.dtype, evaluator.device,
                                       template_hash, hot_cache=hot_cache)  # fmt: skip
-            attributes = _study_attributes(space, shape_t, evaluator, template_hash, hot_cache)
+            attributes = studies.attributes(space, shape_t, evaluator, template_hash, hot_cache)
             if from_study is not None:
                 from autotune.warmstart import find_study
 
@@ -634,45 +634,5 @@ def run_study(
                     seeds=seeds)  # fmt: skip
     report = search.run()
     if report.best is not None:
-        database.save_best(_best_entry(report, space, evaluator, template_hash))
+        database.save_best(winner_entry(report, space, evaluator, template_hash))
     return report
-
-
-def _study_attributes(
-    space: KernelSpace, shape: Shape, evaluator: Evaluator, template_hash: str, hot_cache: bool
-) -> dict[str, Any]:
-    """What a new study records about itself (visible in optuna-dashboard)."""
-    return {
-        "kernel": space.name,
-        "shape": format_shape(shape),
-        "dtype": space.dtype,
-        "metric_unit": space.metric_unit,
-        "device": evaluator.device.to_dict(),
-        "nvcc": evaluator.toolchain.nvcc,
-        "template_hash": template_hash,
-        "space": type(space).ref(),
-        "domains": {p.name: list(p.values) for p in space.params},
-        "l2_flush": not hot_cache,
-    }
-
-
-def _best_entry(report: SearchReport, space: KernelSpace, evaluator: Evaluator, template_hash: str) -> BestEntry:
-    best = report.best
-    assert best is not None
-    return BestEntry(
-        device_name=evaluator.device.name,
-        compute_capability=evaluator.device.cc,
-        kernel=space.name,
-        shape=report.shape,
-        dtype=space.dtype,
-        template_hash=template_hash,
-        params=best.config,
-        time_ms=best.time_ms,
-        metric=best.metric,
-        metric_unit=space.metric_unit,
-        default_time_ms=report.default.time_ms if report.default else None,
-        driver_version=evaluator.device.driver_version,
-        nvcc_version=evaluator.toolchain.nvcc,
-        study_name=report.study_name,
-        trial_number=best.trial_number,
-    )
