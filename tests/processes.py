@@ -1,7 +1,10 @@
 """Searches in child processes, for the tests of interruption, resume and several processes on one study.
 
 Each runs `tune` on the replay evaluator (recorded H200 measurements, a simulated GPU delay), so it can be killed at
-any point like a real search.
+any point like a real search. ``pause_after=N`` makes its evaluator stop answering at the candidate after the N-th
+(it writes a marker first and then sleeps until it is signalled): a search paused so cannot reach its target, so a
+signal sent after the marker, or after its first measured trial, surely lands in the middle of it, however loaded
+the machine is.
 """
 
 from __future__ import annotations
@@ -24,14 +27,25 @@ from autotune.storage import resolve_url
 
 SEARCH_SCRIPT = textwrap.dedent(
     """
-    import faulthandler, signal, sys
+    import faulthandler, os, signal, sys, time
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # a search that hangs shows where (`finish`)
+    from pathlib import Path
     from autotune.evaluation import Recording, ReplayEvaluator
     from autotune.search import SearchSettings, tune
 
     recording, db, trials, seed, delay = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
+    pause_after, marker = int(sys.argv[6]), Path(sys.argv[7]) / f"paused-{os.getpid()}"
+
+    class Paused(ReplayEvaluator):
+        def submit(self, config):
+            if 0 <= pause_after <= self.submitted:
+                marker.touch()
+                while True:
+                    time.sleep(1)
+            return super().submit(config)
+
     rec = Recording.load(recording)
-    tune("gemm", rec.shape, trials=trials, db=db, seed=seed, evaluator=ReplayEvaluator(rec, delay_s=delay),
+    tune("gemm", rec.shape, trials=trials, db=db, seed=seed, evaluator=Paused(rec, delay_s=delay),
          template_hash=rec.template_hash, domains=rec.domains,
          settings=SearchSettings(trials=trials, heartbeat_s=1, refresh_s=0.2, in_flight=4))
     print("done")
@@ -39,15 +53,21 @@ SEARCH_SCRIPT = textwrap.dedent(
 )
 
 
-def start_search(tmp_path: Path, recording: Path, db: str, trials: int, seed: int,
-                 delay: float = 0.02) -> subprocess.Popen:  # fmt: skip
+def start_search(tmp_path: Path, recording: Path, db: str, trials: int, seed: int, delay: float = 0.02,
+                 pause_after: int | None = None) -> subprocess.Popen:  # fmt: skip
     script = tmp_path / "search.py"
     script.write_text(SEARCH_SCRIPT)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parent.parent), *sys.path]))
+    args = [str(recording), db, str(trials), str(seed), str(delay), str(-1 if pause_after is None else pause_after)]
     return subprocess.Popen(
-        [sys.executable, str(script), str(recording), db, str(trials), str(seed), str(delay)],
+        [sys.executable, str(script), *args, str(tmp_path)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip
+
+
+def paused(tmp_path: Path, proc: subprocess.Popen) -> bool:
+    """Whether ``proc`` (started with ``pause_after``) has stopped at its pause."""
+    return (tmp_path / f"paused-{proc.pid}").exists()
 
 
 def finish(proc: subprocess.Popen, timeout: float) -> tuple[str, str]:

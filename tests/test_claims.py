@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import signal
+import time
+
 import optuna
 import pytest
 import sqlalchemy as sa
@@ -16,7 +19,7 @@ from autotune.storage import Claim as ClaimRow
 from autotune.storage import Database, resolve_url
 
 from conftest import DATA, H200
-from processes import clean_postgres, finish, only_study, repeated, start_search
+from processes import clean_postgres, finish, measured_now, only_study, paused, repeated, start_search
 from synthetic import DOMAINS, SHAPE
 
 RECORDING = DATA / "replay_gemm_h200.json"  # 424 configurations measured on an H200
@@ -121,6 +124,29 @@ def test_processes_on_one_sqlite_study_measure_each_configuration_once(tmp_path,
 @pytest.mark.parametrize("processes", [2, 4])
 def test_processes_on_one_postgresql_study_measure_each_configuration_once(tmp_path, processes):
     _several_processes(tmp_path, clean_postgres(), processes, target=100)
+
+
+def test_a_killed_process_blocks_no_configuration(tmp_path):
+    db = str(tmp_path / "k.db")
+    target = 40
+    killed = start_search(tmp_path, RECORDING, db, target, seed=1, pause_after=10)
+    deadline = time.monotonic() + 120
+    while not paused(tmp_path, killed) and killed.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert paused(tmp_path, killed), "paused, holding the claim of the candidate it is measuring"
+    killed.send_signal(signal.SIGKILL)
+    finish(killed, 60)
+    left = measured_now(db)
+    assert 0 < left < target
+    # The next search's claims reach the target with the dead process's; it waits for the stale sweep to fail
+    # those trials (4 heartbeats of 1 s), which frees their configurations, and then completes the study.
+    survivor = start_search(tmp_path, RECORDING, db, target, seed=2)
+    out, err = finish(survivor, 300)
+    assert survivor.returncode == 0 and "done" in out, err[-2000:]
+    study = only_study(db)
+    assert sum(studies.is_measured(t) for t in study.trials) == target and repeated(study) == 0
+    assert not [t for t in study.trials if t.state == TrialState.RUNNING]
+    assert len(claims_of(Database(resolve_url(db)), study.study_name)) == target
 
 
 def test_a_study_measured_before_claims_resumes_to_its_target(tmp_path):

@@ -27,7 +27,7 @@ from autotune.spaces import get_space
 from autotune.storage import SCHEMA_VERSION, Database, resolve_url
 
 from conftest import DATA, file_digest
-from processes import clean_postgres, finish, measured, measured_now, only_study, repeated, start_search
+from processes import clean_postgres, finish, measured, measured_now, only_study, paused, repeated, start_search
 
 RECORDING = DATA / "replay_gemm_h200.json"
 
@@ -39,18 +39,22 @@ def test_sigint_and_sigkill_at_random_points_lose_nothing(tmp_path):
     history: list[dict[int, tuple]] = []
     kills = [signal.SIGINT, signal.SIGKILL, signal.SIGKILL, signal.SIGINT, signal.SIGKILL]
     for i, sig in enumerate(kills):
-        proc = start_search(tmp_path, RECORDING, db, target, seed=i)
         before = len(history[-1]) if history else 0
+        # Paused before the candidate that could complete the study: the kill lands mid-search, however loaded
+        # the machine (the search cannot end first).
+        proc = start_search(tmp_path, RECORDING, db, target, seed=i, pause_after=max(0, target - before - 1))
         deadline = time.monotonic() + 60
         while proc.poll() is None and time.monotonic() < deadline and measured_now(db) <= before:
-            time.sleep(0.05)  # until this run has measured something: the kill then lands mid-search
+            if paused(tmp_path, proc):
+                break
+            time.sleep(0.05)  # until this run has measured something (or paused): the kill then lands mid-search
         time.sleep(rng.uniform(0.0, 0.5))  # at a random point of it
-        if proc.poll() is None:
-            proc.send_signal(sig)
+        assert proc.poll() is None, "the search is still running when the signal is sent"
+        proc.send_signal(sig)
         finish(proc, 120)
         if Path(db).exists():
             history.append(measured(only_study(db)))
-    assert any(0 < len(h) < target for h in history), "some kill landed in the middle of a search"
+    assert history and all(0 < len(h) < target for h in history), "every kill landed in the middle of a search"
     time.sleep(4.5)  # the grace period of the last killed process's heartbeats (4 x 1 s)
     proc = start_search(tmp_path, RECORDING, db, target, seed=99)
     out, err = finish(proc, 300)
