@@ -29,6 +29,9 @@ SEARCH_SCRIPT = textwrap.dedent(
     """
     import faulthandler, os, signal, sys, time
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # a search that hangs shows where (`finish`)
+    # Ctrl-C as in a terminal, also where the tests run in the background (a shell's `&` ignores SIGINT, and
+    # Python then never turns it into KeyboardInterrupt).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     from pathlib import Path
     from autotune.evaluation import Recording, ReplayEvaluator
     from autotune.search import SearchSettings, tune
