@@ -13,9 +13,9 @@ where it can, and `Claims.reconcile` releases any left behind (a killed process'
 configuration. Without a claim a proposal is moved (`autotune.proposals`), or settled unmeasured
 (`settle_unclaimed`).
 
-Before claims (schema 1), two processes on one study measured the same configuration again and ran past the
-target: 169 of 640 measured trials repeated a configuration with two replayed processes on SQLite, and the
-studies ended 40 to 58 trials over (`benchmarks/concurrent_search.py`).
+Before claims (schema 1), processes on one study measured the same configuration again and ran past the target:
+in the issue's replay of two processes, 169 of 640 measured trials on SQLite repeated a configuration, and the
+studies ended 40 to 58 trials over. `benchmarks/concurrent_search.py` counts both, for 2 and 4 processes.
 """
 
 from __future__ import annotations
