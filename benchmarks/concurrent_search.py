@@ -9,6 +9,14 @@ the measured trials, those that repeat a configuration measured before in the st
 many the study holds beyond ``--trials`` ("over"). SQLite always; PostgreSQL with ``--postgres`` (or
 $AUTOTUNE_TEST_POSTGRES_URL): each run creates a database of its own on that server and drops it after.
 Prints one line per backend and process count.
+
+Measured on a 2-core CPU machine (600 trials, the 2048^3 recording, 3 runs each; repeated / over):
+
+    backend     processes   before claims          with claims (autotune.claims)
+    SQLite      2           137-156 / 32-88        0 / 0
+    SQLite      4           262-329 / 104-172      0 / 0
+    PostgreSQL  2           127-153 / 27-40        0 / 0
+    PostgreSQL  4           301-307 / 40-75        0 / 0
 """
 
 from __future__ import annotations
