@@ -8,7 +8,9 @@ Optuna's sampler and the trial: a joint (relative) proposal that breaks a constr
 configuration of the same algorithm — fewest parameters changed, then the smallest steps along their domains —
 and the trial records, and is measured at, what was repaired. A valid proposal of a configuration already
 measured (or in flight) is moved the same way to its nearest unmeasured neighbour: a duplicate costs an ask and
-measures nothing, and near a leader is where the sampler wanted to look. Parameters sampled one at a time (a
+measures nothing, and near a leader is where the sampler wanted to look. Where several processes search one
+study, the configuration a proposal ends at is claimed for its trial (`autotune.claims`); one that another
+process claimed first is passed over for the next nearest. Parameters sampled one at a time (a
 sampler's random start, a parameter new to the study) are not joint proposals and are rejected as before.
 
 Replayed on the exhaustive H200 recording (`benchmarks/sampler_efficiency.py`, 20 seeds), TPE's median fraction
@@ -18,13 +20,14 @@ of the best known went from 0.954 / 0.974 at 25 / 50 trials to 0.967 / 1.000.
 from __future__ import annotations
 
 import itertools
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import optuna
 from optuna.distributions import BaseDistribution
 from optuna.samplers import BaseSampler
 from optuna.trial import FrozenTrial, TrialState
 
+from autotune.claims import Claim
 from autotune.device import DeviceInfo
 from autotune.shape import Shape
 from autotune.spaces.base import ALGO, Config, KernelSpace
@@ -44,9 +47,20 @@ def nearest_valid(
 
     Nearest: fewest parameters changed, then the smallest sum of steps along their domains, then the parameters'
     order (so a repair is deterministic)."""
+    return next(valid_neighbours(space, config, shape, device, wanted), None)
+
+
+def valid_neighbours(
+    space: KernelSpace,
+    config: Config,
+    shape: Shape,
+    device: DeviceInfo,
+    wanted: Callable[[Config], bool] | None = None,
+) -> Iterator[Config]:
+    """The valid (and ``wanted``) configurations within `MAX_CHANGED` changes of ``config``, nearest first."""
     params = [p for p in space.active_params(config) if p.name != ALGO]
     if any(config.get(p.name) not in p.values for p in params):
-        return None  # a value outside the domain: not a proposal of this space
+        return  # a value outside the domain: not a proposal of this space
     moves = []  # per parameter: (steps, parameter name, value) for every other value of its domain
     for p in params:
         here = p.values.index(config[p.name])
@@ -60,8 +74,7 @@ def nearest_valid(
         for _, _, picks in candidates:
             repaired = {**config, **{name: value for _, name, value in picks}}
             if (wanted is None or wanted(repaired)) and not space.violations(repaired, shape, device):
-                return repaired
-    return None
+                yield repaired
 
 
 class RepairingSampler(BaseSampler):
@@ -74,16 +87,20 @@ class RepairingSampler(BaseSampler):
         shape: Shape,
         device: DeviceInfo,
         measured: Callable[[Config], bool] | None = None,
+        claim: Callable[[Config, int], Claim] | None = None,
     ) -> None:
         """``measured``: whether a configuration is measured or in flight already; a repair avoids those, and a
-        valid proposal of one is moved to its nearest unmeasured neighbour (a duplicate measures nothing)."""
+        valid proposal of one is moved to its nearest unmeasured neighbour (a duplicate measures nothing).
+        ``claim``: claims a configuration for a trial number across processes (`autotune.claims`); a proposal
+        whose configuration another process holds is moved on to the nearest one it can claim."""
         self.base = base
         self.space = space
         self.shape = tuple(shape)
         self.device = device
         self.measured = measured
+        self.claim = claim
         self.repaired = 0  # invalid proposals moved to a valid configuration
-        self.moved = 0  # valid proposals of a measured configuration moved to an unmeasured neighbour
+        self.moved = 0  # valid proposals of a measured (or claimed) configuration moved to an unmeasured neighbour
 
     def infer_relative_search_space(self, study: optuna.Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
         return self.base.infer_relative_search_space(study, trial)
@@ -92,11 +109,12 @@ class RepairingSampler(BaseSampler):
         self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
     ) -> dict[str, Any]:
         params = self.base.sample_relative(study, trial, search_space)
-        return self.repair(params)
+        return self.repair(params, trial.number)
 
-    def repair(self, params: dict[str, Any]) -> dict[str, Any]:
-        """The proposed Optuna parameters; where they form a whole configuration that is invalid, or measured or in
-        flight already, those of the nearest valid, unmeasured one instead (unchanged where there is none)."""
+    def repair(self, params: dict[str, Any], number: int = -1) -> dict[str, Any]:
+        """The proposed Optuna parameters; where they form a whole configuration that is invalid, or measured,
+        in flight or claimed by another process already, those of the nearest valid, unmeasured one that trial
+        ``number`` could claim instead (unchanged where there is none, or the study's target is claimed)."""
         # Optuna samples a one-valued parameter on its own (never jointly): it is known all the same.
         whole = {p.key: p.values[0] for p in self.space.params if len(p.values) == 1} | params
         if self.space.algorithms and ALGO not in whole:
@@ -106,18 +124,25 @@ class RepairingSampler(BaseSampler):
             return params
         invalid = bool(self.space.violations(config, self.shape, self.device))
         known = not invalid and self.measured is not None and self.measured(config)
-        if not invalid and not known:
-            return params
+        if not invalid and not known and self._claim(config, number) is not Claim.HELD:
+            return params  # claimed, or no claim can be had (the driver settles the trial)
         wanted = None if self.measured is None else (lambda c: not self.measured(c))
-        repaired = nearest_valid(self.space, config, self.shape, self.device, wanted)
-        if repaired is None:
-            return params
-        if invalid:
-            self.repaired += 1
-        else:
-            self.moved += 1
-        replacement = self.space.optuna_params(repaired)
-        return {**params, **{k: v for k, v in replacement.items() if k in params}}
+        for repaired in valid_neighbours(self.space, config, self.shape, self.device, wanted):
+            taken = self._claim(repaired, number)
+            if taken is Claim.HELD:
+                continue
+            if taken is not Claim.TAKEN:
+                return params
+            if invalid:
+                self.repaired += 1
+            else:
+                self.moved += 1
+            replacement = self.space.optuna_params(repaired)
+            return {**params, **{k: v for k, v in replacement.items() if k in params}}
+        return params
+
+    def _claim(self, config: Config, number: int) -> Claim:
+        return Claim.TAKEN if self.claim is None else self.claim(config, number)
 
     def sample_independent(
         self, study: optuna.Study, trial: FrozenTrial, param_name: str, param_distribution: BaseDistribution

@@ -1,4 +1,5 @@
-"""The end of a search: the leaders and the default re-timed side by side, the winner the fastest re-timed.
+"""The end of a search: the leaders and the default re-timed side by side, the winner the fastest re-timed, and
+the winner's row in the store.
 
 Times measured during the search come one candidate at a time, minutes apart, with the GPU's clocks and
 neighbours changing; the best few (and the template's default, the baseline of the speedup) are therefore
@@ -8,7 +9,7 @@ timed again together, round-robin, so that the ranking compares like with like.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from optuna.trial import TrialState
 
@@ -16,6 +17,10 @@ from autotune import studies
 from autotune.evaluation.base import Evaluator
 from autotune.shape import Shape
 from autotune.spaces.base import Config, KernelSpace, config_key
+from autotune.storage import BestEntry
+
+if TYPE_CHECKING:
+    from autotune.search import SearchReport
 
 
 @dataclass
@@ -74,4 +79,27 @@ def _ranked(known: Known, space: KernelSpace, shape: Shape, time_ms: float, reti
         registers=known.attrs.get(studies.REGISTERS),
         retimed=retimed,
         spread=spread,
+    )
+
+
+def winner_entry(report: SearchReport, space: KernelSpace, evaluator: Evaluator, template_hash: str) -> BestEntry:
+    """The row of a search's winner in the store of best configurations (`autotune.storage`)."""
+    best = report.best
+    assert best is not None
+    return BestEntry(
+        device_name=evaluator.device.name,
+        compute_capability=evaluator.device.cc,
+        kernel=space.name,
+        shape=report.shape,
+        dtype=space.dtype,
+        template_hash=template_hash,
+        params=best.config,
+        time_ms=best.time_ms,
+        metric=best.metric,
+        metric_unit=space.metric_unit,
+        default_time_ms=report.default.time_ms if report.default else None,
+        driver_version=evaluator.device.driver_version,
+        nvcc_version=evaluator.toolchain.nvcc,
+        study_name=report.study_name,
+        trial_number=best.trial_number,
     )

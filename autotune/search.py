@@ -30,18 +30,19 @@ import optuna
 from optuna.trial import TrialState
 
 from autotune import studies
+from autotune.claims import Claim, Claims, Unshared, settle_unclaimed
 from autotune.device import DeviceInfo
 from autotune.errors import InvalidArgument
 from autotune.evaluation.base import Evaluator, Measurement
 from autotune.profile import Profile
 from autotune.proposals import RepairingSampler
 from autotune.ranking import Known as _Known
-from autotune.ranking import Ranked, rank
+from autotune.ranking import Ranked, rank, winner_entry
 from autotune.samplers import DEFAULT_SAMPLER, learns_from_pruned, make_sampler
 from autotune.shape import Shape, format_shape
 from autotune.spaces import get_space
 from autotune.spaces.base import ALGO, Config, KernelSpace, config_key
-from autotune.storage import BestEntry, Database, check_database, resolve_url
+from autotune.storage import Database, check_database, resolve_url
 
 
 @dataclass
@@ -124,10 +125,12 @@ class Search:
         on_progress: Callable[[Progress], None] | None = None,
         liveness: studies.Liveness | None = None,
         seeds: Sequence[tuple[Config, str]] = (),
+        claims: Claims | None = None,
     ) -> None:
         """``liveness`` keeps in-flight trials' heartbeats: trials of a process that was killed then go stale
         and are failed by the next run instead of staying RUNNING. ``seeds``: (configuration, where it comes
-        from) measured first in a new study, after the default (warm start, `autotune.warmstart`)."""
+        from) measured first in a new study, after the default (warm start, `autotune.warmstart`). ``claims``:
+        the study's configurations measured or in flight in every process (`autotune.claims`)."""
         self.space = space
         self.shape = tuple(shape)
         self.evaluator = evaluator
@@ -135,6 +138,7 @@ class Search:
         self.study = study
         self.settings = settings
         self.on_progress = on_progress
+        self.claims: Claims | Unshared = claims or Unshared()
         self.known: dict[str, _Known] = {}
         self.pending: dict[Future, _Pending] = {}
         self.pending_keys: dict[str, _Pending] = {}
@@ -152,13 +156,12 @@ class Search:
         self.proposals = self._proposal_space()
         base = study.sampler.base if isinstance(study.sampler, RepairingSampler) else study.sampler
         self.sampler = study.sampler = RepairingSampler(base, self.proposals, self.shape, self.device,
-                                                        self._measured_or_pending)  # fmt: skip
+                                                        self._measured_or_pending, self.claims.claim)  # fmt: skip
         self._grid = iter(self.proposals.configs()) if settings.sampler == "grid" else None
         self._best: Ranked | None = None
         self._liveness = liveness
         self._seen: set[int] = set()  # trial numbers already counted
-        self._fail_stale()
-        self._refresh()
+        self._resync()
         if not self.study.trials:
             self._enqueue_starts(seeds)
 
@@ -174,11 +177,12 @@ class Search:
 
     def _measured_or_pending(self, config: Config) -> bool:
         key = config_key(config)
-        return key in self.known or key in self.pending_keys
+        return key in self.known or key in self.pending_keys or key in self.claims.elsewhere
 
     # --- resume, and other processes on the same study -------------------------------------------------------
     def _refresh(self) -> None:
         """Count the measured trials the study holds (ours, earlier runs', other processes')."""
+        self.claims.elsewhere.clear()  # measured ones are known now; any still in flight are claimed again
         for t in self.study.get_trials(deepcopy=False):
             if t.number in self._seen:
                 continue
@@ -192,6 +196,23 @@ class Search:
         """Trials left RUNNING by a killed process become FAIL."""
         if self._liveness is not None:
             self._liveness.sweep(self.study)
+
+    def _resync(self) -> None:
+        """Fail the trials of killed processes, count the study's measured trials, bring its claims in line."""
+        self._fail_stale()
+        self._refresh()
+        self.claims.reconcile(self.study.get_trials(deepcopy=False),
+                              lambda t: config_key(self.space.config_of(t.params)))
+
+    def _wait_for_others(self) -> bool:
+        """With nothing of ours in flight, and the study short of its target: its claims reach the target, so other
+        processes' trials are in flight. They are waited for (a dead process's fail by the stale sweep, and free
+        their configurations)."""
+        if self.report.stopped_early or self.report.measured_total >= self.settings.trials:
+            return False
+        time.sleep(self.settings.refresh_s)
+        self._resync()
+        return True
 
     def _beat(self, trials: list[optuna.Trial]) -> None:
         if self._liveness is not None:
@@ -246,10 +267,7 @@ class Search:
     def _next_grid_config(self) -> Config | None:
         assert self._grid is not None
         for config in self._grid:
-            key = config_key(config)
-            if key in self.known or key in self.pending_keys:
-                continue
-            if not self.space.violations(config, self.shape, self.device):
+            if not self._measured_or_pending(config) and not self.space.violations(config, self.shape, self.device):
                 return config
         return None
 
@@ -308,6 +326,11 @@ class Search:
             self.pending_keys[key].duplicates.append(trial)
             self._idle += 1
             return
+        taken = self.claims.take(key, trial.number)
+        if taken is not Claim.TAKEN:  # another process measures it, or the study's target is claimed
+            settle_unclaimed(self.study, trial, taken)
+            self._idle += 1
+            return
         self._idle = 0
         pending = _Pending(trial, key, config)
         self.pending[self.evaluator.submit(config)] = pending
@@ -356,6 +379,7 @@ class Search:
             if not self._settled_elsewhere(trial):
                 raise
             self._settle(future)
+            self.claims.release(trial.number)  # failed by another process's stale sweep: its claim goes
             for duplicate in pending.duplicates:  # the original's result is not ours to give: measured again
                 self._close_interrupted(duplicate)
             return
@@ -393,6 +417,7 @@ class Search:
 
     def _close_interrupted(self, trial: optuna.Trial) -> None:
         try:
+            self.claims.release(trial.number)
             trial.set_user_attr(studies.OUTCOME, studies.INTERRUPTED)
             self.study.tell(trial, state=TrialState.FAIL)
         except Exception:  # storage gone too: the next run's stale-trial sweep handles it
@@ -426,6 +451,7 @@ class Search:
                     self.report.stopped_early is None
                     and len(self.pending) < self.settings.in_flight
                     and self.report.measured_total + len(self.pending) < self.settings.trials
+                    and self.claims.room()
                 ):
                     if self._idle >= self.settings.patience:
                         self.report.stopped_early = (
@@ -434,7 +460,7 @@ class Search:
                         break
                     with self.profile.optuna():
                         self._propose()
-                if not self.pending:
+                if not self.pending and not self._wait_for_others():
                     break
                 done, _ = wait(list(self.pending), timeout=1.0, return_when=FIRST_COMPLETED)
                 # In trial order, so that a replayed search with a fixed seed is reproducible.
@@ -601,7 +627,7 @@ def tune(
             storage = database.optuna_storage(heartbeat_s=run_settings.heartbeat_s)
             name = studies.study_name(space.name, format_shape(shape_t), space.dtype, evaluator.device,
                                       template_hash, hot_cache=hot_cache)  # fmt: skip
-            attributes = _study_attributes(space, shape_t, evaluator, template_hash, hot_cache)
+            attributes = studies.attributes(space, shape_t, evaluator, template_hash, hot_cache)
             if from_study is not None:
                 from autotune.warmstart import find_study
 
@@ -642,49 +668,10 @@ def run_study(
 ) -> SearchReport:
     """Search an opened study to its target and store its winner (`tune`, and hosts joining a study)."""
     liveness = studies.Liveness(storage, settings.heartbeat_s)
+    claims = Claims(database.engine, study.study_name, settings.trials)
     search = Search(space, shape, evaluator, study, settings, on_progress=on_progress, liveness=liveness,
-                    seeds=seeds)  # fmt: skip
+                    seeds=seeds, claims=claims)  # fmt: skip
     report = search.run()
     if report.best is not None:
-        database.save_best(_best_entry(report, space, evaluator, template_hash))
+        database.save_best(winner_entry(report, space, evaluator, template_hash))
     return report
-
-
-def _study_attributes(
-    space: KernelSpace, shape: Shape, evaluator: Evaluator, template_hash: str, hot_cache: bool
-) -> dict[str, Any]:
-    """What a new study records about itself (visible in optuna-dashboard)."""
-    return {
-        "kernel": space.name,
-        "shape": format_shape(shape),
-        "dtype": space.dtype,
-        "metric_unit": space.metric_unit,
-        "device": evaluator.device.to_dict(),
-        "nvcc": evaluator.toolchain.nvcc,
-        "template_hash": template_hash,
-        "space": type(space).ref(),
-        "domains": {p.name: list(p.values) for p in space.params},
-        "l2_flush": not hot_cache,
-    }
-
-
-def _best_entry(report: SearchReport, space: KernelSpace, evaluator: Evaluator, template_hash: str) -> BestEntry:
-    best = report.best
-    assert best is not None
-    return BestEntry(
-        device_name=evaluator.device.name,
-        compute_capability=evaluator.device.cc,
-        kernel=space.name,
-        shape=report.shape,
-        dtype=space.dtype,
-        template_hash=template_hash,
-        params=best.config,
-        time_ms=best.time_ms,
-        metric=best.metric,
-        metric_unit=space.metric_unit,
-        default_time_ms=report.default.time_ms if report.default else None,
-        driver_version=evaluator.device.driver_version,
-        nvcc_version=evaluator.toolchain.nvcc,
-        study_name=report.study_name,
-        trial_number=best.trial_number,
-    )

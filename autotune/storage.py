@@ -2,9 +2,11 @@
 
 * Location: ``--db`` (a path or a full SQLAlchemy URL), else ``$AUTOTUNE_DB``, else ``studies/autotune.db``.
 * `check_database` validates a location without writing anything, so bad input leaves no trace.
-* Our tables: ``autotune_meta`` (schema version) and ``autotune_best`` (best configuration per device,
-  compute capability, kernel, shape, dtype and template hash). A newer program upgrades an older file in place
-  (`MIGRATIONS`); an older program refuses a newer file instead of damaging it.
+* Our tables: ``autotune_meta`` (schema version), ``autotune_best`` (best configuration per device, compute
+  capability, kernel, shape, dtype and template hash), and since schema 2 ``autotune_claims`` with
+  ``autotune_claim_locks`` (the configurations a study measures, one row each, taken across processes:
+  `autotune.claims`). A newer program upgrades an older file in place (`MIGRATIONS`); an older program refuses a
+  newer file instead of damaging it.
 * SQLite runs in WAL mode with a busy timeout: readers never block the writer and short write transactions
   wait for each other instead of failing with "database is locked".
 * Readers never write: ``Database(url, create=False)`` opens an SQLite file so that SQLite refuses every write
@@ -34,7 +36,7 @@ from autotune.errors import StorageError
 
 DEFAULT_DB = Path("studies") / "autotune.db"
 ENV_DB = "AUTOTUNE_DB"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 BUSY_TIMEOUT_S = 120
 SQLITE_MAGIC = b"SQLite format 3\x00"
 # PostgreSQL through psycopg 3 (SQLAlchemy 2.1's default for postgresql://; the `postgres` extra installs it).
@@ -99,8 +101,37 @@ class BestConfig(Base):
         }
 
 
+class Claim(Base):
+    """A configuration of a study that is measured or being measured (`autotune.claims`): one row per study and
+    configuration, so that no two processes measure the same one; ``trial_number`` is the study's trial that
+    measures it."""
+
+    __tablename__ = "autotune_claims"
+    __table_args__ = (sa.UniqueConstraint("study_name", "config_key"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    study_name: Mapped[str] = mapped_column(sa.String(512))
+    config_key: Mapped[str] = mapped_column(sa.Text)
+    trial_number: Mapped[int]
+    claimed_at: Mapped[dt.datetime]
+
+
+class ClaimLock(Base):
+    """One row per study with claims, updated first in every transaction that claims: it serialises those
+    transactions (a row lock on PostgreSQL, the write lock on SQLite), so a claim and the count of the study's
+    claims against its target are one step."""
+
+    __tablename__ = "autotune_claim_locks"
+    study_name: Mapped[str] = mapped_column(sa.String(512), primary_key=True)
+    locked_at: Mapped[dt.datetime]
+
+
+def _add_claims(conn: Connection) -> None:
+    """Schema 2: the claim tables (no existing row changes)."""
+    Base.metadata.create_all(conn, tables=[Claim.__table__, ClaimLock.__table__])
+
+
 # version → function upgrading a database from version-1 to version, inside one transaction.
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {}
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {2: _add_claims}
 
 
 def resolve_url(db: str | os.PathLike[str] | None = None) -> str:

@@ -13,7 +13,7 @@ import json
 import time
 import traceback
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import optuna
 import sqlalchemy as sa
@@ -23,7 +23,12 @@ from optuna.storages._rdb.storage import _create_scoped_session
 from optuna.trial import TrialState
 
 from autotune.device import DeviceInfo
+from autotune.shape import Shape, format_shape
 from autotune.templates import short_hash
+
+if TYPE_CHECKING:
+    from autotune.evaluation.base import Evaluator
+    from autotune.spaces.base import KernelSpace
 
 # User attributes of our trials (visible in optuna-dashboard).
 OUTCOME = "outcome"  # "measured" | "rejected" | "duplicate" | "interrupted"
@@ -50,6 +55,24 @@ def study_name(
 
     name = f"{kernel}-{shape}-{dtype_of(dtype).short}-{device.slug}-{short_hash(template_hash)}"
     return name + "-hot" if hot_cache else name
+
+
+def attributes(
+    space: KernelSpace, shape: Shape, evaluator: Evaluator, template_hash: str, hot_cache: bool
+) -> dict[str, Any]:
+    """What a new study records about itself (visible in optuna-dashboard)."""
+    return {
+        "kernel": space.name,
+        "shape": format_shape(shape),
+        "dtype": space.dtype,
+        "metric_unit": space.metric_unit,
+        "device": evaluator.device.to_dict(),
+        "nvcc": evaluator.toolchain.nvcc,
+        "template_hash": template_hash,
+        "space": type(space).ref(),
+        "domains": {p.name: list(p.values) for p in space.params},
+        "l2_flush": not hot_cache,
+    }
 
 
 def open_study(

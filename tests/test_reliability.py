@@ -1,19 +1,15 @@
 """Reliability: interruption and resume, concurrent writers, bad input, schema evolution.
 
 Searches run in child processes on the replay evaluator (real H200 measurements, a simulated GPU delay), so
-they can be killed at random points like a real one.
+they can be killed at random points like a real one (`processes`).
 """
 
 from __future__ import annotations
 
-import os
 import random
 import shutil
 import signal
 import sqlite3
-import subprocess
-import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -27,66 +23,13 @@ import autotune
 from autotune import studies
 from autotune.cli import app
 from autotune.errors import AutotuneError, InvalidArgument, InvalidConfig, StorageError, UnknownKernel
-from autotune.spaces import config_key, get_space
+from autotune.spaces import get_space
 from autotune.storage import SCHEMA_VERSION, Database, resolve_url
 
 from conftest import DATA, file_digest
+from processes import clean_postgres, finish, measured, measured_now, only_study, paused, repeated, start_search
 
 RECORDING = DATA / "replay_gemm_h200.json"
-
-SEARCH_SCRIPT = textwrap.dedent(
-    """
-    import faulthandler, signal, sys
-    faulthandler.register(signal.SIGUSR1, all_threads=True)  # a search that hangs shows where (`finish`)
-    from autotune.evaluation import Recording, ReplayEvaluator
-    from autotune.search import SearchSettings, tune
-
-    recording, db, trials, seed, delay = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
-    rec = Recording.load(recording)
-    tune("gemm", rec.shape, trials=trials, db=db, seed=seed, evaluator=ReplayEvaluator(rec, delay_s=delay),
-         template_hash=rec.template_hash, domains=rec.domains,
-         settings=SearchSettings(trials=trials, heartbeat_s=1, refresh_s=0.2, in_flight=4))
-    print("done")
-    """
-)
-
-
-def start_search(tmp_path: Path, recording: Path, db: str, trials: int, seed: int, delay: float = 0.02):
-    script = tmp_path / "search.py"
-    script.write_text(SEARCH_SCRIPT)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parent.parent), *sys.path]))
-    return subprocess.Popen(
-        [sys.executable, str(script), str(recording), db, str(trials), str(seed), str(delay)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-    )  # fmt: skip
-
-
-def finish(proc: subprocess.Popen, timeout: float) -> tuple[str, str]:
-    """Output of a search process that ends within ``timeout``; one that hangs fails with its threads' stacks."""
-    try:
-        return proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.send_signal(signal.SIGUSR1)  # faulthandler prints every thread's stack to stderr
-        time.sleep(2)
-        proc.kill()
-        _, err = proc.communicate()
-        pytest.fail(f"search process still running {timeout:.0f} s later; its stacks:\n{err[-6000:]}")
-
-
-def measured(study) -> dict[int, tuple]:
-    return {t.number: (config_key(t.params), t.state, t.value) for t in study.trials if studies.is_measured(t)}
-
-
-def _measured_now(db: str) -> int:
-    try:
-        return len(measured(only_study(db)))
-    except Exception:  # not created yet, or being written
-        return 0
-
-
-def only_study(db: str):
-    (summary,) = optuna.get_all_study_summaries(resolve_url(db))
-    return optuna.load_study(study_name=summary.study_name, storage=resolve_url(db))
 
 
 def test_sigint_and_sigkill_at_random_points_lose_nothing(tmp_path):
@@ -96,18 +39,22 @@ def test_sigint_and_sigkill_at_random_points_lose_nothing(tmp_path):
     history: list[dict[int, tuple]] = []
     kills = [signal.SIGINT, signal.SIGKILL, signal.SIGKILL, signal.SIGINT, signal.SIGKILL]
     for i, sig in enumerate(kills):
-        proc = start_search(tmp_path, RECORDING, db, target, seed=i)
         before = len(history[-1]) if history else 0
+        # Paused before the candidate that could complete the study: the kill lands mid-search, however loaded
+        # the machine (the search cannot end first).
+        proc = start_search(tmp_path, RECORDING, db, target, seed=i, pause_after=max(0, target - before - 1))
         deadline = time.monotonic() + 60
-        while proc.poll() is None and time.monotonic() < deadline and _measured_now(db) <= before:
-            time.sleep(0.05)  # until this run has measured something: the kill then lands mid-search
+        while proc.poll() is None and time.monotonic() < deadline and measured_now(db) <= before:
+            if paused(tmp_path, proc):
+                break
+            time.sleep(0.05)  # until this run has measured something (or paused): the kill then lands mid-search
         time.sleep(rng.uniform(0.0, 0.5))  # at a random point of it
-        if proc.poll() is None:
-            proc.send_signal(sig)
+        assert proc.poll() is None, "the search is still running when the signal is sent"
+        proc.send_signal(sig)
         finish(proc, 120)
         if Path(db).exists():
             history.append(measured(only_study(db)))
-    assert any(0 < len(h) < target for h in history), "some kill landed in the middle of a search"
+    assert history and all(0 < len(h) < target for h in history), "every kill landed in the middle of a search"
     time.sleep(4.5)  # the grace period of the last killed process's heartbeats (4 x 1 s)
     proc = start_search(tmp_path, RECORDING, db, target, seed=99)
     out, err = finish(proc, 300)
@@ -150,8 +97,10 @@ def _concurrency(tmp_path: Path, db: str) -> None:
         study = optuna.load_study(study_name=summary.study_name, storage=storage)
         count = len(measured(study))
         target = 80 if summary.study_name.startswith("gemm-1024x") else 40
-        # Two processes on one study each stop once it holds the target; each may finish its last few in flight.
-        assert target <= count <= target + 2 * 4, (summary.study_name, count)
+        # Two processes on one study claim each configuration they measure, and no more than the target
+        # (`autotune.claims`): each stops once the study holds the target.
+        assert count == target, (summary.study_name, count)
+        assert repeated(study) == 0, (summary.study_name, "a configuration measured twice")
         assert not [t for t in study.trials if t.state == TrialState.RUNNING]
         (row,) = [r for r in rows if r.study_name == summary.study_name]
         winner = study.trials[row.trial_number]
@@ -164,14 +113,7 @@ def test_four_processes_share_one_sqlite_database(tmp_path):
 
 
 def test_four_processes_share_one_postgresql_database(tmp_path):
-    url = os.environ.get("AUTOTUNE_TEST_POSTGRES_URL")
-    if not url:
-        pytest.skip("no PostgreSQL server: .ci/run starts one and sets AUTOTUNE_TEST_POSTGRES_URL")
-    engine = sa.create_engine(resolve_url(url))
-    with engine.begin() as conn:  # a clean database for this run
-        conn.execute(sa.text("DROP SCHEMA public CASCADE; CREATE SCHEMA public"))
-    engine.dispose()
-    _concurrency(tmp_path, url)
+    _concurrency(tmp_path, clean_postgres())
 
 
 # --- bad input: the CLI and the Python API --------------------------------------------------------------------
@@ -239,13 +181,20 @@ def test_bad_input_table_cli_and_api(tmp_path, monkeypatch):
 
 
 # --- schema evolution -----------------------------------------------------------------------------------------
-def test_a_database_of_this_version_opens_unchanged(tmp_path):
+def test_a_schema_1_database_upgrades_to_claims_keeping_every_row(tmp_path):
     db = tmp_path / "v1.db"
     shutil.copy(DATA / "autotune_schema_v1.db", db)
+    reader = Database(resolve_url(db), create=False)
+    digest = file_digest(db)
+    before = {r.shape: r.to_dict() for r in reader.best()}
+    assert reader.schema_version() == 1 and file_digest(db) == digest, "a reader changes nothing"
     database = Database(resolve_url(db))
-    assert database.schema_version() == SCHEMA_VERSION == 1
+    assert database.schema_version() == SCHEMA_VERSION == 2
     (row,) = database.best("gemm")
     assert row.shape == "1024x1024x1024" and row.config["BM"] in (64, 128)
+    assert {r.shape: r.to_dict() for r in database.best()} == before, "every row survives the upgrade"
+    with database.engine.connect() as conn:
+        assert {"autotune_claims", "autotune_claim_locks"} <= set(sa.inspect(conn).get_table_names())
     database.close()
     assert optuna.get_all_study_summaries(resolve_url(db))[0].n_trials > 0, "Optuna's tables are readable"
 
@@ -260,16 +209,16 @@ def test_a_future_migration_upgrades_in_place_without_losing_rows(tmp_path, monk
     def add_notes(conn):
         conn.execute(sa.text("ALTER TABLE autotune_best ADD COLUMN notes TEXT DEFAULT ''"))
 
-    monkeypatch.setattr(storage, "SCHEMA_VERSION", 2)
-    monkeypatch.setitem(storage.MIGRATIONS, 2, add_notes)
+    monkeypatch.setattr(storage, "SCHEMA_VERSION", 3)
+    monkeypatch.setitem(storage.MIGRATIONS, 3, add_notes)
     upgraded = Database(resolve_url(db))
-    assert upgraded.schema_version() == 2
+    assert upgraded.schema_version() == 3
     after = {r.shape: r.to_dict() for r in upgraded.best()}
     assert after == before, "every row survives the upgrade"
     with upgraded.engine.connect() as conn:
         assert "notes" in {c["name"] for c in sa.inspect(conn).get_columns("autotune_best")}
     upgraded.close()
-    monkeypatch.setattr(storage, "SCHEMA_VERSION", 1)  # the older program refuses the upgraded file, untouched
+    monkeypatch.setattr(storage, "SCHEMA_VERSION", 2)  # the older program refuses the upgraded file, untouched
     digest = file_digest(db)
     with pytest.raises(StorageError, match="newer autotune"):
         Database(resolve_url(db))
