@@ -33,6 +33,7 @@ from autotune.storage import Database, resolve_url, sqlite_path
 log = logging.getLogger("autotune.dispatch")
 _SLOW = object()  # returned by a fast path that cannot take the call
 
+
 @dataclass
 class ProblemPlan:
     """What runs for one problem (shape, dtype): the chosen configuration and its bound launches.

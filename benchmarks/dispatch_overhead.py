@@ -114,7 +114,8 @@ def main() -> None:
     floor = medians["raw cuLaunchKernel (ctypes)"]
     print(f"per-call host time on {device.name}, {CALLS} calls x {args.batches} batches, median (µs):")
     for name, value in medians.items():
-        print(f"  {name:45s} {value:7.2f}   over raw pycuda {value - base:+6.2f}   over raw driver {value - floor:+6.2f}")
+        print(f"  {name:45s} {value:7.2f}   over raw pycuda {value - base:+6.2f}   "
+              f"over raw driver {value - floor:+6.2f}")
     torch.testing.assert_close(c, a @ b, rtol=1e-4, atol=1e-4)
     if args.out:
         args.out.write_text(json.dumps({"device": device.name, "median_us": medians}, indent=1))

@@ -50,8 +50,8 @@ def main() -> None:
             a = (torch.rand(m, k, device="cuda", generator=gen) * 2 - 1).to(getattr(torch, dtype))
             b = (torch.rand(k, n, device="cuda", generator=gen) * 2 - 1).to(getattr(torch, dtype))
             ours, theirs = (torch.empty(m, n, device="cuda", dtype=a.dtype) for _ in range(2))
-            ms = interleaved_medians({"ours": lambda: gemm(a, b, out=ours),
-                                      "cuBLAS": lambda: torch.matmul(a, b, out=theirs)}, args.reps, flush, torch)  # fmt: skip
+            contenders = {"ours": lambda: gemm(a, b, out=ours), "cuBLAS": lambda: torch.matmul(a, b, out=theirs)}
+            ms = interleaved_medians(contenders, args.reps, flush, torch)
             ref = a.double() @ b.double()
             error = float((ours.double() - ref).norm() / ref.norm())
             choice = gemm.choice((m, n, k), dtype)

@@ -18,7 +18,7 @@ import numpy as np
 
 from autotune.device import DeviceInfo
 from autotune.shape import Shape
-from autotune.spaces._gemm_splitk import PARTIAL, partial_spec, reduce_launch
+from autotune.spaces._gemm_splitk import PARTIAL, partial_spec
 from autotune.spaces.base import BufferSpec, Config, Launch, Param, Step, TensorMap, ceil_div
 from autotune.spaces.gemm_wgmma_tma import WgmmaTmaGemm
 
