@@ -22,9 +22,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from autotune.compiler import Compiler
-from autotune.spaces import get_space
 from driver_overhead import H100  # only the space's constraints use it: no GPU is needed
+
+from autotune.runtime.compiler import Compiler
+from autotune.spaces import get_space
 
 ROOT = Path(__file__).resolve().parent.parent
 INSTRUCTION = re.compile(r"/\*[0-9a-f]{4,}\*/")  # an instruction's address in a SASS listing

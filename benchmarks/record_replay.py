@@ -23,9 +23,9 @@ import random
 import time
 from pathlib import Path
 
-from autotune.evaluation import Recording
-from autotune.evaluation.gpu import GpuEvaluator
 from autotune.spaces import config_key, get_space
+from autotune.tuning.evaluation import RecordedMeasurements
+from autotune.tuning.evaluation.gpu import GpuEvaluator
 
 DOMAINS = {
     "ALGO": ["simt"],
@@ -79,12 +79,13 @@ def main() -> None:
         else:
             configs = space.valid_configs(shape, evaluator.device)
         if args.append and args.out.exists():
-            recording = Recording.load(args.out)
+            recording = RecordedMeasurements.load(args.out)
             if recording.template_hash != space.template_hash() or tuple(recording.shape) != tuple(shape):
                 raise SystemExit(f"{args.out} was recorded with another template or shape: not appending")
         else:
-            recording = Recording(kernel="gemm", shape=shape, device=evaluator.device, toolchain=evaluator.toolchain,
-                                  template_hash=space.template_hash(), domains=domains, dtype=space.dtype)  # fmt: skip
+            recording = RecordedMeasurements(kernel="gemm", shape=shape, device=evaluator.device,
+                                             toolchain=evaluator.toolchain, template_hash=space.template_hash(),
+                                             domains=domains, dtype=space.dtype)  # fmt: skip
         configs = [c for c in configs if config_key(c) not in recording.configs]
         # A bounded window in flight: at the deadline little is left queued for the GPU worker to finish first.
         window = 4 * (evaluator.compiler.jobs or 1)

@@ -99,7 +99,7 @@ def run_kernel_tuner(space, shape, device, budget: int, lang: str, seed: int) ->
 
 
 def run_autotune(space, shape, budget: int, seed: int, db: Path) -> dict:
-    from autotune.search import tune
+    from autotune.tuning.search import tune
 
     start = time.perf_counter()
     report = tune("gemm", shape, trials=budget, db=str(db), sampler="random", seed=seed, domains=DOMAINS,
@@ -116,7 +116,7 @@ def run_autotune(space, shape, budget: int, seed: int, db: Path) -> dict:
 
 
 def retime_side_by_side(space, shape, configs: list) -> list:
-    from autotune.evaluation.gpu import GpuEvaluator
+    from autotune.tuning.evaluation.gpu import GpuEvaluator
 
     with GpuEvaluator(space, shape, seed=0) as evaluator:
         timings = evaluator.retime(configs, 20)

@@ -6,7 +6,7 @@ import random
 import re
 from typing import Any
 
-from autotune.compiler import Compiler, CompileResult
+from autotune.runtime.compiler import Compiler, CompileResult
 from autotune.spaces import config_key
 from autotune.templates import template_path
 

@@ -9,12 +9,12 @@ from pathlib import Path
 import optuna
 import pytest
 
-from autotune import studies
 from autotune.errors import InvalidArgument
-from autotune.evaluation import ReplayEvaluator
-from autotune.search import SearchSettings, tune
+from autotune.results import studies
+from autotune.results.storage import Database, resolve_url
 from autotune.spaces import ALGO, config_key
-from autotune.storage import Database, resolve_url
+from autotune.tuning.evaluation import ReplayEvaluator
+from autotune.tuning.search import SearchSettings, tune
 
 from conftest import H200
 from toy_family import ToyFamily, make_recording

@@ -1,4 +1,5 @@
-"""autotune.claims: each configuration of a study measured once, and no more than the target, across processes."""
+"""autotune.tuning.claims: each configuration of a study measured once, and no more than the target, across
+processes."""
 
 from __future__ import annotations
 
@@ -11,12 +12,12 @@ import sqlalchemy as sa
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState, create_trial
 
-from autotune import studies
-from autotune.claims import Claim, Claims
-from autotune.proposals import RepairingSampler, valid_neighbours
+from autotune.results import studies
+from autotune.results.storage import Claim as ClaimRow
+from autotune.results.storage import Database, resolve_url
 from autotune.spaces import config_key, get_space
-from autotune.storage import Claim as ClaimRow
-from autotune.storage import Database, resolve_url
+from autotune.tuning.claims import Claim, Claims
+from autotune.tuning.proposals import RepairingSampler, valid_neighbours
 
 from conftest import DATA, H200
 from processes import clean_postgres, finish, measured_now, only_study, paused, repeated, start_search

@@ -3,9 +3,9 @@ CUDA graphs) are used as given; otherwise the plan allocates its own once per st
 
 from __future__ import annotations
 
-from autotune.dispatch import ProblemPlan
-from autotune.launch_plan import LaunchPlan
-from autotune.selection import Choice
+from autotune.runtime.dispatch import ProblemPlan
+from autotune.runtime.launch_plan import LaunchPlan
+from autotune.runtime.selection import Choice
 from autotune.spaces.base import BufferSpec, Zero
 
 
@@ -52,11 +52,12 @@ def test_the_dispatcher_reads_a_read_only_store_creating_nothing(tmp_path):
     import os
     import types
 
-    from autotune.dispatch import TunedKernel
+    from test_storage import _wal_database, read_only_folder
+
+    from autotune.runtime.dispatch import TunedKernel
     from autotune.spaces import get_space
 
     from conftest import file_digest
-    from test_storage import _wal_database, read_only_folder
 
     folder = tmp_path / "image"
     folder.mkdir()

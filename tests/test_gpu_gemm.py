@@ -50,7 +50,7 @@ def pick(dtype: str, algo: str, device, count: int, seed: int, shape=(4096, 4096
 @pytest.mark.parametrize("dtype, algo", CASES, ids=[f"{d}-{a}" for d, a in CASES])
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_random_valid_configs_are_correct(shape, dtype, algo, device):
-    from autotune.evaluation.gpu import GpuEvaluator
+    from autotune.tuning.evaluation.gpu import GpuEvaluator
 
     space = get_space("gemm", dtype=dtype)
     configs = pick(dtype, algo, device, PER_ALGORITHM, 2026, shape)
@@ -71,7 +71,7 @@ def test_tma_algorithm_through_the_dispatcher(device, tmp_path):
     torch = pytest.importorskip("torch")
     import autotune
     from autotune.errors import InvalidArgument
-    from autotune.storage import BestEntry, Database, resolve_url
+    from autotune.results.storage import BestEntry, Database, resolve_url
 
     space = get_space("gemm", dtype="bfloat16")
     config = {ALGO: "wgmma_tma", **space.algos["wgmma_tma"].default_config, "BN": 128, "CLUSTER_M": 2}

@@ -46,7 +46,7 @@ def pick(device, count: int, seed: int) -> list[dict]:
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_random_valid_configs_are_correct_at_tf32_tolerance(shape, device):
-    from autotune.evaluation.gpu import GpuEvaluator
+    from autotune.tuning.evaluation.gpu import GpuEvaluator
 
     space = get_space("gemm_tf32")
     configs = [c for c in pick(device, 8, 2026) if not space.violations(c, shape, device)]
@@ -58,7 +58,7 @@ def test_random_valid_configs_are_correct_at_tf32_tolerance(shape, device):
 
 
 def test_fp32_contract_refuses_1xtf32(device):
-    from autotune.evaluation.gpu import GpuEvaluator
+    from autotune.tuning.evaluation.gpu import GpuEvaluator
 
     space = Tf32PosingAsFp32()
     tf32 = {ALGO: "tf32", **space.algos["tf32"].default_config}

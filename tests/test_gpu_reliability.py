@@ -14,10 +14,10 @@ import pytest
 from optuna.trial import TrialState
 from typer.testing import CliRunner
 
-from autotune import studies
 from autotune.cli import app
+from autotune.results import studies
+from autotune.results.storage import Database, resolve_url
 from autotune.spaces import get_space
-from autotune.storage import Database, resolve_url
 
 pytestmark = pytest.mark.gpu
 

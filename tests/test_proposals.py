@@ -9,14 +9,14 @@ from concurrent.futures import Future
 import optuna
 import pytest
 
-from autotune import studies
 from autotune.errors import InvalidArgument
-from autotune.evaluation import Measurement, ReplayEvaluator, Timing, Toolchain
-from autotune.evaluation.base import Evaluator
-from autotune.proposals import MAX_CHANGED, RepairingSampler, nearest_valid
-from autotune.search import tune
+from autotune.results import studies
 from autotune.spaces import config_key, get_space
 from autotune.spaces.base import ALGO
+from autotune.tuning.evaluation import Measurement, ReplayEvaluator, Timing, Toolchain
+from autotune.tuning.evaluation.base import Evaluator
+from autotune.tuning.proposals import MAX_CHANGED, RepairingSampler, nearest_valid
+from autotune.tuning.search import tune
 
 from conftest import H200
 from synthetic import fake_time, make_recording

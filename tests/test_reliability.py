@@ -20,11 +20,11 @@ from optuna.trial import TrialState
 from typer.testing import CliRunner
 
 import autotune
-from autotune import studies
 from autotune.cli import app
 from autotune.errors import AutotuneError, InvalidArgument, InvalidConfig, StorageError, UnknownKernel
+from autotune.results import studies
+from autotune.results.storage import SCHEMA_VERSION, Database, resolve_url
 from autotune.spaces import get_space
-from autotune.storage import SCHEMA_VERSION, Database, resolve_url
 
 from conftest import DATA, file_digest
 from processes import clean_postgres, finish, measured, measured_now, only_study, paused, repeated, start_search
@@ -98,7 +98,7 @@ def _concurrency(tmp_path: Path, db: str) -> None:
         count = len(measured(study))
         target = 80 if summary.study_name.startswith("gemm-1024x") else 40
         # Two processes on one study claim each configuration they measure, and no more than the target
-        # (`autotune.claims`): each stops once the study holds the target.
+        # (`autotune.tuning.claims`): each stops once the study holds the target.
         assert count == target, (summary.study_name, count)
         assert repeated(study) == 0, (summary.study_name, "a configuration measured twice")
         assert not [t for t in study.trials if t.state == TrialState.RUNNING]
@@ -200,7 +200,7 @@ def test_a_schema_1_database_upgrades_to_claims_keeping_every_row(tmp_path):
 
 
 def test_a_future_migration_upgrades_in_place_without_losing_rows(tmp_path, monkeypatch):
-    import autotune.storage as storage
+    import autotune.results.storage as storage
 
     db = tmp_path / "v1.db"
     shutil.copy(DATA / "autotune_schema_v1.db", db)

@@ -8,12 +8,12 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from autotune import studies
 from autotune.errors import InvalidArgument
-from autotune.evaluation import ReplayEvaluator
-from autotune.search import Search, SearchSettings, tune
+from autotune.results import studies
+from autotune.results.storage import Database, resolve_url
 from autotune.spaces import config_key, get_space
-from autotune.storage import Database, resolve_url
+from autotune.tuning.evaluation import ReplayEvaluator
+from autotune.tuning.search import Search, SearchSettings, tune
 
 from synthetic import DOMAINS, SHAPE, make_recording
 
@@ -146,9 +146,9 @@ class _Interrupting(ReplayEvaluator):
 
 
 def test_interrupted_search_leaves_no_running_trial_and_resumes(tmp_path, recording_file):
-    from autotune.evaluation import Recording
+    from autotune.tuning.evaluation import RecordedMeasurements
 
-    rec = Recording.load(recording_file)
+    rec = RecordedMeasurements.load(recording_file)
     db = str(tmp_path / "i.db")
     with pytest.raises(KeyboardInterrupt):
         tune("gemm", SHAPE, trials=30, db=db, evaluator=_Interrupting(rec, 17), template_hash=rec.template_hash,
@@ -225,7 +225,7 @@ def test_an_interrupt_inside_a_database_write_does_not_lock_the_clean_up(tmp_pat
 
     from sqlalchemy import event
 
-    from autotune import storage as storage_module
+    from autotune.results import storage as storage_module
 
     monkeypatch.setattr(storage_module, "BUSY_TIMEOUT_S", 3)  # a lost clean-up fails in 3 s, not 120
     opened = storage_module.Database.optuna_storage

@@ -9,8 +9,8 @@ import random
 import numpy as np
 import pytest
 
-from autotune.compiler import Compiler
 from autotune.errors import InvalidArgument, InvalidType
+from autotune.runtime.compiler import Compiler
 from autotune.spaces import ALGO, config_key, get_space
 from autotune.spaces.attention import HEAD_DIMS, WIDE
 from autotune.spaces.attention_split_kv import MAX_SEQ_Q

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from autotune.compiler import Compiler
+from autotune.runtime.compiler import Compiler
 from autotune.spaces import config_key, get_space
 from autotune.spaces.gemm_gemv import applies
 from autotune.templates import template_path

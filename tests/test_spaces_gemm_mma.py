@@ -9,7 +9,7 @@ import re
 import numpy as np
 import pytest
 
-from autotune.compiler import Compiler
+from autotune.runtime.compiler import Compiler
 from autotune.spaces import ALGO, Launch, config_key, get_space
 from autotune.spaces.gemm_mma import MmaGemm
 from autotune.templates import template_path
@@ -135,7 +135,7 @@ def test_round_trip_through_a_study_and_the_best_table(tmp_path):
     from typer.testing import CliRunner
 
     from autotune.cli import app
-    from autotune.storage import BestEntry, Database, resolve_url
+    from autotune.results.storage import BestEntry, Database, resolve_url
 
     source = Database(resolve_url(tmp_path / "src.db"))
     configs = {}
@@ -274,7 +274,7 @@ def test_random_valid_configs_are_correct_on_ragged_shapes(dtype):
     """The default and random valid configurations (split-K among them) on odd M, N, K; K no multiple of 16;
     rows not 16-byte aligned; uniform and wide-range inputs (the family's validation cases run first)."""
     from autotune.device import query_device
-    from autotune.evaluation.gpu import GpuEvaluator
+    from autotune.tuning.evaluation.gpu import GpuEvaluator
 
     device = query_device()
     space = get_space("gemm", dtype=dtype)
@@ -295,7 +295,7 @@ def test_random_valid_configs_are_correct_on_ragged_shapes(dtype):
 @pytest.mark.parametrize("dtype", HALF)
 def test_split_k_at_127_rows(dtype):
     """127×4096×K with split-K (K kept small for speed, and ragged): the partials and the reduction are right."""
-    from autotune.evaluation.gpu import GpuEvaluator
+    from autotune.tuning.evaluation.gpu import GpuEvaluator
 
     space = get_space("gemm", dtype=dtype)
     configs = [

@@ -4,7 +4,7 @@ import re
 import numpy as np
 import pytest
 
-from autotune.compiler import Compiler
+from autotune.runtime.compiler import Compiler
 from autotune.spaces import Launch, config_key, get_space
 from autotune.spaces.gemm_simt import PIPELINES
 from autotune.templates import template_path

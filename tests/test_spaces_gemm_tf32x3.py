@@ -11,11 +11,11 @@ import numpy as np
 import optuna
 import pytest
 
-from autotune.compiler import Compiler
+from autotune.results.storage import BestEntry, Database, resolve_url
+from autotune.runtime.compiler import Compiler
 from autotune.spaces import ALGO, Launch, config_key, get_space, kernel_names
 from autotune.spaces.gemm_tf32 import TF32_TOLERANCE
 from autotune.spaces.gemm_tf32x3 import FOLD_SPAN
-from autotune.storage import BestEntry, Database, resolve_url
 from autotune.templates import template_path
 
 SHAPE = (4096, 4096, 4096)

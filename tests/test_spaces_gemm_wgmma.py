@@ -7,7 +7,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from autotune.compiler import Compiler
+from autotune.runtime.compiler import Compiler
 from autotune.spaces import ALGO, Launch, config_key, get_space
 from autotune.templates import template_path
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from autotune import dtypes
-from autotune.compiler import Compiler
+from autotune.runtime.compiler import Compiler
 from autotune.spaces import Launch, Zero, config_key, get_space, kernel_names
 from autotune.spaces.base import UNIFORM
 from autotune.templates import _sources, template_path

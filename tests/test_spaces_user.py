@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from autotune.cli import app
-from autotune.compiler import Compiler
 from autotune.errors import UnknownKernel
+from autotune.runtime.compiler import Compiler
 from autotune.spaces import get_space
 
 from conftest import H200
@@ -99,7 +99,7 @@ def test_a_library_template_name_still_resolves_in_the_library():
 
 
 def test_best_takes_the_reference(tmp_path):
-    from autotune.storage import BestEntry, Database, resolve_url
+    from autotune.results.storage import BestEntry, Database, resolve_url
 
     CliRunner().invoke(app, ["new-kernel", "my_add"])
     space = get_space("./my_add_space.py:MyAddSpace")

@@ -7,11 +7,12 @@ import dataclasses
 import optuna
 import pytest
 
-from autotune import studies, warmstart
 from autotune.errors import InvalidArgument
-from autotune.search import tune
+from autotune.results import studies
+from autotune.results.storage import resolve_url
 from autotune.spaces import config_key, get_space
-from autotune.storage import resolve_url
+from autotune.tuning import warmstart
+from autotune.tuning.search import tune
 
 from synthetic import make_recording
 

@@ -83,7 +83,7 @@ class TensorMap:
     """A kernel argument: a TMA tensor map (CUtensorMap, passed by value as a ``__grid_constant__`` parameter)
     over the dense buffer ``buffer`` seen as a tensor of ``dims`` elements of ``dtype`` (innermost first), copied
     in boxes of ``box`` elements, ``swizzle`` bytes swizzled (0, 32, 64 or 128). The launch plan encodes it for
-    the buffer's pointer (`autotune.launch_plan`); `problems` says why the copy engine could not take it."""
+    the buffer's pointer (`autotune.runtime.launch_plan`); `problems` says why the copy engine could not take it."""
 
     buffer: str
     dtype: str

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import autotune
-from autotune.compiler import Compiler
 from autotune.device import nominal_device
+from autotune.runtime.compiler import Compiler
 from autotune.spaces import get_space
 
 SPACE = f"{Path(__file__).with_name('my_space.py')}:MySpace"
@@ -54,7 +54,7 @@ def test_the_kernel_adds_on_the_gpu():
 @pytest.mark.gpu
 def test_search_stores_what_load_then_runs(tmp_path):
     """`autotune search ./my_space.py:MySpace` end to end: the GPU worker loads the space by its file."""
-    from autotune.selection import TUNED
+    from autotune.runtime.selection import TUNED
 
     db = str(tmp_path / "v.db")
     try:

@@ -18,14 +18,14 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Sequence
 
-from autotune.compiler import Compiler, CompileResult, cache_root
 from autotune.device import DeviceInfo
 from autotune.errors import DeviceError, InvalidArgument
-from autotune.evaluation.base import Evaluator, Measurement, Timing, Toolchain
-from autotune.evaluation.process import start_worker, stop_worker
-from autotune.evaluation.worker import Setup
+from autotune.runtime.compiler import Compiler, CompileResult, cache_root
 from autotune.shape import Shape, format_shape
 from autotune.spaces.base import Config, KernelSpace, Launch
+from autotune.tuning.evaluation.base import Evaluator, Measurement, Timing, Toolchain
+from autotune.tuning.evaluation.process import start_worker, stop_worker
+from autotune.tuning.evaluation.worker import Setup
 
 START_TIMEOUT_S = 600.0  # worker start-up includes the fp64 reference of the target shape
 MIN_TIMEOUT_S = 10.0

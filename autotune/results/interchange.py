@@ -9,7 +9,7 @@
 
 ``--with-binaries`` adds to each config whose template is the current one ``"binary": {"arch": "sm_90a",
 "defines": {…}, "sha256": "…", "cubin": "<base64>"}``: the machine code for the device's compute capability,
-so that a host without nvcc runs it at once (`autotune.binaries`). Its arch must be the named device's, the
+so that a host without nvcc runs it at once (`autotune.runtime.binaries`). Its arch must be the named device's, the
 cubin's ELF header must say so, its digest must match and its defines must be those this autotune compiles the
 config with; ``import`` then puts it in the binary store.
 
@@ -34,8 +34,8 @@ from typing import Any, Sequence
 
 from autotune.device import COMPUTE_CAPABILITIES, nominal_device
 from autotune.errors import AutotuneError, InvalidArgument, UnknownKernel
+from autotune.results.storage import BestConfig, BestEntry
 from autotune.spaces import get_space
-from autotune.storage import BestConfig, BestEntry
 
 FORMAT = "autotune-configs/1"
 METRIC_UNITS = ("TFLOP/s", "GB/s")
@@ -45,7 +45,7 @@ METRIC_UNITS = ("TFLOP/s", "GB/s")
 class Binary:
     """A cubin carried by an exported file, checked and ready for the binary store."""
 
-    key: str  # autotune.binaries.binary_key
+    key: str  # autotune.runtime.binaries.binary_key
     arch: str
     cubin: bytes
 
@@ -60,7 +60,7 @@ def binary_of(row: BestConfig, space: Any = None) -> dict[str, Any] | None:
     NVRTC); None where the stored template hash is not the current template's (its code cannot be rebuilt), or
     where the row's kernel is neither ``space`` nor a library kernel (a kernel of one's own is known by its file
     reference, which the row does not hold)."""
-    from autotune.binaries import load_cubin
+    from autotune.runtime.binaries import load_cubin
 
     try:
         space = get_space(space.ref() if space is not None else row.kernel, dtype=row.dtype)
@@ -132,7 +132,7 @@ class _Fields:
 
 def _binary(c: _Fields, space: Any, params: dict, shape: Any, device: Any, template_hash: str) -> Binary | None:
     """The checked cubin of one config (None without one, or where the template is not this autotune's)."""
-    from autotune.binaries import arch_sm, binary_key, cubin_sm
+    from autotune.runtime.binaries import arch_sm, binary_key, cubin_sm
 
     if c.data.get("binary") is None:
         return None
@@ -273,7 +273,7 @@ def read(path: Path) -> list[BestEntry]:
 
 def store_binaries(binaries: Sequence[Binary]) -> int:
     """Put checked cubins in the binary store; how many."""
-    from autotune.binaries import BinaryStore
+    from autotune.runtime.binaries import BinaryStore
 
     store = BinaryStore()
     for b in binaries:

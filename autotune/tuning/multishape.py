@@ -6,7 +6,7 @@ Sources: ``--shape`` (repeatable), ``--shapes FILE`` (one shape per line, ``#`` 
     {"version": 1, "calls": [{"kernel": "gemm", "shape": [M, N, K], "dtype": "float16"}, ...]}
 
 The problems are tuned one after the other, sharing the compile cache; each new study is warm-started by the
-leaders of the shapes tuned before it (`autotune.warmstart`), so later shapes start from what earlier ones found.
+leaders of the shapes tuned before it (`autotune.tuning.warmstart`), so later shapes start from what earlier ones found.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from pathlib import Path
 from autotune.errors import InvalidArgument
 from autotune.shape import Shape, format_shape
 from autotune.spaces import get_space
+
 
 @dataclass(frozen=True)
 class Problem:
@@ -30,8 +31,8 @@ class Problem:
 
 def load_calls(path: str | Path) -> list[Problem]:
     """The calls of a shapes file written by `autotune.record()`, checked whole by the loader `record` pairs
-    with (`autotune.recording.load_shapes`): one clear line on any fault."""
-    from autotune.recording import load_shapes
+    with (`autotune.runtime.call_log.load_shapes`): one clear line on any fault."""
+    from autotune.runtime.call_log import load_shapes
 
     calls = load_shapes(path)
     if not calls:

@@ -17,9 +17,9 @@ from concurrent.futures import Future
 from typing import Any, Sequence
 
 from autotune.errors import DeviceError, InvalidArgument
-from autotune.evaluation.base import Evaluator, Measurement, Timing
 from autotune.shape import Shape
 from autotune.spaces.base import Config, KernelSpace
+from autotune.tuning.evaluation.base import Evaluator, Measurement, Timing
 
 
 def device_syntax(text: str) -> list[int] | None:
@@ -63,7 +63,7 @@ def device_groups(ordinals: Sequence[int], names: Sequence[str]) -> list[list[in
 
 def host_devices(text: str) -> list[list[int]]:
     """``--devices`` on this host: checked, grouped by model (CUDA driver queries only, no context)."""
-    from autotune import cuda_driver as cu
+    from autotune.runtime import cuda_driver as cu
 
     device_syntax(text)  # before the driver: `--devices abc` is a typo, whether or not this machine has a GPU
     try:
@@ -81,7 +81,7 @@ class MultiGpuEvaluator(Evaluator):
     """Several GPUs of one model behind one Evaluator: one study, shared compilation, one worker per GPU."""
 
     def __init__(self, space: KernelSpace, shape: Shape, ordinals: Sequence[int], **options: Any) -> None:
-        from autotune.evaluation.gpu import GpuEvaluator
+        from autotune.tuning.evaluation.gpu import GpuEvaluator
 
         if len(set(ordinals)) != len(ordinals) or not ordinals:
             raise InvalidArgument(f"--devices: expected distinct GPUs, got {list(ordinals)}")

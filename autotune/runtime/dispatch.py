@@ -3,7 +3,7 @@
     gemm = autotune.load("gemm")        # stored configurations for this GPU (default database, or db=...)
     C = gemm(A, B)                      # or gemm(A, B, out=C, stream=s)
 
-Per input shape the dispatcher picks a configuration once (`autotune.selection`), compiles it at most once per
+Per input shape the dispatcher picks a configuration once (`autotune.runtime.selection`), compiles it at most once per
 process (through the same disk cache as search), loads it into the device's primary context — the one torch,
 cupy and pycuda use — and keeps the launch ready: a later call with the same shapes only reads the array
 pointers and launches. Calls are safe from several threads.
@@ -18,18 +18,19 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from autotune import recording
-from autotune.arrays import CAI, CUPY, RAW, TORCH, ArrayArg, check_matches, describe, empty_like, stream_handle
-from autotune.cuda_driver import CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_UNIFIED, Driver
 from autotune.device import DeviceInfo, query_device
 from autotune.errors import AutotuneError, InvalidArgument, InvalidType, NotTuned, ToolchainError
-from autotune.selection import TUNED, Choice, choose, describe_fallback
+from autotune.results.storage import Database, resolve_url, sqlite_path
+from autotune.runtime import call_log
+from autotune.runtime.arrays import CAI, CUPY, RAW, TORCH, ArrayArg, check_matches, describe, empty_like, stream_handle
+from autotune.runtime.cuda_driver import CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_UNIFIED, Driver
+from autotune.runtime.launch_plan import LaunchPlan
+from autotune.runtime.selection import TUNED, Choice, choose, describe_fallback
 from autotune.shape import Shape, format_shape
 from autotune.spaces import get_space
-from autotune.launch_plan import LaunchPlan
 from autotune.spaces.base import BufferSpec, Config, KernelSpace, config_key
-from autotune.storage import Database, resolve_url, sqlite_path
 
+# The logger's name is what users configure: kept as it was before this module moved into autotune.runtime.
 log = logging.getLogger("autotune.dispatch")
 _SLOW = object()  # returned by a fast path that cannot take the call
 
@@ -57,8 +58,8 @@ class ProblemPlan:
 
     def launch(self, driver: Driver, pointers: Sequence[int], stream: int) -> None:
         """Run on ``pointers`` (see the class) on ``stream``."""
-        if recording.ACTIVE:
-            recording.note(self.kernel, self.shape, self.dtype)
+        if call_log.ACTIVE:
+            call_log.note(self.kernel, self.shape, self.dtype)
         if len(pointers) < len(self.launches.names):
             pointers = [*pointers, *self._scratch(driver, stream)]
         self.launches.launch(pointers, stream)
@@ -171,7 +172,7 @@ class TunedKernel:
     def _tune_now(self, space: KernelSpace, shape: Shape, dtype: str, fallback: Choice) -> Choice:
         """``tune_missing``: search this untuned shape now (once per shape and dtype: plans are cached), store
         the result, and run it. A search that fails leaves the fallback in place, with the reason logged."""
-        from autotune.search import tune
+        from autotune.tuning.search import tune
 
         text = format_shape(shape)
         log.warning("autotune: %s %s %s has no tuned configuration: searching %d trials now (tune_missing), "
@@ -199,7 +200,7 @@ class TunedKernel:
         defines = space.compile_defines(config, shape)
         key = space.dtype + ":" + config_key(defines)
         if key not in self._modules:
-            from autotune.binaries import load_cubin
+            from autotune.runtime.binaries import load_cubin
 
             try:  # a cubin from the binary store, else nvcc, else NVRTC: the runtime needs no toolkit
                 image, _route = load_cubin(space.template_for(config), defines, self.device.compile_arch)

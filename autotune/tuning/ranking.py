@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from optuna.trial import TrialState
 
-from autotune import studies
-from autotune.evaluation.base import Evaluator
+from autotune.results import studies
+from autotune.results.storage import BestEntry
 from autotune.shape import Shape
 from autotune.spaces.base import Config, KernelSpace, config_key
-from autotune.storage import BestEntry
+from autotune.tuning.evaluation.base import Evaluator
 
 if TYPE_CHECKING:
-    from autotune.search import SearchReport
+    from autotune.tuning.search import SearchReport
 
 
 @dataclass
@@ -83,7 +83,7 @@ def _ranked(known: Known, space: KernelSpace, shape: Shape, time_ms: float, reti
 
 
 def winner_entry(report: SearchReport, space: KernelSpace, evaluator: Evaluator, template_hash: str) -> BestEntry:
-    """The row of a search's winner in the store of best configurations (`autotune.storage`)."""
+    """The row of a search's winner in the store of best configurations (`autotune.results.storage`)."""
     best = report.best
     assert best is not None
     return BestEntry(

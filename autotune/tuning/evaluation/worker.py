@@ -38,14 +38,14 @@ from typing import Any, Callable
 import numpy as np
 
 from autotune import dtypes
-from autotune.cuda_driver import Driver
 from autotune.device import DeviceInfo
 from autotune.errors import DeviceError
-from autotune.evaluation.base import Measurement, Timing
+from autotune.runtime.cuda_driver import Driver
+from autotune.runtime.launch_plan import LaunchPlan
 from autotune.shape import format_shape
 from autotune.spaces import space_class
-from autotune.launch_plan import LaunchPlan
 from autotune.spaces.base import UNIFORM, BufferSpec, Config, KernelSpace
+from autotune.tuning.evaluation.base import Measurement, Timing
 
 DEFAULT_SMEM_LIMIT = 48 * 1024  # dynamic shared memory above this needs an opt-in attribute
 REFERENCE_CACHE_LIMIT = 2 << 30  # bytes of fp64 reference worth keeping on disk
@@ -571,12 +571,12 @@ def _watch_parent(parent: int) -> None:
 
 
 def _entry(argv: list[str]) -> None:
-    """``python -m autotune.evaluation.worker --fd N --device D`` (see autotune.evaluation.process)."""
+    """``python -m autotune.tuning.evaluation.worker --fd N --device D`` (see autotune.tuning.evaluation.process)."""
     import argparse
     import threading
     from multiprocessing.connection import Connection
 
-    parser = argparse.ArgumentParser(prog="autotune.evaluation.worker")
+    parser = argparse.ArgumentParser(prog="autotune.tuning.evaluation.worker")
     parser.add_argument("--fd", type=int, required=True, help="this end of the socket pair to the parent")
     parser.add_argument("--device", type=int, default=0, help="CUDA device ordinal")
     args = parser.parse_args(argv)

@@ -21,9 +21,9 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from autotune import studies
 from autotune.device import DeviceInfo
 from autotune.errors import InvalidArgument
+from autotune.results import studies
 from autotune.shape import Shape
 from autotune.spaces.base import Config, KernelSpace, config_key
 

@@ -5,13 +5,13 @@
 * Our tables: ``autotune_meta`` (schema version), ``autotune_best`` (best configuration per device, compute
   capability, kernel, shape, dtype and template hash), and since schema 2 ``autotune_claims`` with
   ``autotune_claim_locks`` (the configurations a study measures, one row each, taken across processes:
-  `autotune.claims`). A newer program upgrades an older file in place (`MIGRATIONS`); an older program refuses a
+  `autotune.tuning.claims`). A newer program upgrades an older file in place (`MIGRATIONS`); an older program refuses a
   newer file instead of damaging it.
 * SQLite runs in WAL mode with a busy timeout: readers never block the writer and short write transactions
   wait for each other instead of failing with "database is locked".
 * Readers never write: ``Database(url, create=False)`` opens an SQLite file so that SQLite refuses every write
   and leaves its journal mode alone, so a file made by Optuna itself keeps every byte, and creates no file beside
-  it (no -wal/-shm left behind), also on a read-only mount (`autotune.readonly` says how, and why).
+  it (no -wal/-shm left behind), also on a read-only mount (`autotune.results.readonly` says how, and why).
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ class BestConfig(Base):
 
 
 class Claim(Base):
-    """A configuration of a study that is measured or being measured (`autotune.claims`): one row per study and
+    """A configuration of a study that is measured or being measured (`autotune.tuning.claims`): one row per study and
     configuration, so that no two processes measure the same one; ``trial_number`` is the study's trial that
     measures it."""
 
@@ -271,7 +271,7 @@ class Database:
         path = sqlite_path(url)
         self._engine_url, self._engine_kwargs = url, engine_kwargs(url)
         if self.read_only and path is not None:
-            from autotune.readonly import reader_engine
+            from autotune.results.readonly import reader_engine
 
             self._engine_url, connect_args = reader_engine(path, url)
             self._engine_kwargs["connect_args"].update(connect_args)

@@ -1,10 +1,10 @@
 """A configuration's launches, bound once and run many times: the one launch path of the search's GPU worker,
-the runtime dispatcher (`autotune.dispatch`) and the torch operators (`autotune.torch`), so that what the search
+the runtime dispatcher (`autotune.runtime.dispatch`) and the torch operators (`autotune.torch`), so that what the search
 timed is what later runs.
 
 A space describes its launches (`autotune.spaces.base.Launch` / `Zero`) with arguments that are buffer names,
 numpy scalars or tensor maps (`TensorMap`). `LaunchPlan` turns them, once, into parameter blocks for
-cuLaunchKernel over the driver API (`autotune.cuda_driver`): scalars are packed at build time; per call only the
+cuLaunchKernel over the driver API (`autotune.runtime.cuda_driver`): scalars are packed at build time; per call only the
 buffers' device pointers are written into their slots (and a tensor map over a buffer whose pointer changed is
 encoded again), then the launches are issued on the caller's stream.
 
@@ -23,8 +23,8 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from autotune import dtypes
-from autotune.cuda_driver import Driver
 from autotune.errors import InvalidArgument
+from autotune.runtime.cuda_driver import Driver
 from autotune.spaces.base import Launch, Step, TensorMap, Zero
 
 _CTYPE = {np.dtype(np.int32): ctypes.c_int32, np.dtype(np.int64): ctypes.c_int64,

@@ -1,6 +1,6 @@
 """What the studies in a database hold, for `autotune studies`, `show` and `report`.
 
-Everything is read from Optuna's trials and the user attributes our search writes (autotune.studies); nothing
+Everything is read from Optuna's trials and the user attributes our search writes (autotune.results.studies); nothing
 is written. A study is named by its full name or any unique prefix of it.
 """
 
@@ -15,9 +15,9 @@ import optuna
 import sqlalchemy as sa
 from optuna.trial import FrozenTrial, TrialState
 
-from autotune import studies
 from autotune.errors import InvalidArgument, StorageError
-from autotune.storage import Database
+from autotune.results import studies
+from autotune.results.storage import Database
 
 
 @dataclass

@@ -21,7 +21,7 @@ from multiprocessing.connection import Connection
 # imported: the worker uses the same autotune as its parent, even one put on sys.path by hand.
 _BOOT = (
     "import json, os, sys; sys.path[:] = json.loads(os.environ['AUTOTUNE_WORKER_SYS_PATH']); "
-    "from autotune.evaluation.worker import _entry; _entry(sys.argv[1:])"
+    "from autotune.tuning.evaluation.worker import _entry; _entry(sys.argv[1:])"
 )
 
 

@@ -19,9 +19,9 @@ from typing import Any, Callable
 import optuna
 from optuna.trial import TrialState
 
-from autotune import studies
 from autotune.errors import InvalidArgument
-from autotune.summary import Reader, StudyDetails
+from autotune.results import studies
+from autotune.results.summary import Reader, StudyDetails
 
 
 def _require(module: str) -> Any:

@@ -9,7 +9,7 @@ configuration of the same algorithm — fewest parameters changed, then the smal
 and the trial records, and is measured at, what was repaired. A valid proposal of a configuration already
 measured (or in flight) is moved the same way to its nearest unmeasured neighbour: a duplicate costs an ask and
 measures nothing, and near a leader is where the sampler wanted to look. Where several processes search one
-study, the configuration a proposal ends at is claimed for its trial (`autotune.claims`); one that another
+study, the configuration a proposal ends at is claimed for its trial (`autotune.tuning.claims`); one that another
 process claimed first is passed over for the next nearest. Parameters sampled one at a time (a
 sampler's random start, a parameter new to the study) are not joint proposals and are rejected as before.
 
@@ -27,10 +27,10 @@ from optuna.distributions import BaseDistribution
 from optuna.samplers import BaseSampler
 from optuna.trial import FrozenTrial, TrialState
 
-from autotune.claims import Claim
 from autotune.device import DeviceInfo
 from autotune.shape import Shape
 from autotune.spaces.base import ALGO, Config, KernelSpace
+from autotune.tuning.claims import Claim
 
 MAX_CHANGED = 2  # parameters a repair may change; beyond that the proposal is rejected as it was
 
@@ -91,7 +91,7 @@ class RepairingSampler(BaseSampler):
     ) -> None:
         """``measured``: whether a configuration is measured or in flight already; a repair avoids those, and a
         valid proposal of one is moved to its nearest unmeasured neighbour (a duplicate measures nothing).
-        ``claim``: claims a configuration for a trial number across processes (`autotune.claims`); a proposal
+        ``claim``: claims a configuration for a trial number across processes (`autotune.tuning.claims`); a proposal
         whose configuration another process holds is moved on to the nearest one it can claim."""
         self.base = base
         self.space = space

@@ -1,7 +1,7 @@
 """The search driver: Optuna proposes, the space rejects, the evaluator measures, the best is kept.
 
     ask ─► a joint proposal that breaks a constraint, or is measured already, moves to the nearest valid,
-           │ unmeasured configuration (autotune.proposals)
+           │ unmeasured configuration (autotune.tuning.proposals)
            ▼
         constraints ─(invalid)─► PRUNED, "rejected" (does not count toward --trials)
            │
@@ -29,20 +29,20 @@ from typing import Any, Callable, Sequence
 import optuna
 from optuna.trial import TrialState
 
-from autotune import studies
-from autotune.claims import Claim, Claims, Unshared, settle_unclaimed
 from autotune.device import DeviceInfo
 from autotune.errors import InvalidArgument
-from autotune.evaluation.base import Evaluator, Measurement
-from autotune.profile import Profile
-from autotune.proposals import RepairingSampler
-from autotune.ranking import Known as _Known
-from autotune.ranking import Ranked, rank, winner_entry
-from autotune.samplers import DEFAULT_SAMPLER, learns_from_pruned, make_sampler
+from autotune.results import studies
+from autotune.results.storage import Database, check_database, resolve_url
 from autotune.shape import Shape, format_shape
 from autotune.spaces import get_space
 from autotune.spaces.base import ALGO, Config, KernelSpace, config_key
-from autotune.storage import Database, check_database, resolve_url
+from autotune.tuning.claims import Claim, Claims, Unshared, settle_unclaimed
+from autotune.tuning.evaluation.base import Evaluator, Measurement
+from autotune.tuning.proposals import RepairingSampler
+from autotune.tuning.ranking import Known as _Known
+from autotune.tuning.ranking import Ranked, rank, winner_entry
+from autotune.tuning.samplers import DEFAULT_SAMPLER, learns_from_pruned, make_sampler
+from autotune.tuning.search_profile import Profile
 
 
 @dataclass
@@ -82,7 +82,7 @@ class SearchReport:
     rejected_now: int = 0
     rejected_total: int = 0
     duplicates_now: int = 0
-    repaired_now: int = 0  # invalid proposals moved to the nearest valid configuration (`autotune.proposals`)
+    repaired_now: int = 0  # invalid proposals moved to the nearest valid configuration (`autotune.tuning.proposals`)
     moved_now: int = 0  # proposals of a measured configuration moved to the nearest unmeasured one
     failures: collections.Counter = field(default_factory=collections.Counter)  # study-wide, by kind
     failure_examples: dict[str, str] = field(default_factory=dict)
@@ -129,8 +129,8 @@ class Search:
     ) -> None:
         """``liveness`` keeps in-flight trials' heartbeats: trials of a process that was killed then go stale
         and are failed by the next run instead of staying RUNNING. ``seeds``: (configuration, where it comes
-        from) measured first in a new study, after the default (warm start, `autotune.warmstart`). ``claims``:
-        the study's configurations measured or in flight in every process (`autotune.claims`)."""
+        from) measured first in a new study, after the default (warm start, `autotune.tuning.warmstart`). ``claims``:
+        the study's configurations measured or in flight in every process (`autotune.tuning.claims`)."""
         self.space = space
         self.shape = tuple(shape)
         self.evaluator = evaluator
@@ -545,21 +545,21 @@ def tune(
     """Search the configurations of ``kernel`` at ``shape`` and store the fastest valid one.
 
     A new study is warm-started (``warm_start``): the leaders of the same kernel at the nearest tuned shapes
-    and on devices of the same architecture, and of ``from_study``, are measured first (`autotune.warmstart`).
+    and on devices of the same architecture, and of ``from_study``, are measured first (`autotune.tuning.warmstart`).
     ``devices``: CUDA ordinals of GPUs of one model that measure for this one study (default: GPU 0).
 
     Everything is checked before anything is written: bad arguments, the database location, nvcc and the GPU.
     ``domains`` narrows parameters to subsets of their values. ``replay``: a recording file
-    (`autotune.evaluation.Recording`) answers instead of the GPU — a simulation over the recorded, narrowed
-    space. ``evaluator`` replaces the GPU outright; ``template_hash`` then names the template it measured.
+    (`autotune.tuning.evaluation.RecordedMeasurements`) answers instead of the GPU — a simulation over the recorded,
+    narrowed space. ``evaluator`` replaces the GPU outright; ``template_hash`` then names the template it measured.
     """
     if replay is not None:
-        from autotune.evaluation.replay import Recording, ReplayEvaluator
+        from autotune.tuning.evaluation.replay import RecordedMeasurements, ReplayEvaluator
 
         if devices is not None:  # a replay measures nothing: GPUs named beside it would be silently ignored
             raise InvalidArgument("--devices and --replay exclude each other: a replay answers from its recording, "
                                   "not from GPUs")  # fmt: skip
-        recording = Recording.load(replay)
+        recording = RecordedMeasurements.load(replay)
         if recording.kernel != get_space(kernel).name:
             raise InvalidArgument(f"replay file {replay} holds {recording.kernel}, not {kernel}")
         recorded = recording.dtype or get_space(kernel).dtype  # files from before dtypes: the kernel's first
@@ -596,14 +596,14 @@ def tune(
 
     owned = evaluator is None
     if evaluator is None:
-        from autotune.compiler import find_nvcc
-        from autotune.evaluation.gpu import GpuEvaluator
+        from autotune.runtime.compiler import find_nvcc
+        from autotune.tuning.evaluation.gpu import GpuEvaluator
 
         find_nvcc()  # fail before starting the GPU worker
         template_hash = space.template_hash()
         options = dict(seed=seed, timeout_s=timeout_s, flush_l2=not hot_cache)
         if devices is not None and len(devices) > 1:
-            from autotune.evaluation.multi import MultiGpuEvaluator
+            from autotune.tuning.evaluation.multi import MultiGpuEvaluator
 
             evaluator = MultiGpuEvaluator(space, shape_t, devices, **options)
         else:
@@ -629,7 +629,7 @@ def tune(
                                       template_hash, hot_cache=hot_cache)  # fmt: skip
             attributes = studies.attributes(space, shape_t, evaluator, template_hash, hot_cache)
             if from_study is not None:
-                from autotune.warmstart import find_study
+                from autotune.tuning.warmstart import find_study
 
                 from_study = find_study(storage, from_study)
             study = studies.open_study(storage, name, sampler_obj, attributes, refresh_s=run_settings.refresh_s)
@@ -638,7 +638,7 @@ def tune(
             study.set_user_attr(studies.TARGET, trials)  # what hosts joining with `autotune worker` aim at
             seeds = []
             if warm_start and not study.trials:
-                from autotune import warmstart
+                from autotune.tuning import warmstart
 
                 seeds = warmstart.seeds(storage, space, shape_t, evaluator.device, trials, from_study=from_study,
                                         exclude=name)

@@ -16,15 +16,15 @@ from typing import Any, Callable
 
 import optuna
 
-from autotune import studies
 from autotune.errors import InvalidArgument
-from autotune.evaluation.base import Evaluator
-from autotune.samplers import DEFAULT_SAMPLER, make_sampler
-from autotune.search import Progress, SearchReport, SearchSettings, check_trials, run_study
+from autotune.results import studies
+from autotune.results.storage import Database, check_database, resolve_url
 from autotune.shape import parse_shape
 from autotune.spaces import get_space
-from autotune.storage import Database, check_database, resolve_url
 from autotune.templates import short_hash
+from autotune.tuning.evaluation.base import Evaluator
+from autotune.tuning.samplers import DEFAULT_SAMPLER, make_sampler
+from autotune.tuning.search import Progress, SearchReport, SearchSettings, check_trials, run_study
 
 REQUIRED = ("kernel", "shape", "dtype", "device", "template_hash", "domains")
 
@@ -91,13 +91,13 @@ def join(
             raise InvalidArgument(f"study {study_name} records no target: give --trials")
         template_hash = attrs["template_hash"]
         if evaluator is None and replay is not None:
-            from autotune.evaluation.replay import Recording, ReplayEvaluator
+            from autotune.tuning.evaluation.replay import RecordedMeasurements, ReplayEvaluator
 
-            recording = Recording.load(replay)
+            recording = RecordedMeasurements.load(replay)
             evaluator, local_hash = ReplayEvaluator(recording), recording.template_hash
         elif evaluator is None:
-            from autotune.compiler import find_nvcc
-            from autotune.evaluation.gpu import GpuEvaluator
+            from autotune.runtime.compiler import find_nvcc
+            from autotune.tuning.evaluation.gpu import GpuEvaluator
 
             find_nvcc()
             local_hash = space.template_hash()

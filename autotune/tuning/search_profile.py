@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any, Iterator
 
-from autotune.evaluation.base import Measurement
+from autotune.tuning.evaluation.base import Measurement
 
 
 @dataclass

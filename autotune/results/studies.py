@@ -27,15 +27,15 @@ from autotune.shape import Shape, format_shape
 from autotune.templates import short_hash
 
 if TYPE_CHECKING:
-    from autotune.evaluation.base import Evaluator
     from autotune.spaces.base import KernelSpace
+    from autotune.tuning.evaluation.base import Evaluator
 
 # User attributes of our trials (visible in optuna-dashboard).
 OUTCOME = "outcome"  # "measured" | "rejected" | "duplicate" | "interrupted"
 ROLE = "role"  # "default" on the trial of the template's default configuration
 METRIC = "metric"  # TFLOP/s or GB/s (see the study's metric_unit)
 REGISTERS = "registers"
-FAILURE = "failure"  # one of autotune.evaluation.FAILURE_KINDS
+FAILURE = "failure"  # one of autotune.tuning.evaluation.FAILURE_KINDS
 REASON = "reason"  # one line: why it failed or was rejected
 MEASUREMENT = "measurement"  # the whole Measurement as a dict (timing quartiles, compile time, …)
 DUPLICATE_OF = "duplicate_of"  # trial number whose result answered this proposal

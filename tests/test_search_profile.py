@@ -6,8 +6,8 @@ import pytest
 from typer.testing import CliRunner
 
 from autotune.cli import app
-from autotune.evaluation import Measurement
-from autotune.profile import Profile
+from autotune.tuning.evaluation import Measurement
+from autotune.tuning.search_profile import Profile
 
 from synthetic import make_recording
 

@@ -10,7 +10,7 @@ the insert: the study never holds more measured trials than its target, however 
 A claim lasts as long as its trial is in flight or measured. A trial that ends without a result (interrupted,
 or failed by the stale sweep after its process died) gives its claim up: its own process releases it at once
 where it can, and `Claims.reconcile` releases any left behind (a killed process's), so a crash never blocks a
-configuration. Without a claim a proposal is moved (`autotune.proposals`), or settled unmeasured
+configuration. Without a claim a proposal is moved (`autotune.tuning.proposals`), or settled unmeasured
 (`settle_unclaimed`).
 
 Before claims (schema 1), processes on one study measured the same configuration again and ran past the target:
@@ -31,10 +31,10 @@ from optuna.trial import FrozenTrial, TrialState
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
-from autotune import studies
+from autotune.results import studies
+from autotune.results.storage import Claim as Row
+from autotune.results.storage import ClaimLock
 from autotune.spaces.base import Config, config_key
-from autotune.storage import Claim as Row
-from autotune.storage import ClaimLock
 
 
 class Claim(enum.Enum):
@@ -77,7 +77,7 @@ class Claims:
         return Claim.TAKEN
 
     def claim(self, config: Config, number: int) -> Claim:
-        """`take` for a configuration (what `autotune.proposals.RepairingSampler` calls)."""
+        """`take` for a configuration (what `autotune.tuning.proposals.RepairingSampler` calls)."""
         return self.take(config_key(config), number)
 
     def release(self, number: int) -> None:

@@ -5,7 +5,7 @@ and the one function the runtime asks for a cubin.
 
 1. ``cached``: a cubin in the binary store (put there by ``autotune import`` of a file exported
    ``--with-binaries``, or by an earlier NVRTC compile);
-2. ``nvcc``: the compiler of `autotune.compiler` (its own disk cache first) where nvcc is installed;
+2. ``nvcc``: the compiler of `autotune.runtime.compiler` (its own disk cache first) where nvcc is installed;
 3. ``nvrtc``: NVRTC through cuda-python (``pip install 'autotune[nvrtc]'``: cuda-bindings, the NVRTC library
    and the CUDA runtime wheel for its cuda_fp16.h / cuda_bf16.h headers), stored for next time.
 
@@ -27,8 +27,8 @@ import tempfile
 from pathlib import Path
 from typing import Mapping
 
-from autotune.compiler import cache_root
 from autotune.errors import InvalidArgument, ToolchainError
+from autotune.runtime.compiler import cache_root
 from autotune.templates import template_hash, template_path
 
 CACHED, NVCC, NVRTC = "cached", "nvcc", "nvrtc"
@@ -194,7 +194,7 @@ def load_cubin(template: str | Path, defines: Mapping[str, object], arch: str, *
             raise ToolchainError(f"no cubin for {arch} in {store.root}")
     nvcc_missing = None
     if route in (None, NVCC):
-        from autotune.compiler import Compiler
+        from autotune.runtime.compiler import Compiler
 
         try:
             compiler = Compiler(arch)

@@ -18,14 +18,17 @@ from typing import Any, Sequence
 
 from autotune.device import DeviceInfo
 from autotune.errors import InvalidArgument
-from autotune.evaluation.base import Evaluator, Measurement, Timing, Toolchain
 from autotune.spaces.base import ALGO, Config, config_key
+from autotune.tuning.evaluation.base import Evaluator, Measurement, Timing, Toolchain
 
 FORMAT = "autotune-replay/1"
 
 
 @dataclass
-class Recording:
+class RecordedMeasurements:
+    """GPU measurements of a space recorded earlier (a replay file), for `ReplayEvaluator` to answer from. Not to be
+    confused with `autotune.record`, which lists the problems a program calls (`autotune.runtime.call_log`)."""
+
     kernel: str
     shape: tuple[int, ...]
     device: DeviceInfo
@@ -59,7 +62,7 @@ class Recording:
         Path(path).write_bytes(gzip.compress(text) if str(path).endswith(".gz") else text)
 
     @classmethod
-    def load(cls, path: Path) -> "Recording":
+    def load(cls, path: Path) -> "RecordedMeasurements":
         try:
             raw = Path(path).read_bytes()
             data = json.loads(gzip.decompress(raw) if str(path).endswith(".gz") else raw)
@@ -131,7 +134,7 @@ def _algorithm_of_legacy(kernel: str, domains: dict[str, list[Any]]) -> str | No
 class ReplayEvaluator(Evaluator):
     """Answers `submit` from a recording; an unrecorded configuration fails with kind "worker"."""
 
-    def __init__(self, recording: Recording, *, delay_s: float = 0.0) -> None:
+    def __init__(self, recording: RecordedMeasurements, *, delay_s: float = 0.0) -> None:
         self.recording = recording
         self.device = recording.device
         self.toolchain = recording.toolchain

@@ -10,23 +10,23 @@ import threading
 import pytest
 
 import autotune
-from autotune import recording
-from autotune.dispatch import ProblemPlan
-from autotune.launch_plan import LaunchPlan
 from autotune.errors import InvalidArgument
-from autotune.selection import Choice
+from autotune.runtime import call_log
+from autotune.runtime.dispatch import ProblemPlan
+from autotune.runtime.launch_plan import LaunchPlan
+from autotune.runtime.selection import Choice
 
 
 def test_record_lists_each_problem_once_in_order(tmp_path):
-    assert recording.ACTIVE is None
+    assert call_log.ACTIVE is None
     with autotune.record() as outer:
-        recording.note("gemm", (64, 64, 64), "float32")
+        call_log.note("gemm", (64, 64, 64), "float32")
         with autotune.record(tmp_path / "inner.json") as inner:
-            recording.note("softmax", (8, 128), "float32")
-            recording.note("gemm", (64, 64, 64), "float32")
-        recording.note("layernorm", (8, 128), "float32")
-    assert recording.ACTIVE is None, "nothing records once the blocks are left"
-    recording.note("gemm", (1, 1, 1), "float32")
+            call_log.note("softmax", (8, 128), "float32")
+            call_log.note("gemm", (64, 64, 64), "float32")
+        call_log.note("layernorm", (8, 128), "float32")
+    assert call_log.ACTIVE is None, "nothing records once the blocks are left"
+    call_log.note("gemm", (1, 1, 1), "float32")
     assert outer.calls == [("gemm", (64, 64, 64), "float32"), ("softmax", (8, 128), "float32"),
                            ("layernorm", (8, 128), "float32")]  # fmt: skip
     assert outer.count(("gemm", (64, 64, 64), "float32")) == 2
@@ -39,7 +39,7 @@ def test_record_lists_each_problem_once_in_order(tmp_path):
 
 def test_calls_from_other_threads_are_recorded():
     with autotune.record() as calls:
-        worker = threading.Thread(target=recording.note, args=("softmax", (2, 2), "float32"))
+        worker = threading.Thread(target=call_log.note, args=("softmax", (2, 2), "float32"))
         worker.start()
         worker.join()
     assert calls.calls == [("softmax", (2, 2), "float32")]
