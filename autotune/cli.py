@@ -20,6 +20,7 @@ from autotune.cli_output import console, describe_config, print_report, progress
 from autotune.errors import AutotuneError, InvalidArgument
 from autotune.results.storage import Database, resolve_url
 from autotune.spaces import get_space, kernel_names
+from autotune.spaces.optuna_mapping import config_of
 from autotune.tuning.samplers import DEFAULT_SAMPLER, SAMPLERS, check_seed, make_sampler
 from autotune.tuning.search import check_trials, tune
 
@@ -323,7 +324,7 @@ def show(
         table.add_row(
             f"{t.number}{'' if t.retimed else '*'}", f"{t.time_ms:.4f}", f"{(t.metric or 0):.2f}",
             str(t.registers or ""), str(t.shared_bytes or ""), "" if t.compile_s is None else f"{t.compile_s:.2f}",
-            escape(space.describe(space.config_of(t.params)) if space else json.dumps(t.params)),
+            escape(space.describe(config_of(space, t.params)) if space else json.dumps(t.params)),
         )  # fmt: skip
     console.print(table)
     console.print("* not re-timed with the leaders")

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from autotune.spaces import config_key, get_space
+from autotune.spaces.enumeration import random_config, valid_configs
 from autotune.tuning.evaluation import RecordedMeasurements
 from autotune.tuning.evaluation.gpu import GpuEvaluator
 
@@ -51,7 +52,7 @@ def random_valid(space, shape, device, count: int, seed: int) -> list:
     rng = random.Random(seed)
     found: dict[str, dict] = {}
     for _ in range(10_000 * count):
-        config = space.random_config(rng)
+        config = random_config(space, rng)
         if not space.violations(config, shape, device):
             found.setdefault(config_key(config), config)
             if len(found) == count:
@@ -77,7 +78,7 @@ def main() -> None:
         if args.random:
             configs = random_valid(space, shape, evaluator.device, args.random, args.seed)
         else:
-            configs = space.valid_configs(shape, evaluator.device)
+            configs = valid_configs(space, shape, evaluator.device)
         if args.append and args.out.exists():
             recording = RecordedMeasurements.load(args.out)
             if recording.template_hash != space.template_hash() or tuple(recording.shape) != tuple(shape):

@@ -31,6 +31,7 @@ from record_replay import DOMAINS  # noqa: E402
 
 from autotune.device import query_device  # noqa: E402
 from autotune.spaces import get_space  # noqa: E402
+from autotune.spaces.enumeration import valid_configs
 
 SMEM_DEFAULT_LIMIT = 48 * 1024
 
@@ -38,7 +39,7 @@ SMEM_DEFAULT_LIMIT = 48 * 1024
 def kernel_tuner_space(space, shape, device):
     """Kernel Tuner's tune_params and restriction for our valid configurations, and define-tuple → config."""
     by_defines, smem = {}, {}
-    for config in space.valid_configs(shape, device):
+    for config in valid_configs(space, shape, device):
         launch = space.launches(config, shape, device)[0]
         if launch.shared_bytes > SMEM_DEFAULT_LIMIT:
             continue

@@ -9,6 +9,7 @@ import random
 import pytest
 
 from autotune.spaces import ALGO, config_key, get_space
+from autotune.spaces.enumeration import random_config
 
 pytestmark = pytest.mark.gpu
 
@@ -39,7 +40,7 @@ def pick(space, algo: str, shape, device, count: int, seed: int) -> list[dict]:
     for _ in range(5000):
         if len(picked) > count:
             break
-        config = space.random_config(rng)
+        config = random_config(space, rng)
         if config[ALGO] == algo and not space.violations(config, shape, device):
             picked[config_key(config)] = config
     return list(picked.values())

@@ -11,6 +11,7 @@ import random
 import pytest
 
 from autotune.spaces import ALGO, config_key, get_space
+from autotune.spaces.enumeration import random_config
 from autotune.spaces.gemm import GemmSpace
 from autotune.spaces.gemm_simt import SimtGemm
 from autotune.spaces.gemm_tf32x3 import Tf32Gemm
@@ -38,7 +39,7 @@ def pick(device, count: int, seed: int) -> list[dict]:
     rng = random.Random(seed)
     picked = {config_key(space.default_config): space.default_config}
     while len(picked) <= count:
-        config = space.random_config(rng)
+        config = random_config(space, rng)
         if not space.violations(config, (4096, 4096, 4096), device):
             picked[config_key(config)] = config
     return list(picked.values())

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from autotune.spaces import config_key, get_space
+from autotune.spaces.enumeration import random_config
 
 pytestmark = pytest.mark.gpu
 
@@ -45,7 +46,7 @@ def random_valid(space, shape, device, n, seed):
     rng = random.Random(seed)
     picked = {config_key(space.default_config): dict(space.default_config)}
     for _ in range(20000):
-        config = space.random_config(rng)
+        config = random_config(space, rng)
         if not space.violations(config, shape, device):
             picked[config_key(config)] = config
         if len(picked) >= n:

@@ -25,6 +25,7 @@ from autotune.errors import AutotuneError, InvalidArgument, InvalidConfig, Stora
 from autotune.results import studies
 from autotune.results.storage import SCHEMA_VERSION, Database, resolve_url
 from autotune.spaces import get_space
+from autotune.spaces.optuna_mapping import config_of
 
 from conftest import DATA, file_digest
 from processes import clean_postgres, finish, measured, measured_now, only_study, paused, repeated, start_search
@@ -72,7 +73,7 @@ def test_sigint_and_sigkill_at_random_points_lose_nothing(tmp_path):
     (row,) = Database(resolve_url(db), create=False).best("gemm")
     winner = study.trials[row.trial_number]
     assert studies.is_measured(winner) and winner.state == TrialState.COMPLETE
-    assert get_space(row.kernel).config_of(winner.params) == row.config
+    assert config_of(get_space(row.kernel), winner.params) == row.config
 
 
 def _concurrency(tmp_path: Path, db: str) -> None:
@@ -105,7 +106,7 @@ def _concurrency(tmp_path: Path, db: str) -> None:
         (row,) = [r for r in rows if r.study_name == summary.study_name]
         winner = study.trials[row.trial_number]
         assert winner.state == TrialState.COMPLETE
-        assert get_space(row.kernel).config_of(winner.params) == row.config
+        assert config_of(get_space(row.kernel), winner.params) == row.config
 
 
 def test_four_processes_share_one_sqlite_database(tmp_path):

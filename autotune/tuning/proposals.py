@@ -30,6 +30,7 @@ from optuna.trial import FrozenTrial, TrialState
 from autotune.device import DeviceInfo
 from autotune.shape import Shape
 from autotune.spaces.base import ALGO, Config, KernelSpace
+from autotune.spaces.optuna_mapping import config_of, optuna_params
 from autotune.tuning.claims import Claim
 
 MAX_CHANGED = 2  # parameters a repair may change; beyond that the proposal is rejected as it was
@@ -119,7 +120,7 @@ class RepairingSampler(BaseSampler):
         whole = {p.key: p.values[0] for p in self.space.params if len(p.values) == 1} | params
         if self.space.algorithms and ALGO not in whole:
             return params
-        config = self.space.config_of(whole)
+        config = config_of(self.space, whole)
         if any(p.key not in whole for p in self.space.active_params(config)):
             return params
         invalid = bool(self.space.violations(config, self.shape, self.device))
@@ -137,7 +138,7 @@ class RepairingSampler(BaseSampler):
                 self.repaired += 1
             else:
                 self.moved += 1
-            replacement = self.space.optuna_params(repaired)
+            replacement = optuna_params(self.space, repaired)
             return {**params, **{k: v for k, v in replacement.items() if k in params}}
         return params
 

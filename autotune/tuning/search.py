@@ -36,6 +36,8 @@ from autotune.results.storage import Database, check_database, resolve_url
 from autotune.shape import Shape, format_shape
 from autotune.spaces import get_space
 from autotune.spaces.base import ALGO, Config, KernelSpace, config_key
+from autotune.spaces.enumeration import configs
+from autotune.spaces.optuna_mapping import config_of, optuna_params, suggest
 from autotune.tuning.claims import Claim, Claims, Unshared, settle_unclaimed
 from autotune.tuning.evaluation.base import Evaluator, Measurement
 from autotune.tuning.proposals import RepairingSampler
@@ -157,7 +159,7 @@ class Search:
         base = study.sampler.base if isinstance(study.sampler, RepairingSampler) else study.sampler
         self.sampler = study.sampler = RepairingSampler(base, self.proposals, self.shape, self.device,
                                                         self._measured_or_pending, self.claims.claim)  # fmt: skip
-        self._grid = iter(self.proposals.configs()) if settings.sampler == "grid" else None
+        self._grid = iter(configs(self.proposals)) if settings.sampler == "grid" else None
         self._best: Ranked | None = None
         self._liveness = liveness
         self._seen: set[int] = set()  # trial numbers already counted
@@ -187,7 +189,7 @@ class Search:
             if t.number in self._seen:
                 continue
             if studies.is_measured(t):
-                self._remember(t.number, t.state, t.value, self.space.config_of(t.params), t.user_attrs)
+                self._remember(t.number, t.state, t.value, config_of(self.space, t.params), t.user_attrs)
             elif t.user_attrs.get(studies.OUTCOME) == studies.REJECTED:
                 self._seen.add(t.number)
                 self.report.rejected_total += 1
@@ -202,7 +204,7 @@ class Search:
         self._fail_stale()
         self._refresh()
         self.claims.reconcile(self.study.get_trials(deepcopy=False),
-                              lambda t: config_key(self.space.config_of(t.params)))
+                              lambda t: config_key(config_of(self.space, t.params)))
 
     def _wait_for_others(self) -> bool:
         """With nothing of ours in flight, and the study short of its target: its claims reach the target, so other
@@ -238,12 +240,12 @@ class Search:
         default = dict(self.space.default_config)
         queued = set()
         if not self.space.violations(default, self.shape, self.device):
-            self.study.enqueue_trial(self.space.optuna_params(default), user_attrs={studies.ROLE: "default"})
+            self.study.enqueue_trial(optuna_params(self.space, default), user_attrs={studies.ROLE: "default"})
             queued.add(config_key(default))
         rule = self._rule_default()
         if rule is not None and config_key(rule) not in queued and not self.space.violations(rule, self.shape,
                                                                                                self.device):
-            self.study.enqueue_trial(self.space.optuna_params(rule), user_attrs={studies.ROLE: studies.RULE})
+            self.study.enqueue_trial(optuna_params(self.space, rule), user_attrs={studies.ROLE: studies.RULE})
             queued.add(config_key(rule))
         for config, source in seeds:
             key = config_key(config)
@@ -251,7 +253,7 @@ class Search:
                 continue
             queued.add(key)
             self.report.seeds.append(source)
-            self.study.enqueue_trial(self.space.optuna_params(config),
+            self.study.enqueue_trial(optuna_params(self.space, config),
                                      user_attrs={studies.ROLE: studies.SEED, studies.SEED_FROM: source})  # fmt: skip
 
     def _rule_default(self) -> Config | None:
@@ -277,7 +279,7 @@ class Search:
             if config is None:
                 self.report.stopped_early = "every valid configuration has been measured"
                 return
-            self.study.enqueue_trial(self.space.optuna_params(config))
+            self.study.enqueue_trial(optuna_params(self.space, config))
         with warnings.catch_warnings():
             # We record heartbeats ourselves (Search._beat); Optuna warns that ask/tell users usually do not.
             warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed", category=UserWarning)
@@ -287,7 +289,7 @@ class Search:
             with warnings.catch_warnings():
                 # Define-by-run: an algorithm's parameters exist only in its trials (multivariate TPE groups them).
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-                config = self.proposals.suggest(trial)
+                config = suggest(self.proposals, trial)
             self._place(trial, config)
         except BaseException as exc:  # interrupted between ask and submit: settle the trial unless it is in flight
             studies.release_interrupted_write(exc)

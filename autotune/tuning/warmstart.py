@@ -26,6 +26,7 @@ from autotune.errors import InvalidArgument
 from autotune.results import studies
 from autotune.shape import Shape
 from autotune.spaces.base import Config, KernelSpace, config_key
+from autotune.spaces.optuna_mapping import config_of
 
 FROM_LEADERS = 5  # leaders taken from --from STUDY
 NEAR_SHAPES = 3  # nearest tuned shapes of this device
@@ -131,7 +132,7 @@ def seeds(
     seen: set[str] = set()
     for name, count in plan:
         for params, number in leaders(storage, name, count):
-            config = space.config_of(params)
+            config = config_of(space, params)
             key = config_key(config)
             if key in seen or space.violations(config, shape, device):
                 continue
