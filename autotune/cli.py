@@ -22,7 +22,7 @@ from autotune.results.storage import Database, resolve_url
 from autotune.spaces import get_space, kernel_names
 from autotune.spaces.optuna_mapping import config_of
 from autotune.tuning.samplers import DEFAULT_SAMPLER, SAMPLERS, check_seed, make_sampler
-from autotune.tuning.search import check_trials, tune
+from autotune.tuning.tune import check_trials, tune
 
 err_console = Console(stderr=True, highlight=False)
 

@@ -13,8 +13,8 @@ from rich.table import Table
 
 from autotune.errors import AutotuneError
 from autotune.spaces import get_space
-from autotune.tuning.search import Progress as SearchProgress
-from autotune.tuning.search import SearchReport
+from autotune.tuning.search_report import Progress as SearchProgress
+from autotune.tuning.search_report import SearchReport
 
 console = Console(highlight=False)
 

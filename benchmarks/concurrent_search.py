@@ -40,7 +40,7 @@ from autotune.results import studies  # noqa: E402
 from autotune.results.storage import resolve_url  # noqa: E402
 from autotune.spaces import config_key  # noqa: E402
 
-SEARCH = "from autotune.tuning.search import tune; import sys; tune('gemm', trials=int(sys.argv[1]), db=sys.argv[2], " \
+SEARCH = "from autotune.tuning.tune import tune; import sys; tune('gemm', trials=int(sys.argv[1]), db=sys.argv[2], " \
          "seed=int(sys.argv[3]), replay=sys.argv[4])"  # fmt: skip
 
 

@@ -36,7 +36,8 @@ from autotune.results import studies  # noqa: E402
 from autotune.spaces import get_space  # noqa: E402
 from autotune.tuning.evaluation import RecordedMeasurements, ReplayEvaluator  # noqa: E402
 from autotune.tuning.samplers import make_sampler  # noqa: E402
-from autotune.tuning.search import Search, SearchSettings  # noqa: E402
+from autotune.tuning.search import Search  # noqa: E402
+from autotune.tuning.search_report import SearchSettings  # noqa: E402
 
 WARM_SEEDS = 5
 

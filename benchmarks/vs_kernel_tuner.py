@@ -100,7 +100,7 @@ def run_kernel_tuner(space, shape, device, budget: int, lang: str, seed: int) ->
 
 
 def run_autotune(space, shape, budget: int, seed: int, db: Path) -> dict:
-    from autotune.tuning.search import tune
+    from autotune.tuning.tune import tune
 
     start = time.perf_counter()
     report = tune("gemm", shape, trials=budget, db=str(db), sampler="random", seed=seed, domains=DOMAINS,

@@ -34,7 +34,8 @@ SEARCH_SCRIPT = textwrap.dedent(
     signal.signal(signal.SIGINT, signal.default_int_handler)
     from pathlib import Path
     from autotune.tuning.evaluation import RecordedMeasurements, ReplayEvaluator
-    from autotune.tuning.search import SearchSettings, tune
+    from autotune.tuning.search_report import SearchSettings
+    from autotune.tuning.tune import tune
 
     recording, db, trials, seed, delay = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
     pause_after, marker = int(sys.argv[6]), Path(sys.argv[7]) / f"paused-{os.getpid()}"

@@ -16,7 +16,8 @@ from autotune.spaces import ALGO, config_key
 from autotune.spaces.enumeration import size, valid_configs
 from autotune.spaces.optuna_mapping import config_of
 from autotune.tuning.evaluation import ReplayEvaluator
-from autotune.tuning.search import SearchSettings, tune
+from autotune.tuning.search_report import SearchSettings
+from autotune.tuning.tune import tune
 
 from conftest import H200
 from toy_family import ToyFamily, make_recording

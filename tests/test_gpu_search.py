@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from autotune.cli import app
 from autotune.results import studies
 from autotune.results.storage import Database, resolve_url
-from autotune.tuning.search import tune
+from autotune.tuning.tune import tune
 
 from faults.space import EXPECTED_FAILURE, FAULTS
 

@@ -23,7 +23,7 @@ from autotune.results import studies
 from autotune.results.storage import resolve_url
 from autotune.spaces import config_key
 from autotune.tuning.join import join
-from autotune.tuning.search import tune
+from autotune.tuning.tune import tune
 
 from synthetic import make_recording
 
@@ -81,7 +81,7 @@ _HOST = textwrap.dedent(
     import json, sys
     from autotune.tuning.evaluation import RecordedMeasurements, ReplayEvaluator
     from autotune.tuning.join import join
-    from autotune.tuning.search import tune
+    from autotune.tuning.tune import tune
     role, url, path, name = sys.argv[1:5]
     rec = RecordedMeasurements.load(path)
     evaluator = ReplayEvaluator(rec, delay_s=0.05)  # a GPU's pace, so that both hosts take part

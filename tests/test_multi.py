@@ -43,7 +43,7 @@ def test_a_malformed_devices_list_is_named_before_the_driver_is_asked(tmp_path, 
 
 def test_devices_and_replay_exclude_each_other(tmp_path):
     """Before, --replay silently ignored --devices."""
-    from autotune.tuning.search import tune
+    from autotune.tuning.tune import tune
 
     from conftest import DATA
 
@@ -87,7 +87,7 @@ def test_bad_devices_are_one_line(tmp_path, monkeypatch, devices, message):
 @pytest.mark.gpu
 def test_two_gpus_feed_one_study(tmp_path):
     from autotune.runtime import cuda_driver
-    from autotune.tuning.search import tune
+    from autotune.tuning.tune import tune
 
     if cuda_driver.Driver.get().device_count() < 2:
         pytest.skip("needs two GPUs (nvidia-h200-x2)")
@@ -100,7 +100,7 @@ def test_two_gpus_feed_one_study(tmp_path):
 def test_a_crashing_candidate_restarts_only_its_gpu_worker(tmp_path):
     """Faulty candidates crash or hang one GPU's worker at a time; it is restarted and the search goes on."""
     from autotune.runtime import cuda_driver
-    from autotune.tuning.search import tune
+    from autotune.tuning.tune import tune
 
     from faults.space import EXPECTED_FAILURE
 

@@ -18,7 +18,7 @@ from autotune.spaces.optuna_mapping import config_of, optuna_params
 from autotune.tuning.evaluation import Measurement, ReplayEvaluator, Timing, Toolchain
 from autotune.tuning.evaluation.base import Evaluator
 from autotune.tuning.proposals import MAX_CHANGED, RepairingSampler, nearest_valid
-from autotune.tuning.search import tune
+from autotune.tuning.tune import tune
 
 from conftest import H200
 from synthetic import fake_time, make_recording

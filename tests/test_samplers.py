@@ -10,7 +10,7 @@ import pytest
 from autotune.errors import InvalidArgument
 from autotune.tuning.evaluation import RecordedMeasurements, ReplayEvaluator
 from autotune.tuning.samplers import SAMPLERS, make_sampler
-from autotune.tuning.search import tune
+from autotune.tuning.tune import tune
 
 RECORDING = Path(__file__).parent / "data" / "replay_gemm_h200.json"
 

@@ -14,7 +14,9 @@ from autotune.results.storage import Database, resolve_url
 from autotune.spaces import config_key, get_space
 from autotune.spaces.optuna_mapping import config_of
 from autotune.tuning.evaluation import ReplayEvaluator
-from autotune.tuning.search import Search, SearchSettings, tune
+from autotune.tuning.search_report import SearchSettings
+from autotune.tuning.study_starts import rule_default
+from autotune.tuning.tune import tune
 
 from synthetic import DOMAINS, SHAPE, make_recording
 
@@ -210,11 +212,9 @@ def test_a_space_whose_inherited_rule_does_not_fit_gets_no_rule_seed(h200):
     it does not have: the search starts without a rule seed instead of failing."""
     from faults.space import FaultyGemmSpace
 
-    search = Search.__new__(Search)  # only what _rule_default reads
-    search.space, search.shape, search.device = FaultyGemmSpace(), (256, 256, 256), h200
-    assert search._rule_default() is None
-    search.space, search.shape = get_space("gemm"), (512, 512, 512)
-    assert search._rule_default() == get_space("gemm").rule_default((512, 512, 512), h200)
+    assert rule_default(FaultyGemmSpace(), (256, 256, 256), h200) is None
+    gemm = get_space("gemm")
+    assert rule_default(gemm, (512, 512, 512), h200) == gemm.rule_default((512, 512, 512), h200)
 
 
 def test_an_interrupt_inside_a_database_write_does_not_lock_the_clean_up(tmp_path, recording_file, monkeypatch):

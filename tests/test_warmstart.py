@@ -13,7 +13,7 @@ from autotune.results.storage import resolve_url
 from autotune.spaces import config_key, get_space
 from autotune.spaces.optuna_mapping import config_of
 from autotune.tuning import warmstart
-from autotune.tuning.search import tune
+from autotune.tuning.tune import tune
 
 from synthetic import make_recording
 

@@ -172,7 +172,7 @@ class TunedKernel:
     def _tune_now(self, space: KernelSpace, shape: Shape, dtype: str, fallback: Choice) -> Choice:
         """``tune_missing``: search this untuned shape now (once per shape and dtype: plans are cached), store
         the result, and run it. A search that fails leaves the fallback in place, with the reason logged."""
-        from autotune.tuning.search import tune
+        from autotune.tuning.tune import tune
 
         text = format_shape(shape)
         log.warning("autotune: %s %s %s has no tuned configuration: searching %d trials now (tune_missing), "

@@ -24,7 +24,8 @@ from autotune.spaces import get_space
 from autotune.templates import short_hash
 from autotune.tuning.evaluation.base import Evaluator
 from autotune.tuning.samplers import DEFAULT_SAMPLER, make_sampler
-from autotune.tuning.search import Progress, SearchReport, SearchSettings, check_trials, run_study
+from autotune.tuning.search_report import Progress, SearchReport, SearchSettings
+from autotune.tuning.tune import check_trials, run_study
 
 REQUIRED = ("kernel", "shape", "dtype", "device", "template_hash", "domains")
 

@@ -8,9 +8,11 @@ timed again together, round-robin, so that the ranking compares like with like.
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable
 
+import optuna
 from optuna.trial import TrialState
 
 from autotune.results import studies
@@ -20,7 +22,7 @@ from autotune.spaces.base import Config, KernelSpace, config_key
 from autotune.tuning.evaluation.base import Evaluator
 
 if TYPE_CHECKING:
-    from autotune.tuning.search import SearchReport
+    from autotune.tuning.search_report import SearchReport
 
 
 @dataclass
@@ -67,6 +69,26 @@ def rank(
     # Re-timed entries first, fastest first: they were measured side by side and compare fairly.
     ranked.sort(key=lambda r: (not r.retimed, r.time_ms))
     return ranked
+
+
+def rank_into(report: SearchReport, study: optuna.Study, known: Iterable[Known], space: KernelSpace, shape: Shape,
+              evaluator: Evaluator, top: int, rounds: int) -> None:  # fmt: skip
+    """The end of a search: `rank` its trials into ``report`` (its ranking, and the default's entry) and record the
+    re-timed times on ``study`` (attribute ``retime``)."""
+    ranked = rank(known, space, shape, evaluator, top, rounds)
+    if not ranked:
+        return
+    default_key = config_key(space.default_config)
+    report.ranking = ranked
+    report.default = next((r for r in ranked if config_key(r.config) == default_key), None)
+    study.set_user_attr(
+        "retime",
+        {
+            "at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "rounds": rounds,
+            "times_ms": {str(r.trial_number): r.time_ms for r in ranked if r.retimed},
+        },
+    )
 
 
 def _ranked(known: Known, space: KernelSpace, shape: Shape, time_ms: float, retimed: bool,
