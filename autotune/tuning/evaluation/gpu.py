@@ -14,20 +14,17 @@ import queue
 import threading
 import time
 from concurrent.futures import Future
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Sequence
 
-from autotune.device import DeviceInfo
 from autotune.errors import DeviceError, InvalidArgument
 from autotune.runtime.compiler import Compiler, CompileResult, cache_root
 from autotune.shape import Shape, format_shape
 from autotune.spaces.base import Config, KernelSpace, Launch
 from autotune.tuning.evaluation.base import Evaluator, Measurement, Timing, Toolchain
-from autotune.tuning.evaluation.process import start_worker, stop_worker
-from autotune.tuning.evaluation.worker import Setup
+from autotune.tuning.evaluation.gpu_session import Setup
+from autotune.tuning.evaluation.process import WorkerProcess
 
-START_TIMEOUT_S = 600.0  # worker start-up includes the fp64 reference of the target shape
 MIN_TIMEOUT_S = 10.0
 TIMEOUT_FACTOR = 20.0  # default per-candidate timeout: this many times the slowest good evaluation so far
 
@@ -57,17 +54,15 @@ class GpuEvaluator(Evaluator):
         self.shape = tuple(shape)
         self.timeout_s = timeout_s
         self.device_ordinal = device_ordinal
-        self.restarts = 0
         self._slowest_ok = 0.0
-        self._proc: Any = None
-        self._conn: Any = None
         self._cache_dir = cache_dir or cache_root()
 
         # The worker tells us which GPU this is; only then do we know the architecture to compile for.
-        self.device = self._spawn()
+        self.worker = WorkerProcess(device_ordinal)
+        self.device = self.worker.spawn()
         needed = space.device_bytes(space.default_config, self.shape)
         if needed > 0.9 * self.device.total_memory:
-            self._kill()
+            self.worker.kill()
             raise InvalidArgument(
                 f"shape {format_shape(self.shape)} needs {needed / 2**30:.1f} GiB of GPU memory; "
                 f"{self.device.name} has {self.device.total_memory / 2**30:.1f} GiB"
@@ -83,13 +78,13 @@ class GpuEvaluator(Evaluator):
             baseline_job = self.compiler.submit(space.template_for(baseline), defines)
         compare = compare_job.result()
         if not compare.ok or not compare.cubin:
-            self._kill()
+            self.worker.kill()
             raise DeviceError(f"cannot build the validation kernel: {compare.error}")
         baseline_cubin = None
         if baseline_job is not None:
             built = baseline_job.result()
             if not built.ok or not built.cubin:
-                self._kill()
+                self.worker.kill()
                 raise DeviceError(f"cannot build the baseline configuration that sets tolerances: {built.error}")
             baseline_cubin = built.cubin
         self._setup = Setup(
@@ -105,62 +100,17 @@ class GpuEvaluator(Evaluator):
             min_time_ms=min_time_ms,
             max_reps=max_reps,
         )
-        self._configure()
+        self.worker.configure(self._setup)
 
         self._queue: "queue.Queue[tuple | None]" = work_queue if work_queue is not None else queue.Queue()
         self._feeder = threading.Thread(target=self._feed, name="gpu-feeder", daemon=True)
         self._feeder.start()
 
-    # --- worker lifecycle -----------------------------------------------------------------------------------
-    def _spawn(self) -> DeviceInfo:
-        self._proc, self._conn = start_worker(self.device_ordinal)
-        msg = self._receive(START_TIMEOUT_S, "start")
-        if msg[0] != "device":
-            self._kill()
-            raise DeviceError(msg[1] if msg[0] == "fatal" else f"GPU worker did not start: {msg!r}")
-        return DeviceInfo.from_dict(msg[1])
-
-    def _configure(self) -> None:
-        self._conn.send(("setup", asdict(self._setup)))
-        msg = self._receive(START_TIMEOUT_S, "set up")
-        if msg[0] != "ready":
-            self._kill()
-            raise DeviceError(msg[1] if msg[0] == "fatal" else f"GPU worker setup failed: {msg!r}")
-
-    def _receive(self, timeout: float, what: str) -> tuple:
-        if not self._conn.poll(timeout):
-            self._kill()
-            raise DeviceError(f"GPU worker did not {what} within {timeout:.0f} s")
-        try:
-            return self._conn.recv()
-        except (EOFError, OSError):
-            code = self._reap()
-            raise DeviceError(f"GPU worker exited during {what} (exit code {code})") from None
-
-    def _alive(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
-
-    def _ensure_worker(self) -> None:
-        if self._alive():
-            return
-        if self._proc is not None:
-            self._reap()
-        self._spawn()
-        self._configure()
-
-    def _reap(self) -> int | None:
-        proc, self._proc = self._proc, None
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
-        if proc is None:
-            return None
-        return stop_worker(proc)
-
-    def _kill(self) -> None:
-        if self._alive():
-            self._proc.kill()
-        self._reap()
+    # --- the worker -----------------------------------------------------------------------------------------
+    @property  # type: ignore[override]
+    def restarts(self) -> int:
+        """Worker restarts so far (crashes, hangs)."""
+        return self.worker.restarts
 
     def _timeout(self) -> float:
         if self.timeout_s is not None:
@@ -171,25 +121,7 @@ class GpuEvaluator(Evaluator):
         """Send one request; a Measurement comes back instead of a reply when the worker hung or died.
 
         ``scale``: how many candidate evaluations' worth of GPU work the request holds (for its timeout)."""
-        self._ensure_worker()
-        timeout = self._timeout() * max(1.0, scale)
-        self._conn.send((kind, payload))
-        if not self._conn.poll(timeout):
-            self._kill()
-            self.restarts += 1
-            return Measurement.failed(
-                "timeout", f"no answer within {timeout:.1f} s (hang?); worker restarted", worker_restarted=True
-            )
-        try:
-            reply = self._conn.recv()
-        except (EOFError, OSError):
-            code = self._reap()
-            self.restarts += 1
-            return Measurement.failed("crash", f"GPU worker died (exit code {code}); restarted", worker_restarted=True)
-        if reply[2]:  # sticky: the worker exits after this answer
-            self._reap()
-            self.restarts += 1
-        return reply
+        return self.worker.request(kind, payload, self._timeout() * max(1.0, scale))
 
     # --- evaluation -----------------------------------------------------------------------------------------
     def submit(self, config: Config) -> "Future[Measurement]":
@@ -273,11 +205,7 @@ class GpuEvaluator(Evaluator):
         if getattr(self, "_queue", None) is not None and self._owns_queue:
             self._queue.put(None)
             self._feeder.join(60)
-        if self._alive() and self._conn is not None:
-            try:
-                self._conn.send(("stop", None))
-            except OSError:
-                pass
-        self._reap()
+        if getattr(self, "worker", None) is not None:
+            self.worker.stop()
         if getattr(self, "compiler", None) is not None and self._owns_compiler:
             self.compiler.close()
