@@ -12,8 +12,8 @@ import pytest
 import autotune
 from autotune.errors import InvalidArgument
 from autotune.runtime import call_log
-from autotune.runtime.dispatch import ProblemPlan
 from autotune.runtime.launch_plan import LaunchPlan
+from autotune.runtime.problem_plan import ProblemPlan
 from autotune.runtime.selection import Choice
 
 

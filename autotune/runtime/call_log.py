@@ -16,9 +16,12 @@ from __future__ import annotations
 import json
 import threading
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from autotune.errors import AutotuneError, InvalidArgument
+
+if TYPE_CHECKING:
+    from autotune.spaces.base import KernelSpace
 
 VERSION = 1
 
@@ -95,6 +98,17 @@ def note(kernel: str, shape: tuple[int, ...], dtype: str) -> None:
         call = (kernel, tuple(int(d) for d in shape), dtype)
         for recorder in active:
             recorder.add(call)
+
+
+def record_name(space: KernelSpace) -> str:
+    """The kernel of a call as a recorder lists it: a library kernel by its name, a space from elsewhere by its
+    import reference (what a search takes)."""
+    from autotune.spaces import kernel_names, space_class
+
+    cls = type(space)
+    if space.name in kernel_names() and space_class(space.name) is cls:
+        return space.name
+    return cls.ref()  # a file.py:Class space by its file's absolute path
 
 
 def load_shapes(path: str | Path) -> list[Call]:

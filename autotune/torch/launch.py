@@ -20,7 +20,9 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from autotune.runtime.dispatch import ProblemPlan, TunedKernel, torch_current_stream
+from autotune.runtime.dispatch import TunedKernel
+from autotune.runtime.problem_plan import ProblemPlan
+from autotune.runtime.torch_calls import torch_current_stream
 
 _DATABASE: list[str | None] = [None]  # the database the operators read (None: $AUTOTUNE_DB, else the default)
 # torch's current stream as an int, without building a torch.cuda.Stream object (what Triton uses).

@@ -21,7 +21,6 @@ import torch
 from autotune.errors import AutotuneError, InvalidArgument
 from autotune.runtime import call_log
 from autotune.runtime.arrays import dtype_name
-from autotune.runtime.dispatch import _record_name
 from autotune.spaces import KernelSpace, get_space, kernel_names, space_class
 from autotune.torch.errors import NotContiguous, WrongDevice, WrongDtype, WrongShape
 from autotune.torch.launch import Launcher
@@ -102,7 +101,7 @@ def _schema(info: OpInfo) -> str:
 
 def _note(space: KernelSpace, shape: tuple[Any, ...]) -> None:
     if call_log.ACTIVE and all(type(d) is int for d in shape):  # symbolic sizes (torch.compile) are not recorded
-        call_log.note(_record_name(space), shape, space.dtype)
+        call_log.note(call_log.record_name(space), shape, space.dtype)
 
 
 def register(kernel: str) -> OpInfo:
