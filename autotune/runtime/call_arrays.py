@@ -15,6 +15,8 @@ from autotune.runtime.torch_calls import torch_current_stream
 
 
 class CallArrays:
+    """The per-call array handling of one `TunedKernel` on one GPU (see the module)."""
+
     def __init__(self, driver: Driver, context: int, ordinal: int) -> None:
         self._driver = driver
         self._context = context

@@ -12,6 +12,8 @@ DEFAULT_SMEM_LIMIT = 48 * 1024  # dynamic shared memory above this needs an opt-
 
 
 class KernelModules:
+    """The loaded modules of one `TunedKernel`, by dtype and defines (see the module)."""
+
     def __init__(self, driver: Driver, context: int, compile_arch: str) -> None:
         self._driver = driver
         self._context = context

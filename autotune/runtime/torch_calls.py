@@ -26,6 +26,8 @@ def torch_current_stream(device: int) -> int:
 
 
 class TorchCalls:
+    """The torch tensors' fast path of one `TunedKernel` (see the module)."""
+
     def __init__(self, driver: Driver, context: int, ordinal: int, inputs: int) -> None:
         """``inputs``: how many input arrays the kernel takes."""
         self._driver = driver

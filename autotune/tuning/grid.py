@@ -19,6 +19,8 @@ from autotune.spaces.optuna_mapping import optuna_params
 
 
 class GridWalk:
+    """The valid configurations of a search's space in turn (see the module)."""
+
     def __init__(self, order: Iterator[Config], space: KernelSpace, shape: Shape, device: DeviceInfo,
                  taken: Callable[[Config], bool]) -> None:  # fmt: skip
         """``order``: the configurations in turn; ``taken``: whether one is measured or in flight already."""

@@ -12,7 +12,8 @@
         at the end: the best few (and the default) re-timed interleaved; the winner goes to the store
 
 `Search` runs that loop; what it knows of the study's trials is its `TrialLedger`, what it writes to the study
-goes through its `TrialWriter`, and its `StudySync` keeps it in step with other processes on the same study. `autotune.tuning.tune` wires a kernel name, a shape and a database to a `Search`.
+goes through its `TrialWriter`, and its `StudySync` keeps it in step with other processes on the same study.
+`autotune.tuning.tune` wires a kernel name, a shape and a database to a `Search`.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ from autotune.tuning.trial_writer import TrialWriter, measured_attrs
 
 
 class Search:
+    """One search of one study to its target (see the module); `run` it once."""
+
     def __init__(
         self,
         space: KernelSpace,
@@ -84,7 +87,7 @@ class Search:
         base = study.sampler.base if isinstance(study.sampler, RepairingSampler) else study.sampler
         self.sampler = study.sampler = RepairingSampler(base, self.proposals, self.shape, self.device,
                                                         self._measured_or_pending, self.claims.claim)  # fmt: skip
-        self._grid = None
+        self._grid: GridWalk | None = None
         if settings.sampler == "grid":
             self._grid = GridWalk(configs(self.proposals), space, self.shape, self.device, self._measured_or_pending)
         self.sync = StudySync(study, space, self.ledger, self.claims, liveness)

@@ -14,6 +14,8 @@ from autotune.tuning.trial_ledger import TrialLedger
 
 
 class StudySync:
+    """Keeps one search in step with its study (see the module)."""
+
     def __init__(self, study: optuna.Study, space: KernelSpace, ledger: TrialLedger, claims: Claims | Unshared,
                  liveness: studies.Liveness | None) -> None:  # fmt: skip
         """``liveness`` keeps in-flight trials' heartbeats: trials of a process that was killed then go stale

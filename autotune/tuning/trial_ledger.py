@@ -35,6 +35,8 @@ class InFlight:
 
 
 class TrialLedger:
+    """The account of one search's study (see the module)."""
+
     def __init__(self, space: KernelSpace, shape: Shape, report: SearchReport) -> None:
         self.space = space
         self.shape = shape

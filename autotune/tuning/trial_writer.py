@@ -36,6 +36,8 @@ def measured_attrs(m: Measurement, space: KernelSpace, shape: Shape) -> dict[str
 
 
 class TrialWriter:
+    """Writes the outcomes of one search's trials to its study (see the module)."""
+
     def __init__(self, study: optuna.Study, claims: Claims | Unshared, ledger: TrialLedger, sampler: str) -> None:
         self.study = study
         self.claims = claims

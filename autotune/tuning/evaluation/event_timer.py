@@ -9,6 +9,8 @@ Steps = list[Callable[[], None]]  # the callables that enqueue one run of a plan
 
 
 class EventTimer:
+    """Events and the L2 flush buffer of one stream (see the module)."""
+
     def __init__(self, cuda: Any, stream: Any, l2_bytes: int, flush_l2: bool, max_reps: int) -> None:
         self.cuda = cuda
         self.stream = stream

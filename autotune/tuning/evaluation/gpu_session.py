@@ -51,6 +51,8 @@ class Setup:
 
 
 class GpuSession:
+    """The worker's CUDA context and what it measures with (see the module); one per worker process."""
+
     def __init__(self, setup: Setup, info: DeviceInfo, device_ordinal: int = 0) -> None:
         import pycuda.driver as cuda
 

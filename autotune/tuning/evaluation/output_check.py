@@ -15,6 +15,8 @@ from autotune.tuning.evaluation.validation_data import DataSet
 
 
 class CandidateFailed(Exception):
+    """A candidate's outputs are wrong (``kind`` "wrong" or "nan"): a measurement that failed, not an error."""
+
     def __init__(self, kind: str, reason: str) -> None:
         super().__init__(reason)
         self.kind = kind
@@ -22,6 +24,8 @@ class CandidateFailed(Exception):
 
 
 class OutputCheck:
+    """The compare kernels and their result buffers, on one stream (see the module)."""
+
     def __init__(self, cuda: Any, stream: Any, compare_cubin: str, sm_count: int) -> None:
         """``compare_cubin``: compare.cu built for this device (one compare kernel per output dtype)."""
         self.cuda = cuda
