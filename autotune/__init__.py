@@ -18,10 +18,11 @@ from autotune.errors import (
     ToolchainError,
     UnknownKernel,
 )
-from autotune.dispatch import TunedKernel, load
-from autotune.recording import load_shapes, record
-from autotune.search import SearchReport, SearchSettings, tune
+from autotune.runtime.call_log import load_shapes, record
+from autotune.runtime.dispatch import TunedKernel, load
 from autotune.spaces import KernelSpace, get_space, kernel_names
+from autotune.tuning.search_report import SearchReport, SearchSettings
+from autotune.tuning.tune import tune
 
 __version__ = "0.1.0"
 

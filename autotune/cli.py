@@ -18,10 +18,11 @@ from typer.core import TyperGroup
 
 from autotune.cli_output import console, describe_config, print_report, progress_bar
 from autotune.errors import AutotuneError, InvalidArgument
-from autotune.search import check_trials, tune
-from autotune.samplers import DEFAULT_SAMPLER, SAMPLERS, check_seed, make_sampler
+from autotune.results.storage import Database, resolve_url
 from autotune.spaces import get_space, kernel_names
-from autotune.storage import Database, resolve_url
+from autotune.spaces.optuna_mapping import config_of
+from autotune.tuning.samplers import DEFAULT_SAMPLER, SAMPLERS, check_seed, make_sampler
+from autotune.tuning.tune import check_trials, tune
 
 err_console = Console(stderr=True, highlight=False)
 
@@ -121,7 +122,7 @@ def search(
 
     Several shapes (--shape repeated, --shapes, --shapes-from) are tuned in turn; each new study starts from
     the leaders of the shapes tuned before it."""
-    from autotune.multishape import plan
+    from autotune.tuning.multishape import plan
 
     problems = plan(kernel, dtype, shape, shapes, shapes_from)  # every problem checked before any is tuned
     check_trials(trials)
@@ -131,7 +132,7 @@ def search(
         raise InvalidArgument("--devices and --replay exclude each other: a replay answers from its recording, "
                               "not from GPUs")  # fmt: skip
     if devices is not None:
-        from autotune.evaluation.multi import host_devices
+        from autotune.tuning.evaluation.multi import host_devices
 
         groups = host_devices(devices)  # GPUs of one model share a study; other models get their own
     for problem, group in [(p, g) for p in problems for g in groups]:
@@ -170,7 +171,7 @@ def worker(
     replay: Optional[str] = typer.Option(None, help="simulate: answer from a recorded measurement file"),
 ) -> None:
     """Join STUDY from this host: measure its candidates on this host's GPU until it holds its target trials."""
-    from autotune.join import join
+    from autotune.tuning.join import join
 
     if wait < 0:
         raise InvalidArgument(f"--wait must not be negative, got {wait}")
@@ -233,7 +234,7 @@ def best(
 
 
 def _reader(db: Optional[str]) -> Any:
-    from autotune.summary import open_reader
+    from autotune.results.summary import open_reader
 
     return open_reader(resolve_url(db))
 
@@ -323,7 +324,7 @@ def show(
         table.add_row(
             f"{t.number}{'' if t.retimed else '*'}", f"{t.time_ms:.4f}", f"{(t.metric or 0):.2f}",
             str(t.registers or ""), str(t.shared_bytes or ""), "" if t.compile_s is None else f"{t.compile_s:.2f}",
-            escape(space.describe(space.config_of(t.params)) if space else json.dumps(t.params)),
+            escape(space.describe(config_of(space, t.params)) if space else json.dumps(t.params)),
         )  # fmt: skip
     console.print(table)
     console.print("* not re-timed with the leaders")
@@ -343,7 +344,7 @@ def report(
     """Write a study's summary page and plots (history, importances, metric per parameter) to a directory."""
     from pathlib import Path
 
-    from autotune.report import write_report
+    from autotune.results.report import write_report
 
     reader = _reader(db)
     try:
@@ -399,7 +400,7 @@ def export_configs(
     """Write the stored best configurations to a JSON file (for machines that did not tune)."""
     from pathlib import Path
 
-    from autotune import interchange
+    from autotune.results import interchange
 
     space = get_space(kernel) if kernel is not None else None  # ./my_space.py:MySpace → its rows, its cubins
     database = Database(resolve_url(db), create=False)
@@ -436,7 +437,7 @@ def import_configs(
     """Read best configurations from a JSON file; a malformed file is refused whole."""
     from pathlib import Path
 
-    from autotune import interchange
+    from autotune.results import interchange
 
     entries, binaries = interchange.read_all(Path(file))  # every entry checked before anything is written
     database = Database(resolve_url(db))

@@ -12,9 +12,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from autotune.errors import AutotuneError
-from autotune.search import Progress as SearchProgress
-from autotune.search import SearchReport
 from autotune.spaces import get_space
+from autotune.tuning.search_report import Progress as SearchProgress
+from autotune.tuning.search_report import SearchReport
 
 console = Console(highlight=False)
 

@@ -74,7 +74,7 @@ def _kernel_module_version() -> str | None:
 
 def query_device(ordinal: int = 0) -> DeviceInfo:
     """Describe GPU ``ordinal`` through the CUDA driver. Raises `DeviceError` when there is none to describe."""
-    from autotune import cuda_driver as cu
+    from autotune.runtime import cuda_driver as cu
 
     driver = cu.Driver.get()
     count = driver.device_count()

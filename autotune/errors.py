@@ -6,7 +6,7 @@ lets it propagate. Argument errors also derive from the built-in `ValueError` / 
 catch those keep working.
 
 A candidate kernel that fails (does not compile, crashes, hangs, answers wrong) is *not* an error: it is a
-measured outcome, recorded on its trial (see `autotune.evaluation.base.Measurement`).
+measured outcome, recorded on its trial (see `autotune.tuning.evaluation.base.Measurement`).
 """
 
 from __future__ import annotations

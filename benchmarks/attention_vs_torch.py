@@ -44,7 +44,7 @@ def cases(args: Any) -> list[tuple[str, tuple[int, ...], str]]:
 
 
 def stored(kernel: str, space: Any, shape_text: str, device: Any, db_url: str) -> dict | None:
-    from autotune.storage import Database
+    from autotune.results.storage import Database
 
     db = Database(db_url)
     try:
@@ -126,8 +126,8 @@ def hmma_count(space: Any, config: dict, shape: tuple) -> int | None:
     import shutil
     import subprocess
 
-    from autotune.compiler import Compiler
     from autotune.device import query_device
+    from autotune.runtime.compiler import Compiler
 
     tool = shutil.which("cuobjdump")
     if tool is None:
@@ -158,8 +158,8 @@ def main() -> None:
     torch.cuda.init()
     import autotune
     from autotune.device import query_device
+    from autotune.results.storage import resolve_url
     from autotune.spaces import get_space
-    from autotune.storage import resolve_url
 
     device = query_device()
     url = resolve_url(args.db)

@@ -22,9 +22,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from autotune.compiler import Compiler
-from autotune.spaces import get_space
 from driver_overhead import H100  # only the space's constraints use it: no GPU is needed
+
+from autotune.runtime.compiler import Compiler
+from autotune.spaces import get_space
+from autotune.spaces.enumeration import random_config
 
 ROOT = Path(__file__).resolve().parent.parent
 INSTRUCTION = re.compile(r"/\*[0-9a-f]{4,}\*/")  # an instruction's address in a SASS listing
@@ -72,7 +74,7 @@ def main() -> None:
     for _ in range(200_000):
         if len(configs) == args.count:
             break
-        config = space.random_config(rng)
+        config = random_config(space, rng)
         wanted = algorithms[len(configs) % len(algorithms)]
         if config.get("ALGO", wanted) == wanted and not space.violations(config, shape, H100):
             configs.append(config)

@@ -12,7 +12,7 @@ Prints one line per backend and process count.
 
 Measured on a 2-core CPU machine (600 trials, the 2048^3 recording, 3 runs each; repeated / over):
 
-    backend     processes   before claims          with claims (autotune.claims)
+    backend     processes   before claims          with claims (autotune.tuning.claims)
     SQLite      2           137-156 / 32-88        0 / 0
     SQLite      4           262-329 / 104-172      0 / 0
     PostgreSQL  2           127-153 / 27-40        0 / 0
@@ -36,11 +36,11 @@ sys.path.insert(0, str(ROOT))
 import optuna  # noqa: E402
 import sqlalchemy as sa  # noqa: E402
 
-from autotune import studies  # noqa: E402
+from autotune.results import studies  # noqa: E402
+from autotune.results.storage import resolve_url  # noqa: E402
 from autotune.spaces import config_key  # noqa: E402
-from autotune.storage import resolve_url  # noqa: E402
 
-SEARCH = "from autotune.search import tune; import sys; tune('gemm', trials=int(sys.argv[1]), db=sys.argv[2], " \
+SEARCH = "from autotune.tuning.tune import tune; import sys; tune('gemm', trials=int(sys.argv[1]), db=sys.argv[2], " \
          "seed=int(sys.argv[3]), replay=sys.argv[4])"  # fmt: skip
 
 

@@ -41,11 +41,11 @@ def main() -> None:
     atexit.register(context.pop)
 
     import autotune
-    from autotune.compiler import Compiler
-    from autotune.cuda_driver import Driver
     from autotune.device import query_device
+    from autotune.results.storage import BestEntry, Database, resolve_url
+    from autotune.runtime.compiler import Compiler
+    from autotune.runtime.cuda_driver import Driver
     from autotune.spaces import get_space
-    from autotune.storage import BestEntry, Database, resolve_url
 
     device = query_device()
     space = get_space("gemm")

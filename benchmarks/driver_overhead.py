@@ -22,11 +22,11 @@ from typing import Sequence
 
 import optuna
 
-from autotune import studies
 from autotune.device import DeviceInfo
-from autotune.evaluation.base import Evaluator, Measurement, Timing, Toolchain
-from autotune.search import tune
+from autotune.results import studies
 from autotune.spaces import config_key
+from autotune.tuning.evaluation.base import Evaluator, Measurement, Timing, Toolchain
+from autotune.tuning.tune import tune
 
 H100 = DeviceInfo(
     name="NVIDIA H100 80GB HBM3", compute_capability=(9, 0), multiprocessors=132, l2_bytes=52428800,

@@ -63,8 +63,8 @@ def main() -> None:
     import torch
 
     from autotune.device import query_device
-    from autotune.evaluation.gpu import GpuEvaluator
     from autotune.spaces import ALGO, get_space
+    from autotune.tuning.evaluation.gpu import GpuEvaluator
 
     device = query_device()
     flush = torch.empty(max(2 * device.l2_bytes, 256 << 20), dtype=torch.uint8, device="cuda")

@@ -85,10 +85,10 @@ def main() -> None:
     torch.cuda.init()
 
     import autotune
-    from autotune.compiler import Compiler
     from autotune.device import query_device
+    from autotune.results.storage import Database, resolve_url
+    from autotune.runtime.compiler import Compiler
     from autotune.spaces import get_space
-    from autotune.storage import Database, resolve_url
 
     device = query_device()
     compiler = Compiler(device.compile_arch)
@@ -177,7 +177,7 @@ def wide_errors(torch: Any, autotune: Any, space: Any, m: int, n: int, k: int, k
 
 def pinned(autotune: Any, space: Any, shape_text: str, config: dict, device: Any) -> Any:
     """The dispatcher running exactly ``config`` at ``shape_text`` (a scratch database holding that row alone)."""
-    from autotune.storage import BestEntry, Database, resolve_url
+    from autotune.results.storage import BestEntry, Database, resolve_url
 
     path = str(Path(tempfile.mkdtemp()) / "pinned.db")
     db = Database(resolve_url(path))
@@ -193,7 +193,7 @@ def pinned(autotune: Any, space: Any, shape_text: str, config: dict, device: Any
 
 def run_fallback(torch: Any, autotune: Any, args: Any, flush: Any, device: Any) -> list[dict]:
     """Only 4096³ tuned (float32): the dispatcher's choice at other shape classes, against cuBLAS."""
-    from autotune.storage import BestEntry, Database, resolve_url
+    from autotune.results.storage import BestEntry, Database, resolve_url
 
     source = Database(resolve_url(args.db))
     rows = [r for r in source.best("gemm", device.name, dtype="float32") if r.shape == "4096x4096x4096"]

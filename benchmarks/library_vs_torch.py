@@ -95,7 +95,7 @@ def main() -> None:
 
     import autotune
     from autotune.device import query_device
-    from autotune.storage import Database, resolve_url
+    from autotune.results.storage import Database, resolve_url
 
     device = query_device()
     flush = torch.empty(max(2 * device.l2_bytes, 256 << 20), dtype=torch.uint8, device="cuda")

@@ -9,8 +9,8 @@ the three-pass one takes ~4/3 as long. Measured at 1024x65536 (rows of 256 KB) a
 
 from __future__ import annotations
 
-from autotune.evaluation.gpu import GpuEvaluator
 from autotune.spaces import get_space
+from autotune.tuning.evaluation.gpu import GpuEvaluator
 
 SHAPES = [(1024, 65536), (16384, 8192)]
 

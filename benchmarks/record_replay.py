@@ -23,9 +23,10 @@ import random
 import time
 from pathlib import Path
 
-from autotune.evaluation import Recording
-from autotune.evaluation.gpu import GpuEvaluator
 from autotune.spaces import config_key, get_space
+from autotune.spaces.enumeration import random_config, valid_configs
+from autotune.tuning.evaluation import RecordedMeasurements
+from autotune.tuning.evaluation.gpu import GpuEvaluator
 
 DOMAINS = {
     "ALGO": ["simt"],
@@ -51,7 +52,7 @@ def random_valid(space, shape, device, count: int, seed: int) -> list:
     rng = random.Random(seed)
     found: dict[str, dict] = {}
     for _ in range(10_000 * count):
-        config = space.random_config(rng)
+        config = random_config(space, rng)
         if not space.violations(config, shape, device):
             found.setdefault(config_key(config), config)
             if len(found) == count:
@@ -77,14 +78,15 @@ def main() -> None:
         if args.random:
             configs = random_valid(space, shape, evaluator.device, args.random, args.seed)
         else:
-            configs = space.valid_configs(shape, evaluator.device)
+            configs = valid_configs(space, shape, evaluator.device)
         if args.append and args.out.exists():
-            recording = Recording.load(args.out)
+            recording = RecordedMeasurements.load(args.out)
             if recording.template_hash != space.template_hash() or tuple(recording.shape) != tuple(shape):
                 raise SystemExit(f"{args.out} was recorded with another template or shape: not appending")
         else:
-            recording = Recording(kernel="gemm", shape=shape, device=evaluator.device, toolchain=evaluator.toolchain,
-                                  template_hash=space.template_hash(), domains=domains, dtype=space.dtype)  # fmt: skip
+            recording = RecordedMeasurements(kernel="gemm", shape=shape, device=evaluator.device,
+                                             toolchain=evaluator.toolchain, template_hash=space.template_hash(),
+                                             domains=domains, dtype=space.dtype)  # fmt: skip
         configs = [c for c in configs if config_key(c) not in recording.configs]
         # A bounded window in flight: at the deadline little is left queued for the GPU worker to finish first.
         window = 4 * (evaluator.compiler.jobs or 1)

@@ -9,7 +9,7 @@ Each sampler searches the recorded space (`ReplayEvaluator`, no GPU) with the re
 duplicates, the default measured first, in-flight proposals), ``--seeds`` times, up to the largest budget; the
 best-so-far after each measured trial, as a fraction of the best known time (1.0: found it), gives every budget
 from one run, since no sampler knows the budget. Warm-started variants (``<sampler>+warm``) begin with the
-leaders of the same space recorded at another shape (``--warm-from``), as `autotune.warmstart` seeds them.
+leaders of the same space recorded at another shape (``--warm-from``), as `autotune.tuning.warmstart` seeds them.
 ``--random-recording`` (from ``record_replay.py --random``): random search over the whole space, its expected
 best at each budget computed exactly from the recorded distribution.
 
@@ -32,21 +32,22 @@ import optuna
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from autotune import studies  # noqa: E402
-from autotune.evaluation import Recording, ReplayEvaluator  # noqa: E402
-from autotune.samplers import make_sampler  # noqa: E402
-from autotune.search import Search, SearchSettings  # noqa: E402
+from autotune.results import studies  # noqa: E402
 from autotune.spaces import get_space  # noqa: E402
+from autotune.tuning.evaluation import RecordedMeasurements, ReplayEvaluator  # noqa: E402
+from autotune.tuning.samplers import make_sampler  # noqa: E402
+from autotune.tuning.search import Search  # noqa: E402
+from autotune.tuning.search_report import SearchSettings  # noqa: E402
 
 WARM_SEEDS = 5
 
 
-def leaders(recording: Recording, count: int) -> list[dict]:
+def leaders(recording: RecordedMeasurements, count: int) -> list[dict]:
     ok = sorted((m.time_ms, k) for k, m in recording.measurements.items() if m.ok and m.time_ms)
     return [recording.configs[k] for _, k in ok[:count]]
 
 
-def curve(recording: Recording, sampler: str, seed: int, budget: int, seeds_from: list[dict]) -> list[float]:
+def curve(recording: RecordedMeasurements, sampler: str, seed: int, budget: int, seeds_from: list[dict]) -> list[float]:
     """Best time so far after each measured trial of one replayed search."""
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     space = get_space(recording.kernel, recording.domains)
@@ -68,7 +69,7 @@ def curve(recording: Recording, sampler: str, seed: int, budget: int, seeds_from
     return out
 
 
-def random_expected_best(random_rec: Recording, budgets: list[int]) -> dict[int, float]:
+def random_expected_best(random_rec: RecordedMeasurements, budgets: list[int]) -> dict[int, float]:
     """Expected best time of ``b`` draws without replacement from the recorded valid configurations (failures
     count as no time), as a fraction of the best recorded: exact, from the order statistics."""
     times = sorted(m.time_ms if m.ok and m.time_ms else float("inf") for m in random_rec.measurements.values())
@@ -103,12 +104,12 @@ def main() -> None:
                         help="samplers.json of an earlier run on the same recording (slow samplers run apart)")
     args = parser.parse_args()
     budgets = [int(b) for b in args.budgets.split(",")]
-    recording = Recording.load(args.recording)
+    recording = RecordedMeasurements.load(args.recording)
     best_known = min(m.time_ms for m in recording.measurements.values() if m.ok and m.time_ms)
     valid = sum(1 for m in recording.measurements.values())
     variants = [(s, []) for s in args.samplers.split(",") if s]
     if args.warm_from:
-        warm = leaders(Recording.load(args.warm_from), WARM_SEEDS)
+        warm = leaders(RecordedMeasurements.load(args.warm_from), WARM_SEEDS)
         variants += [(f"{s}+warm", warm) for s in ("tpe", "random")]
     args.out.mkdir(parents=True, exist_ok=True)
     curves: dict[str, list[list[float]]] = {}
@@ -133,7 +134,7 @@ def main() -> None:
         curves = {**{k: v for k, v in data["curves"].items() if k not in curves}, **curves}
     table = {name: {b: median_at(c, b) for b in budgets} for name, c in curves.items()}
     if args.random_recording:
-        whole = Recording.load(args.random_recording)
+        whole = RecordedMeasurements.load(args.random_recording)
         label = f"random, whole space ({'x'.join(map(str, whole.shape))}, {whole.device.name}; exact)"
         table[label] = random_expected_best(whole, budgets)
     (args.out / "samplers.json").write_text(json.dumps({"best_known_ms": best_known, "curves": curves}))

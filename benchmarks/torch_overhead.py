@@ -45,8 +45,8 @@ def _stub_launches(torch, att) -> None:
     and torch's on the host except the driver calls themselves (~1-2 µs on a GPU host)."""
     from types import SimpleNamespace
 
-    from autotune.dispatch import ProblemPlan
-    from autotune.launch_plan import LaunchPlan
+    from autotune.runtime.launch_plan import LaunchPlan
+    from autotune.runtime.problem_plan import ProblemPlan
     from autotune.spaces.base import Launch
     from autotune.torch import launch as launch_module
     from autotune.torch import ops

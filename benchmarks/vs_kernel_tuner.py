@@ -31,6 +31,7 @@ from record_replay import DOMAINS  # noqa: E402
 
 from autotune.device import query_device  # noqa: E402
 from autotune.spaces import get_space  # noqa: E402
+from autotune.spaces.enumeration import valid_configs
 
 SMEM_DEFAULT_LIMIT = 48 * 1024
 
@@ -38,7 +39,7 @@ SMEM_DEFAULT_LIMIT = 48 * 1024
 def kernel_tuner_space(space, shape, device):
     """Kernel Tuner's tune_params and restriction for our valid configurations, and define-tuple → config."""
     by_defines, smem = {}, {}
-    for config in space.valid_configs(shape, device):
+    for config in valid_configs(space, shape, device):
         launch = space.launches(config, shape, device)[0]
         if launch.shared_bytes > SMEM_DEFAULT_LIMIT:
             continue
@@ -99,7 +100,7 @@ def run_kernel_tuner(space, shape, device, budget: int, lang: str, seed: int) ->
 
 
 def run_autotune(space, shape, budget: int, seed: int, db: Path) -> dict:
-    from autotune.search import tune
+    from autotune.tuning.tune import tune
 
     start = time.perf_counter()
     report = tune("gemm", shape, trials=budget, db=str(db), sampler="random", seed=seed, domains=DOMAINS,
@@ -116,7 +117,7 @@ def run_autotune(space, shape, budget: int, seed: int, db: Path) -> dict:
 
 
 def retime_side_by_side(space, shape, configs: list) -> list:
-    from autotune.evaluation.gpu import GpuEvaluator
+    from autotune.tuning.evaluation.gpu import GpuEvaluator
 
     with GpuEvaluator(space, shape, seed=0) as evaluator:
         timings = evaluator.retime(configs, 20)

@@ -21,9 +21,9 @@ import optuna
 import pytest
 import sqlalchemy as sa
 
-from autotune import studies
+from autotune.results import studies
+from autotune.results.storage import resolve_url
 from autotune.spaces import config_key
-from autotune.storage import resolve_url
 
 SEARCH_SCRIPT = textwrap.dedent(
     """
@@ -33,8 +33,9 @@ SEARCH_SCRIPT = textwrap.dedent(
     # Python then never turns it into KeyboardInterrupt).
     signal.signal(signal.SIGINT, signal.default_int_handler)
     from pathlib import Path
-    from autotune.evaluation import Recording, ReplayEvaluator
-    from autotune.search import SearchSettings, tune
+    from autotune.tuning.evaluation import RecordedMeasurements, ReplayEvaluator
+    from autotune.tuning.search_report import SearchSettings
+    from autotune.tuning.tune import tune
 
     recording, db, trials, seed, delay = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
     pause_after, marker = int(sys.argv[6]), Path(sys.argv[7]) / f"paused-{os.getpid()}"
@@ -47,7 +48,7 @@ SEARCH_SCRIPT = textwrap.dedent(
                     time.sleep(1)
             return super().submit(config)
 
-    rec = Recording.load(recording)
+    rec = RecordedMeasurements.load(recording)
     tune("gemm", rec.shape, trials=trials, db=db, seed=seed, evaluator=Paused(rec, delay_s=delay),
          template_hash=rec.template_hash, domains=rec.domains,
          settings=SearchSettings(trials=trials, heartbeat_s=1, refresh_s=0.2, in_flight=4))

@@ -6,8 +6,9 @@ import random
 import re
 from typing import Any
 
-from autotune.compiler import Compiler, CompileResult
+from autotune.runtime.compiler import Compiler, CompileResult
 from autotune.spaces import config_key
+from autotune.spaces.enumeration import random_config
 from autotune.templates import template_path
 
 
@@ -22,7 +23,7 @@ def sample_valid(space: Any, device: Any, shape: tuple, n: int, seed: int) -> li
     rng = random.Random(seed)
     seen, out = set(), []
     while len(out) < n:
-        config = space.random_config(rng)
+        config = random_config(space, rng)
         if config_key(config) not in seen and not space.violations(config, shape, device):
             seen.add(config_key(config))
             out.append(config)

@@ -9,8 +9,9 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from autotune.evaluation import Measurement, Recording, Timing, Toolchain
 from autotune.spaces import config_key, get_space
+from autotune.spaces.enumeration import valid_configs
+from autotune.tuning.evaluation import Measurement, RecordedMeasurements, Timing, Toolchain
 
 from conftest import H200
 
@@ -39,14 +40,14 @@ def fake_time(key: str) -> float:
     return 0.5 + int(hashlib.sha256(key.encode()).hexdigest()[:6], 16) / 0xFFFFFF
 
 
-def record_every_config(path: Path, kernel: str, shape: tuple) -> Recording:
+def record_every_config(path: Path, kernel: str, shape: tuple) -> RecordedMeasurements:
     """A recording of every valid configuration of ``kernel`` (a name or a file reference) at ``shape`` on an
     H200, with made-up times: lets a search of a kernel of one's own run on CPU (``--replay``)."""
     space = get_space(kernel)
-    rec = Recording(kernel=space.name, shape=shape, device=H200, toolchain=Toolchain(nvcc="13.0.88"),
-                    template_hash=space.template_hash(), domains={p.key: list(p.values) for p in space.parameters},
-                    dtype=space.dtype)  # fmt: skip
-    for config in space.valid_configs(shape, H200):
+    domains = {p.key: list(p.values) for p in space.parameters}
+    rec = RecordedMeasurements(kernel=space.name, shape=shape, device=H200, toolchain=Toolchain(nvcc="13.0.88"),
+                               template_hash=space.template_hash(), domains=domains, dtype=space.dtype)  # fmt: skip
+    for config in valid_configs(space, shape, H200):
         t = fake_time(config_key(config))
         rec.add(config, Measurement(ok=True, timing=Timing(t, t * 0.98, t * 0.99, t * 1.01, t * 1.05, 20),
                                     registers=32))  # fmt: skip
@@ -54,9 +55,9 @@ def record_every_config(path: Path, kernel: str, shape: tuple) -> Recording:
     return rec
 
 
-def make_recording(path: Path, domains: dict = DOMAINS, shape: tuple = SHAPE) -> Recording:
+def make_recording(path: Path, domains: dict = DOMAINS, shape: tuple = SHAPE) -> RecordedMeasurements:
     space = get_space("gemm", domains)
-    rec = Recording(
+    rec = RecordedMeasurements(
         kernel="gemm",
         shape=shape,
         device=H200,
@@ -64,7 +65,7 @@ def make_recording(path: Path, domains: dict = DOMAINS, shape: tuple = SHAPE) ->
         template_hash=space.template_hash(),
         domains=domains,
     )
-    for config in space.valid_configs(shape, H200):
+    for config in valid_configs(space, shape, H200):
         key = config_key(config)
         if config["BK"] == 16 and config["A_PAD"] == 0 and config["GROUP_M"] == 8:
             m = Measurement.failed("wrong", "C at 333x268x100: relative error 3.1e-02 > 1e-04", registers=90)

@@ -9,12 +9,15 @@ from pathlib import Path
 import optuna
 import pytest
 
-from autotune import studies
 from autotune.errors import InvalidArgument
-from autotune.evaluation import ReplayEvaluator
-from autotune.search import SearchSettings, tune
+from autotune.results import studies
+from autotune.results.storage import Database, resolve_url
 from autotune.spaces import ALGO, config_key
-from autotune.storage import Database, resolve_url
+from autotune.spaces.enumeration import size, valid_configs
+from autotune.spaces.optuna_mapping import config_of
+from autotune.tuning.evaluation import ReplayEvaluator
+from autotune.tuning.search_report import SearchSettings
+from autotune.tuning.tune import tune
 
 from conftest import H200
 from toy_family import ToyFamily, make_recording
@@ -77,7 +80,7 @@ def test_search_asks_only_the_proposed_algorithms_parameters(tmp_path):
         algo = t.params[ALGO]
         algos.add(algo)
         assert set(t.params) == {ALGO} | {f"{algo}.{p.name}" for p in space.algos[algo].parameters}
-        assert not space.violations(space.config_of(t.params), (1024,), H200)
+        assert not space.violations(config_of(space, t.params), (1024,), H200)
     assert algos == {"tiled", "vector"}, "both algorithms explored"
     assert report.best.config[ALGO] == "vector", "the faster algorithm wins"
     (row,) = Database(resolve_url(tmp_path / "t.db"), create=False).best("toy")
@@ -88,13 +91,13 @@ def test_search_asks_only_the_proposed_algorithms_parameters(tmp_path):
 
 def test_resume_and_grid_cover_every_valid_configuration_of_every_algorithm(tmp_path):
     space = ToyFamily(dtype="float16")
-    valid = {config_key(c) for c in space.valid_configs((1024,), H200)}
+    valid = {config_key(c) for c in valid_configs(space, (1024,), H200)}
     assert len(valid) == 4 * 3 - 1 + 2 * 3
     first = search(tmp_path, "float16", 5, sampler="grid")
     second = search(tmp_path, "float16", len(valid), sampler="grid")
     assert second.measured_total == len(valid) and second.measured_now == len(valid) - 5
     study = optuna.load_study(study_name=first.study_name, storage=resolve_url(tmp_path / "t.db"))
-    seen = {config_key(space.config_of(t.params)) for t in study.trials if studies.is_measured(t)}
+    seen = {config_key(config_of(space, t.params)) for t in study.trials if studies.is_measured(t)}
     assert seen == valid
 
 
@@ -103,7 +106,7 @@ def test_narrowing_algo_drops_the_other_algorithms_parameters():
     assert space.domain(ALGO) == ("vector",)
     assert space.domain("TILE") == (64, 256), "one TILE left: no ambiguity"
     assert {p.key for p in space.params} == {ALGO, "vector.TILE", "vector.VEC"}
-    assert space.default_config[ALGO] == "vector" and space.size() == 2 * 3
+    assert space.default_config[ALGO] == "vector" and size(space) == 2 * 3
     # a configuration of a dropped algorithm still renders (a baseline that sets tolerances may be one)
     tiled = {ALGO: "tiled", "TILE": 16, "UNROLL": 1}
     assert Path(space.template_for(tiled)).name == space.algos["tiled"].template

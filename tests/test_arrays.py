@@ -1,12 +1,12 @@
-"""How the dispatcher reads its arguments (autotune.arrays), without a GPU."""
+"""How the dispatcher reads its arguments (autotune.runtime.arrays), without a GPU."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from autotune.arrays import CAI, HOST, check_matches, describe, stream_handle
 from autotune.errors import InvalidArgument, InvalidType
+from autotune.runtime.arrays import CAI, HOST, check_matches, describe, stream_handle
 
 
 class FakeDeviceArray:

@@ -10,12 +10,12 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from autotune import binaries
-from autotune.binaries import CACHED, NVCC, NVRTC, BinaryStore, arch_sm, binary_key, cubin_sm, load_cubin
 from autotune.cli import app
 from autotune.errors import InvalidArgument, ToolchainError
+from autotune.results.storage import BestEntry, Database, resolve_url
+from autotune.runtime import binaries
+from autotune.runtime.binaries import CACHED, NVCC, NVRTC, BinaryStore, arch_sm, binary_key, cubin_sm, load_cubin
 from autotune.spaces import get_space
-from autotune.storage import BestEntry, Database, resolve_url
 from autotune.templates import template_hash
 
 from conftest import file_digest

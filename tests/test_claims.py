@@ -1,4 +1,5 @@
-"""autotune.claims: each configuration of a study measured once, and no more than the target, across processes."""
+"""autotune.tuning.claims: each configuration of a study measured once, and no more than the target, across
+processes."""
 
 from __future__ import annotations
 
@@ -11,12 +12,13 @@ import sqlalchemy as sa
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState, create_trial
 
-from autotune import studies
-from autotune.claims import Claim, Claims
-from autotune.proposals import RepairingSampler, valid_neighbours
+from autotune.results import studies
+from autotune.results.storage import Claim as ClaimRow
+from autotune.results.storage import Database, resolve_url
 from autotune.spaces import config_key, get_space
-from autotune.storage import Claim as ClaimRow
-from autotune.storage import Database, resolve_url
+from autotune.spaces.optuna_mapping import config_of, optuna_params
+from autotune.tuning.claims import Claim, Claims
+from autotune.tuning.proposals import RepairingSampler, valid_neighbours
 
 from conftest import DATA, H200
 from processes import clean_postgres, finish, measured_now, only_study, paused, repeated, start_search
@@ -96,9 +98,9 @@ def test_a_proposal_another_process_holds_moves_to_the_nearest_it_can_claim():
         return Claim.HELD if config_key(c) in held else Claim.TAKEN
 
     sampler = RepairingSampler(optuna.samplers.RandomSampler(), space, SHAPE, H200, lambda c: False, claim)
-    params = space.optuna_params(config)
+    params = optuna_params(space, config)
     repaired = sampler.repair(dict(params), 7)
-    assert space.config_of(repaired) == neighbours[1] and sampler.moved == 1
+    assert config_of(space, repaired) == neighbours[1] and sampler.moved == 1
     assert [n for _, n in asked] == [7, 7, 7], "claimed for the proposal's trial, nearest first"
     full = RepairingSampler(optuna.samplers.RandomSampler(), space, SHAPE, H200, lambda c: False,
                             lambda c, n: Claim.FULL)  # fmt: skip

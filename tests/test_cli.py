@@ -53,10 +53,10 @@ def test_best_lists_the_stored_configuration(stored_db, runner):
     row = data[0]
     assert row["kernel"] == "gemm" and row["shape"] == "1024x1024x1024" and row["metric_unit"] == "TFLOP/s"
     assert set(row["params"]) >= {"BM", "BN", "BK", "PIPELINE"}
-    from autotune.evaluation import Recording
     from autotune.spaces import get_space
+    from autotune.tuning.evaluation import RecordedMeasurements
 
-    recorded_with = Recording.load(RECORDING).template_hash
+    recorded_with = RecordedMeasurements.load(RECORDING).template_hash
     assert row["template_hash"] == recorded_with
     current = get_space("gemm").template_hash()
     assert row["stale"] is (recorded_with != current), "stale exactly when the template changed"

@@ -1,7 +1,7 @@
 import pytest
 
-from autotune.compiler import Compiler, find_nvcc, parse_ptxas
 from autotune.errors import ToolchainError
+from autotune.runtime.compiler import Compiler, find_nvcc, parse_ptxas
 
 PTXAS_LOG = """\
 ptxas info    : 0 bytes gmem

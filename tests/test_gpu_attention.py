@@ -9,6 +9,7 @@ import random
 import pytest
 
 from autotune.spaces import ALGO, config_key, get_space
+from autotune.spaces.enumeration import random_config
 
 pytestmark = pytest.mark.gpu
 
@@ -39,7 +40,7 @@ def pick(space, algo: str, shape, device, count: int, seed: int) -> list[dict]:
     for _ in range(5000):
         if len(picked) > count:
             break
-        config = space.random_config(rng)
+        config = random_config(space, rng)
         if config[ALGO] == algo and not space.violations(config, shape, device):
             picked[config_key(config)] = config
     return list(picked.values())
@@ -47,7 +48,7 @@ def pick(space, algo: str, shape, device, count: int, seed: int) -> list[dict]:
 
 @pytest.mark.parametrize("kernel, dtype, algo, d", CASES, ids=["-".join(map(str, c)) for c in CASES])
 def test_random_valid_configs_are_correct(kernel, dtype, algo, d, device):
-    from autotune.evaluation.gpu import GpuEvaluator
+    from autotune.tuning.evaluation.gpu import GpuEvaluator
 
     space = get_space(kernel, dtype=dtype)
     shape = (2, 3, 5, 3001, d) if algo == "split_kv" else (2, 3, 333, 1000, d)  # split_kv decodes (seq_q ≤ 64)
@@ -63,7 +64,7 @@ def test_random_valid_configs_are_correct(kernel, dtype, algo, d, device):
 def pinned(kernel: str, space, shape, config: dict, device, path) -> object:
     """The dispatcher running exactly ``config`` at ``shape`` (a scratch database holding that row alone)."""
     import autotune
-    from autotune.storage import BestEntry, Database, resolve_url
+    from autotune.results.storage import BestEntry, Database, resolve_url
 
     db = Database(resolve_url(str(path)))
     db.save_best(BestEntry(

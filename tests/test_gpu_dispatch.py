@@ -10,9 +10,9 @@ import pytest
 
 import autotune
 from autotune.errors import InvalidArgument, InvalidType, NotTuned
-from autotune.selection import DEFAULT, NEAREST, TUNED
+from autotune.results.storage import BestEntry, Database, resolve_url
+from autotune.runtime.selection import DEFAULT, NEAREST, TUNED
 from autotune.spaces import get_space
-from autotune.storage import BestEntry, Database, resolve_url
 
 pytestmark = pytest.mark.gpu
 
@@ -61,7 +61,7 @@ def test_numpy_on_tuned_and_untuned_shapes(gemm, caplog):
     c = gemm(a, b)
     assert isinstance(c, np.ndarray) and c.shape == (512, 384) and rel_error(c, a, b) < 1e-5
     a2, b2 = inputs(601, 390, 250, seed=1)  # the tuned shape's class (large M, wide): its configuration
-    with caplog.at_level(logging.WARNING, logger="autotune.dispatch"):
+    with caplog.at_level(logging.WARNING, logger="autotune.runtime.dispatch"):
         for _ in range(3):
             c2 = gemm(a2, b2)
     assert rel_error(c2, a2, b2) < 1e-5

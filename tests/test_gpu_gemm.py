@@ -9,6 +9,7 @@ import random
 import pytest
 
 from autotune.spaces import ALGO, config_key, get_space
+from autotune.spaces.enumeration import random_config
 from autotune.spaces.gemm_simt import PIPELINES
 
 pytestmark = pytest.mark.gpu
@@ -37,7 +38,7 @@ def pick(dtype: str, algo: str, device, count: int, seed: int, shape=(4096, 4096
     for _ in range(20000):
         if len(picked) > count and not wanted_pipelines:
             break
-        config = space.random_config(rng)
+        config = random_config(space, rng)
         if space.violations(config, shape, device):
             continue
         if len(picked) > count and config.get("PIPELINE") not in wanted_pipelines:
@@ -50,7 +51,7 @@ def pick(dtype: str, algo: str, device, count: int, seed: int, shape=(4096, 4096
 @pytest.mark.parametrize("dtype, algo", CASES, ids=[f"{d}-{a}" for d, a in CASES])
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_random_valid_configs_are_correct(shape, dtype, algo, device):
-    from autotune.evaluation.gpu import GpuEvaluator
+    from autotune.tuning.evaluation.gpu import GpuEvaluator
 
     space = get_space("gemm", dtype=dtype)
     configs = pick(dtype, algo, device, PER_ALGORITHM, 2026, shape)
@@ -71,7 +72,7 @@ def test_tma_algorithm_through_the_dispatcher(device, tmp_path):
     torch = pytest.importorskip("torch")
     import autotune
     from autotune.errors import InvalidArgument
-    from autotune.storage import BestEntry, Database, resolve_url
+    from autotune.results.storage import BestEntry, Database, resolve_url
 
     space = get_space("gemm", dtype="bfloat16")
     config = {ALGO: "wgmma_tma", **space.algos["wgmma_tma"].default_config, "BN": 128, "CLUSTER_M": 2}

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import autotune
-from autotune.selection import DEFAULT, TUNED
+from autotune.results.storage import BestEntry, Database, resolve_url
+from autotune.runtime.selection import DEFAULT, TUNED
 from autotune.spaces import get_space
-from autotune.storage import BestEntry, Database, resolve_url
 
 pytestmark = pytest.mark.gpu
 

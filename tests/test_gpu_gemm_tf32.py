@@ -11,6 +11,7 @@ import random
 import pytest
 
 from autotune.spaces import ALGO, config_key, get_space
+from autotune.spaces.enumeration import random_config
 from autotune.spaces.gemm import GemmSpace
 from autotune.spaces.gemm_simt import SimtGemm
 from autotune.spaces.gemm_tf32x3 import Tf32Gemm
@@ -38,7 +39,7 @@ def pick(device, count: int, seed: int) -> list[dict]:
     rng = random.Random(seed)
     picked = {config_key(space.default_config): space.default_config}
     while len(picked) <= count:
-        config = space.random_config(rng)
+        config = random_config(space, rng)
         if not space.violations(config, (4096, 4096, 4096), device):
             picked[config_key(config)] = config
     return list(picked.values())
@@ -46,7 +47,7 @@ def pick(device, count: int, seed: int) -> list[dict]:
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_random_valid_configs_are_correct_at_tf32_tolerance(shape, device):
-    from autotune.evaluation.gpu import GpuEvaluator
+    from autotune.tuning.evaluation.gpu import GpuEvaluator
 
     space = get_space("gemm_tf32")
     configs = [c for c in pick(device, 8, 2026) if not space.violations(c, shape, device)]
@@ -58,7 +59,7 @@ def test_random_valid_configs_are_correct_at_tf32_tolerance(shape, device):
 
 
 def test_fp32_contract_refuses_1xtf32(device):
-    from autotune.evaluation.gpu import GpuEvaluator
+    from autotune.tuning.evaluation.gpu import GpuEvaluator
 
     space = Tf32PosingAsFp32()
     tf32 = {ALGO: "tf32", **space.algos["tf32"].default_config}

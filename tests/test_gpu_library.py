@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from autotune.spaces import config_key, get_space
+from autotune.spaces.enumeration import random_config
 
 pytestmark = pytest.mark.gpu
 
@@ -45,7 +46,7 @@ def random_valid(space, shape, device, n, seed):
     rng = random.Random(seed)
     picked = {config_key(space.default_config): dict(space.default_config)}
     for _ in range(20000):
-        config = space.random_config(rng)
+        config = random_config(space, rng)
         if not space.violations(config, shape, device):
             picked[config_key(config)] = config
         if len(picked) >= n:
@@ -55,7 +56,7 @@ def random_valid(space, shape, device, n, seed):
 
 @pytest.mark.parametrize("kernel", sorted(TARGETS))
 def test_random_valid_configs_are_correct(kernel, device):
-    from autotune.evaluation.gpu import GpuEvaluator
+    from autotune.tuning.evaluation.gpu import GpuEvaluator
 
     space = get_space(kernel)
     shape = TARGETS[kernel]
@@ -132,7 +133,7 @@ def to_torch(array: np.ndarray, dtype: str, torch):
 def test_half_configs_are_correct(kernel, dtype, device):
     """The rule default and a few random valid configurations per half dtype (fp32 weights in the _mixed
     kernels): each is checked on the target and the ragged validation shapes, against the half tolerance."""
-    from autotune.evaluation.gpu import GpuEvaluator
+    from autotune.tuning.evaluation.gpu import GpuEvaluator
 
     space = get_space(kernel, dtype=dtype)
     shape = HALF_TARGETS[kernel]
@@ -220,7 +221,7 @@ def test_tune_missing_searches_an_untuned_shape_once_stores_and_logs(tmp_path, c
 def test_rows_split_over_a_cluster_are_correct(kernel, dtype, device):
     """MAPPING=cluster (sm_90): partial statistics exchanged through distributed shared memory, the row cached in
     registers across the cluster, at three cluster sizes."""
-    from autotune.evaluation.gpu import GpuEvaluator
+    from autotune.tuning.evaluation.gpu import GpuEvaluator
 
     if tuple(device.compute_capability) < (9, 0):
         pytest.skip("thread-block clusters need sm_90")
@@ -244,7 +245,7 @@ def test_rows_split_over_a_cluster_are_correct(kernel, dtype, device):
 def test_rows_cached_in_shared_memory_are_correct(kernel, dtype, device):
     """Every mapping and vector width with the row in shared memory, on a ragged target and the validation shapes
     (rows of 1, 7, 1031 and 65539 where the cache holds them), unaligned chunk starts included."""
-    from autotune.evaluation.gpu import GpuEvaluator
+    from autotune.tuning.evaluation.gpu import GpuEvaluator
 
     space = get_space(kernel, dtype=dtype)
     shape = (77, 3001)

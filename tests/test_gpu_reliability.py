@@ -14,10 +14,11 @@ import pytest
 from optuna.trial import TrialState
 from typer.testing import CliRunner
 
-from autotune import studies
 from autotune.cli import app
+from autotune.results import studies
+from autotune.results.storage import Database, resolve_url
 from autotune.spaces import get_space
-from autotune.storage import Database, resolve_url
+from autotune.spaces.optuna_mapping import config_of
 
 pytestmark = pytest.mark.gpu
 
@@ -57,7 +58,7 @@ def test_sigkill_mid_search_then_resume(tmp_path):
     assert sum(studies.is_measured(t) for t in study.trials) == 40
     assert not [t for t in study.trials if t.state == TrialState.RUNNING]
     (row,) = Database(resolve_url(db), create=False).best("gemm")
-    assert get_space(row.kernel).config_of(study.trials[row.trial_number].params) == row.config
+    assert config_of(get_space(row.kernel), study.trials[row.trial_number].params) == row.config
 
 
 def test_a_shape_too_large_for_the_gpu_is_refused(tmp_path):

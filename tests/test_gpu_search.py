@@ -7,10 +7,10 @@ import pytest
 from optuna.trial import TrialState
 from typer.testing import CliRunner
 
-from autotune import studies
 from autotune.cli import app
-from autotune.search import tune
-from autotune.storage import Database, resolve_url
+from autotune.results import studies
+from autotune.results.storage import Database, resolve_url
+from autotune.tuning.tune import tune
 
 from faults.space import EXPECTED_FAILURE, FAULTS
 

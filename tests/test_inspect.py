@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from autotune.cli import app
-from autotune.storage import Database, resolve_url
+from autotune.results.storage import Database, resolve_url
 
 from conftest import DATA, file_digest
 

@@ -8,11 +8,11 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from autotune import interchange
 from autotune.cli import app
 from autotune.errors import InvalidArgument
+from autotune.results import interchange
+from autotune.results.storage import BestEntry, Database, resolve_url
 from autotune.spaces import get_space
-from autotune.storage import BestEntry, Database, resolve_url
 
 from conftest import file_digest
 

@@ -17,13 +17,13 @@ import sqlalchemy as sa
 from optuna.trial import TrialState
 from typer.testing import CliRunner
 
-from autotune import studies
 from autotune.cli import app
 from autotune.errors import InvalidArgument
-from autotune.join import join
-from autotune.search import tune
+from autotune.results import studies
+from autotune.results.storage import resolve_url
 from autotune.spaces import config_key
-from autotune.storage import resolve_url
+from autotune.tuning.join import join
+from autotune.tuning.tune import tune
 
 from synthetic import make_recording
 
@@ -79,11 +79,11 @@ def test_worker_refuses_what_it_cannot_join(tmp_path, recording):
 _HOST = textwrap.dedent(
     """
     import json, sys
-    from autotune.evaluation import Recording, ReplayEvaluator
-    from autotune.join import join
-    from autotune.search import tune
+    from autotune.tuning.evaluation import RecordedMeasurements, ReplayEvaluator
+    from autotune.tuning.join import join
+    from autotune.tuning.tune import tune
     role, url, path, name = sys.argv[1:5]
-    rec = Recording.load(path)
+    rec = RecordedMeasurements.load(path)
     evaluator = ReplayEvaluator(rec, delay_s=0.05)  # a GPU's pace, so that both hosts take part
     if role == "search":
         report = tune("gemm", trials=60, db=url, evaluator=evaluator, template_hash=rec.template_hash,
@@ -121,7 +121,7 @@ def test_two_hosts_share_one_postgresql_study(tmp_path, recording):
     assert all(r["measured_now"] > 0 for r in reports), f"both hosts measured: {reports}"
     study = optuna.load_study(study_name=name, storage=url)
     count = sum(studies.is_measured(t) for t in study.trials)
-    assert count == 60, count  # the hosts claim what they measure, no more than the target (`autotune.claims`)
+    assert count == 60, count  # the hosts claim what they measure, no more than the target (`autotune.tuning.claims`)
     keys = [config_key(t.params) for t in study.trials if studies.is_measured(t)]
     assert len(keys) == len(set(keys)), "no configuration measured by both hosts"
     assert sum(r["measured_now"] for r in reports) == count

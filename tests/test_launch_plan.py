@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from autotune.errors import InvalidArgument
-from autotune.launch_plan import LaunchPlan
+from autotune.runtime.launch_plan import LaunchPlan
 from autotune.spaces.base import Launch, TensorMap, Zero
 
 

@@ -7,7 +7,7 @@ from typer.testing import CliRunner
 
 from autotune.cli import app
 from autotune.errors import DeviceError, InvalidArgument
-from autotune.evaluation.multi import device_groups, parse_devices
+from autotune.tuning.evaluation.multi import device_groups, parse_devices
 
 
 def test_parse_devices():
@@ -27,7 +27,7 @@ def test_parse_devices():
                                               ("", "expected 'all'"), ("1,-1", "got '-1'")])  # fmt: skip
 def test_a_malformed_devices_list_is_named_before_the_driver_is_asked(tmp_path, monkeypatch, devices, message):
     """Before, `--devices abc` on a machine without a driver said the driver was missing, not what was wrong."""
-    from autotune import cuda_driver
+    from autotune.runtime import cuda_driver
 
     def no_driver(cls):
         raise DeviceError("the CUDA driver (libcuda.so) is not installed")
@@ -43,7 +43,7 @@ def test_a_malformed_devices_list_is_named_before_the_driver_is_asked(tmp_path, 
 
 def test_devices_and_replay_exclude_each_other(tmp_path):
     """Before, --replay silently ignored --devices."""
-    from autotune.search import tune
+    from autotune.tuning.tune import tune
 
     from conftest import DATA
 
@@ -75,7 +75,7 @@ class _OneGpu:
 
 @pytest.mark.parametrize("devices, message", [("7", "no GPU 7"), ("0,0", "named twice"), ("one", "expected 'all'")])
 def test_bad_devices_are_one_line(tmp_path, monkeypatch, devices, message):
-    from autotune import cuda_driver
+    from autotune.runtime import cuda_driver
 
     monkeypatch.setattr(cuda_driver.Driver, "get", classmethod(lambda cls: _OneGpu()))
     result = CliRunner().invoke(app, ["search", "gemm", "--devices", devices, "--db", str(tmp_path / "d.db")])
@@ -86,8 +86,8 @@ def test_bad_devices_are_one_line(tmp_path, monkeypatch, devices, message):
 
 @pytest.mark.gpu
 def test_two_gpus_feed_one_study(tmp_path):
-    from autotune import cuda_driver
-    from autotune.search import tune
+    from autotune.runtime import cuda_driver
+    from autotune.tuning.tune import tune
 
     if cuda_driver.Driver.get().device_count() < 2:
         pytest.skip("needs two GPUs (nvidia-h200-x2)")
@@ -99,8 +99,8 @@ def test_two_gpus_feed_one_study(tmp_path):
 @pytest.mark.gpu
 def test_a_crashing_candidate_restarts_only_its_gpu_worker(tmp_path):
     """Faulty candidates crash or hang one GPU's worker at a time; it is restarted and the search goes on."""
-    from autotune import cuda_driver
-    from autotune.search import tune
+    from autotune.runtime import cuda_driver
+    from autotune.tuning.tune import tune
 
     from faults.space import EXPECTED_FAILURE
 

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from autotune.cli import app
 from autotune.errors import InvalidArgument
-from autotune.multishape import Problem, load_calls, plan
+from autotune.tuning.multishape import Problem, load_calls, plan
 
 
 def write_calls(path, calls, version=1):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from autotune.evaluation.process import start_worker, stop_worker
+from autotune.tuning.evaluation.process import start_worker, stop_worker
 
 from conftest import gpu_problem
 

@@ -9,14 +9,16 @@ from concurrent.futures import Future
 import optuna
 import pytest
 
-from autotune import studies
 from autotune.errors import InvalidArgument
-from autotune.evaluation import Measurement, ReplayEvaluator, Timing, Toolchain
-from autotune.evaluation.base import Evaluator
-from autotune.proposals import MAX_CHANGED, RepairingSampler, nearest_valid
-from autotune.search import tune
+from autotune.results import studies
 from autotune.spaces import config_key, get_space
 from autotune.spaces.base import ALGO
+from autotune.spaces.enumeration import random_config
+from autotune.spaces.optuna_mapping import config_of, optuna_params
+from autotune.tuning.evaluation import Measurement, ReplayEvaluator, Timing, Toolchain
+from autotune.tuning.evaluation.base import Evaluator
+from autotune.tuning.proposals import MAX_CHANGED, RepairingSampler, nearest_valid
+from autotune.tuning.tune import tune
 
 from conftest import H200
 from synthetic import fake_time, make_recording
@@ -32,7 +34,7 @@ def invalid_configs(space, shape, count, seed=0):
     rng = random.Random(seed)
     found = []
     while len(found) < count:
-        config = space.random_config(rng)
+        config = random_config(space, rng)
         if space.violations(config, shape, H200):
             found.append(config)
     return found
@@ -94,12 +96,12 @@ def test_the_sampler_repairs_whole_proposals_and_leaves_the_rest():
     # One change from valid (its ring does not fit shared memory): what a joint proposal typically misses by.
     config = {ALGO: "wgmma_tf32x3", **space.algos["wgmma_tf32x3"].default_config, "STAGES": 6}
     assert space.violations(config, SQUARE, H200)
-    params = space.optuna_params(config)
+    params = optuna_params(space, config)
     fixed = sampler.repair(dict(params))
-    assert not space.violations(space.config_of(fixed), SQUARE, H200) and sampler.repaired == 1
+    assert not space.violations(config_of(space, fixed), SQUARE, H200) and sampler.repaired == 1
     partial = {k: v for k, v in params.items() if not k.endswith(".BM")}
     assert sampler.repair(dict(partial)) == partial, "a parameter still to be sampled: nothing to repair yet"
-    valid = space.optuna_params(space.rule_default(SQUARE, H200))
+    valid = optuna_params(space, space.rule_default(SQUARE, H200))
     assert sampler.repair(dict(valid)) == valid and sampler.repaired == 1
 
 
@@ -128,7 +130,7 @@ def test_a_tpe_search_of_the_whole_space_repairs_instead_of_rejecting(tmp_path):
     space = get_space("gemm")
     for t in study.trials:
         if studies.is_measured(t):
-            assert not space.violations(space.config_of(t.params), SQUARE, H200)
+            assert not space.violations(config_of(space, t.params), SQUARE, H200)
 
 
 def test_a_proposal_of_a_measured_configuration_moves_to_the_nearest_unmeasured_one():
@@ -136,11 +138,11 @@ def test_a_proposal_of_a_measured_configuration_moves_to_the_nearest_unmeasured_
     leader = space.rule_default(SQUARE, H200)
     measured = {config_key(leader)}
     sampler = RepairingSampler(None, space, SQUARE, H200, lambda c: config_key(c) in measured)
-    moved = space.config_of(sampler.repair(space.optuna_params(leader)))
+    moved = config_of(space, sampler.repair(optuna_params(space, leader)))
     assert config_key(moved) not in measured and not space.violations(moved, SQUARE, H200)
     assert len(changed(leader, moved)) == 1 and sampler.moved == 1 and sampler.repaired == 0
     measured.add(config_key(moved))
-    again = space.config_of(sampler.repair(space.optuna_params(leader)))
+    again = config_of(space, sampler.repair(optuna_params(space, leader)))
     assert config_key(again) not in measured, "the next nearest, once the nearest is measured too"
 
 

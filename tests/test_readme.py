@@ -25,8 +25,8 @@ import typer
 from typer.testing import CliRunner
 
 from autotune.cli import app
-from autotune.multishape import plan
 from autotune.spaces import get_space
+from autotune.tuning.multishape import plan
 
 from conftest import assert_stopped_only_for_lack_of_gpu, has_gpu
 from synthetic import record_every_config

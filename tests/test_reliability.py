@@ -20,11 +20,12 @@ from optuna.trial import TrialState
 from typer.testing import CliRunner
 
 import autotune
-from autotune import studies
 from autotune.cli import app
 from autotune.errors import AutotuneError, InvalidArgument, InvalidConfig, StorageError, UnknownKernel
+from autotune.results import studies
+from autotune.results.storage import SCHEMA_VERSION, Database, resolve_url
 from autotune.spaces import get_space
-from autotune.storage import SCHEMA_VERSION, Database, resolve_url
+from autotune.spaces.optuna_mapping import config_of
 
 from conftest import DATA, file_digest
 from processes import clean_postgres, finish, measured, measured_now, only_study, paused, repeated, start_search
@@ -72,7 +73,7 @@ def test_sigint_and_sigkill_at_random_points_lose_nothing(tmp_path):
     (row,) = Database(resolve_url(db), create=False).best("gemm")
     winner = study.trials[row.trial_number]
     assert studies.is_measured(winner) and winner.state == TrialState.COMPLETE
-    assert get_space(row.kernel).config_of(winner.params) == row.config
+    assert config_of(get_space(row.kernel), winner.params) == row.config
 
 
 def _concurrency(tmp_path: Path, db: str) -> None:
@@ -98,14 +99,14 @@ def _concurrency(tmp_path: Path, db: str) -> None:
         count = len(measured(study))
         target = 80 if summary.study_name.startswith("gemm-1024x") else 40
         # Two processes on one study claim each configuration they measure, and no more than the target
-        # (`autotune.claims`): each stops once the study holds the target.
+        # (`autotune.tuning.claims`): each stops once the study holds the target.
         assert count == target, (summary.study_name, count)
         assert repeated(study) == 0, (summary.study_name, "a configuration measured twice")
         assert not [t for t in study.trials if t.state == TrialState.RUNNING]
         (row,) = [r for r in rows if r.study_name == summary.study_name]
         winner = study.trials[row.trial_number]
         assert winner.state == TrialState.COMPLETE
-        assert get_space(row.kernel).config_of(winner.params) == row.config
+        assert config_of(get_space(row.kernel), winner.params) == row.config
 
 
 def test_four_processes_share_one_sqlite_database(tmp_path):
@@ -200,7 +201,7 @@ def test_a_schema_1_database_upgrades_to_claims_keeping_every_row(tmp_path):
 
 
 def test_a_future_migration_upgrades_in_place_without_losing_rows(tmp_path, monkeypatch):
-    import autotune.storage as storage
+    import autotune.results.storage as storage
 
     db = tmp_path / "v1.db"
     shutil.copy(DATA / "autotune_schema_v1.db", db)

@@ -8,16 +8,16 @@ from pathlib import Path
 import pytest
 
 from autotune.errors import InvalidArgument
-from autotune.evaluation import Recording, ReplayEvaluator
-from autotune.samplers import SAMPLERS, make_sampler
-from autotune.search import tune
+from autotune.tuning.evaluation import RecordedMeasurements, ReplayEvaluator
+from autotune.tuning.samplers import SAMPLERS, make_sampler
+from autotune.tuning.tune import tune
 
 RECORDING = Path(__file__).parent / "data" / "replay_gemm_h200.json"
 
 
 @pytest.fixture(scope="module")
 def recording():
-    return Recording.load(RECORDING)
+    return RecordedMeasurements.load(RECORDING)
 
 
 def best_found(recording, sampler, seed, trials, tmp_path):
@@ -41,13 +41,13 @@ def test_a_gz_recording_round_trips_compressed(recording, tmp_path):
     path = tmp_path / "rec.json.gz"
     recording.save(path)
     assert path.read_bytes()[:2] == b"\x1f\x8b", "gzip"
-    again = Recording.load(path)
+    again = RecordedMeasurements.load(path)
     assert again.configs == recording.configs and again.domains == recording.domains
     assert {k: m.time_ms for k, m in again.measurements.items()} == {
         k: m.time_ms for k, m in recording.measurements.items()}
     path.write_bytes(b"\x1f\x8bnot gzip")
     with pytest.raises(InvalidArgument, match="cannot read replay recording"):
-        Recording.load(path)
+        RecordedMeasurements.load(path)
 
 
 @pytest.mark.parametrize("spoil, message", [
@@ -65,7 +65,7 @@ def test_an_incomplete_recording_names_what_it_lacks(tmp_path, spoil, message):
     path = tmp_path / RECORDING.name
     path.write_text(json.dumps(data))
     with pytest.raises(InvalidArgument, match=message):
-        Recording.load(path)
+        RecordedMeasurements.load(path)
 
 
 def test_a_recording_of_another_dtype_is_named_as_such(recording, tmp_path):
@@ -75,7 +75,7 @@ def test_a_recording_of_another_dtype_is_named_as_such(recording, tmp_path):
     fp16 = tmp_path / "fp16.json"
     recording.dtype = "float16"  # as a file recorded at float16 says (the dtype is saved since)
     recording.save(fp16)
-    assert Recording.load(fp16).dtype == "float16"
+    assert RecordedMeasurements.load(fp16).dtype == "float16"
     with pytest.raises(InvalidArgument, match="was recorded for gemm float16, not float32"):
         tune("gemm", recording.shape, trials=3, dtype="float32", replay=str(fp16), db=str(tmp_path / "d.db"))
     with pytest.raises(InvalidArgument, match=r"fp16.json does not fit gemm float16 here: gemm has no parameter"):

@@ -8,12 +8,15 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from autotune import studies
 from autotune.errors import InvalidArgument
-from autotune.evaluation import ReplayEvaluator
-from autotune.search import Search, SearchSettings, tune
+from autotune.results import studies
+from autotune.results.storage import Database, resolve_url
 from autotune.spaces import config_key, get_space
-from autotune.storage import Database, resolve_url
+from autotune.spaces.optuna_mapping import config_of
+from autotune.tuning.evaluation import ReplayEvaluator
+from autotune.tuning.search_report import SearchSettings
+from autotune.tuning.study_starts import rule_default
+from autotune.tuning.tune import tune
 
 from synthetic import DOMAINS, SHAPE, make_recording
 
@@ -73,7 +76,7 @@ def test_default_configuration_is_measured_first_and_compared(tmp_path, recordin
     report = tune("gemm", trials=12, db=str(tmp_path / "s.db"), replay=str(recording_file), seed=5)
     study = load_study(tmp_path / "s.db", report)
     first = min((t for t in study.trials if studies.is_measured(t)), key=lambda t: t.number)
-    assert get_space("gemm").config_of(first.params) == get_space("gemm").default_config
+    assert config_of(get_space("gemm"), first.params) == get_space("gemm").default_config
     assert first.user_attrs[studies.ROLE] == "default"
     assert report.default is not None and report.speedup == pytest.approx(report.default.time_ms / report.best.time_ms)
 
@@ -146,9 +149,9 @@ class _Interrupting(ReplayEvaluator):
 
 
 def test_interrupted_search_leaves_no_running_trial_and_resumes(tmp_path, recording_file):
-    from autotune.evaluation import Recording
+    from autotune.tuning.evaluation import RecordedMeasurements
 
-    rec = Recording.load(recording_file)
+    rec = RecordedMeasurements.load(recording_file)
     db = str(tmp_path / "i.db")
     with pytest.raises(KeyboardInterrupt):
         tune("gemm", SHAPE, trials=30, db=db, evaluator=_Interrupting(rec, 17), template_hash=rec.template_hash,
@@ -201,7 +204,7 @@ def test_rule_default_for_the_shape_is_measured_second(tmp_path, recording_file)
     assert config_key(rule) != config_key(space.default_config), "the test needs a rule default of its own"
     second = measured[1]
     assert second.user_attrs[studies.ROLE] == studies.RULE
-    assert config_key(space.config_of(second.params)) == config_key(rule)
+    assert config_key(config_of(space, second.params)) == config_key(rule)
 
 
 def test_a_space_whose_inherited_rule_does_not_fit_gets_no_rule_seed(h200):
@@ -209,11 +212,9 @@ def test_a_space_whose_inherited_rule_does_not_fit_gets_no_rule_seed(h200):
     it does not have: the search starts without a rule seed instead of failing."""
     from faults.space import FaultyGemmSpace
 
-    search = Search.__new__(Search)  # only what _rule_default reads
-    search.space, search.shape, search.device = FaultyGemmSpace(), (256, 256, 256), h200
-    assert search._rule_default() is None
-    search.space, search.shape = get_space("gemm"), (512, 512, 512)
-    assert search._rule_default() == get_space("gemm").rule_default((512, 512, 512), h200)
+    assert rule_default(FaultyGemmSpace(), (256, 256, 256), h200) is None
+    gemm = get_space("gemm")
+    assert rule_default(gemm, (512, 512, 512), h200) == gemm.rule_default((512, 512, 512), h200)
 
 
 def test_an_interrupt_inside_a_database_write_does_not_lock_the_clean_up(tmp_path, recording_file, monkeypatch):
@@ -225,7 +226,7 @@ def test_an_interrupt_inside_a_database_write_does_not_lock_the_clean_up(tmp_pat
 
     from sqlalchemy import event
 
-    from autotune import storage as storage_module
+    from autotune.results import storage as storage_module
 
     monkeypatch.setattr(storage_module, "BUSY_TIMEOUT_S", 3)  # a lost clean-up fails in 3 s, not 120
     opened = storage_module.Database.optuna_storage

@@ -1,4 +1,4 @@
-"""Which stored configuration the dispatcher runs (autotune.selection), without a GPU."""
+"""Which stored configuration the dispatcher runs (autotune.runtime.selection), without a GPU."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pytest
 
 from autotune.errors import NotTuned
-from autotune.selection import DEFAULT, NEAREST, TUNED, choose, describe_fallback, log_distance
+from autotune.runtime.selection import DEFAULT, NEAREST, TUNED, choose, describe_fallback, log_distance
 from autotune.spaces import get_space
 
 HASH = "ab" * 32

@@ -9,8 +9,9 @@ import pytest
 
 from autotune import dtypes
 from autotune.errors import InvalidArgument
-from autotune.spaces import ALGO, config_key, get_space, kernel_names
+from autotune.spaces import ALGO, config_key, enumeration, get_space, kernel_names
 from autotune.spaces.gemm import FP32_FLOOR, HALF_TOLERANCE, WIDE
+from autotune.spaces.optuna_mapping import config_of, optuna_params, suggest
 
 from conftest import H200
 
@@ -45,7 +46,7 @@ def test_random_configs_hold_their_algorithms_parameters_only(h200):
     space = get_space("gemm")
     rng = random.Random(0)
     for _ in range(200):
-        config = space.random_config(rng)
+        config = enumeration.random_config(space, rng)
         names = {p.name for p in space.active_params(config)}
         assert set(config) == names
         assert not any("missing" in p or "unknown" in p for p in space.violations(config, SHAPE, h200))
@@ -53,8 +54,8 @@ def test_random_configs_hold_their_algorithms_parameters_only(h200):
 
 def test_configs_enumerate_algorithm_by_algorithm():
     space = get_space("gemm", {"ALGO": ["simt"], "BM": [64], "BN": [64], "BK": [8], "TM": [4], "TN": [4]})
-    configs = list(space.configs())
-    assert len(configs) == space.size()
+    configs = list(enumeration.configs(space))
+    assert len(configs) == enumeration.size(space)
     assert all(c[ALGO] == "simt" for c in configs)
 
 
@@ -64,15 +65,15 @@ def test_optuna_round_trip_of_a_conditional_config(tmp_path):
     storage = f"sqlite:///{tmp_path / 'o.db'}"
     study = optuna.create_study(storage=storage, study_name="x")
     rng = random.Random(1)
-    configs = [space.random_config(rng) for _ in range(5)]
+    configs = [enumeration.random_config(space, rng) for _ in range(5)]
     for config in configs:
-        study.enqueue_trial(space.optuna_params(config))
+        study.enqueue_trial(optuna_params(space, config))
     for config in configs:
         trial = study.ask()
-        asked = space.suggest(trial)
+        asked = suggest(space, trial)
         assert asked == config
         study.tell(trial, 1.0)
-    stored = [space.config_of(t.params) for t in optuna.load_study(study_name="x", storage=storage).trials]
+    stored = [config_of(space, t.params) for t in optuna.load_study(study_name="x", storage=storage).trials]
     assert [config_key(c) for c in stored] == [config_key(c) for c in configs]
 
 

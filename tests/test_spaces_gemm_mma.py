@@ -9,9 +9,11 @@ import re
 import numpy as np
 import pytest
 
-from autotune.compiler import Compiler
+from autotune.runtime.compiler import Compiler
 from autotune.spaces import ALGO, Launch, config_key, get_space
+from autotune.spaces.enumeration import random_config
 from autotune.spaces.gemm_mma import MmaGemm
+from autotune.spaces.optuna_mapping import config_of, optuna_params, suggest
 from autotune.templates import template_path
 
 SHAPE = (4096, 4096, 4096)
@@ -87,7 +89,7 @@ def test_shared_memory_of_both_layouts():
 
 def test_a_good_share_of_random_proposals_is_valid(space, h200):
     rng = random.Random(0)
-    draws = [space.random_config(rng) for _ in range(2000)]
+    draws = [random_config(space, rng) for _ in range(2000)]
     valid = sum(not space.violations(c, SHAPE, h200) for c in draws)
     assert valid / len(draws) > 0.2
 
@@ -135,7 +137,7 @@ def test_round_trip_through_a_study_and_the_best_table(tmp_path):
     from typer.testing import CliRunner
 
     from autotune.cli import app
-    from autotune.storage import BestEntry, Database, resolve_url
+    from autotune.results.storage import BestEntry, Database, resolve_url
 
     source = Database(resolve_url(tmp_path / "src.db"))
     configs = {}
@@ -144,11 +146,11 @@ def test_round_trip_through_a_study_and_the_best_table(tmp_path):
         storage = f"sqlite:///{tmp_path / (name + '.db')}"
         study = optuna.create_study(storage=storage, study_name=name)
         config = {ALGO: "mma", **MmaGemm.default_config, "SPLIT_K": 3, "SWIZZLE": 0, "BM": 64}
-        study.enqueue_trial(space.optuna_params(config))
+        study.enqueue_trial(optuna_params(space, config))
         trial = study.ask()
-        assert space.suggest(trial) == config
+        assert suggest(space, trial) == config
         study.tell(trial, 1.0)
-        stored = space.config_of(optuna.load_study(study_name=name, storage=storage).trials[0].params)
+        stored = config_of(space, optuna.load_study(study_name=name, storage=storage).trials[0].params)
         assert config_key(stored) == config_key(config)
         configs[name] = stored
         source.save_best(BestEntry(
@@ -177,7 +179,7 @@ def sample_valid(space, device, n, seed, **fixed):
     for _ in range(100000):
         if len(out) == n:
             break
-        config = {**space.random_config(rng), **fixed}
+        config = {**random_config(space, rng), **fixed}
         if config_key(config) not in seen and not space.violations(config, SHAPE, device):
             seen.add(config_key(config))
             out.append(config)
@@ -249,7 +251,7 @@ def test_template_rejects_what_the_space_rejects(cache_dir, h200):
     rng = random.Random(3)
     bad = []
     while len(bad) < 5:
-        config = space.random_config(rng)
+        config = random_config(space, rng)
         problems = space.violations(config, SHAPE, h200)
         if problems and ("split" in problems[0] or "accumulators" in problems[0]):
             bad.append(config)
@@ -274,7 +276,7 @@ def test_random_valid_configs_are_correct_on_ragged_shapes(dtype):
     """The default and random valid configurations (split-K among them) on odd M, N, K; K no multiple of 16;
     rows not 16-byte aligned; uniform and wide-range inputs (the family's validation cases run first)."""
     from autotune.device import query_device
-    from autotune.evaluation.gpu import GpuEvaluator
+    from autotune.tuning.evaluation.gpu import GpuEvaluator
 
     device = query_device()
     space = get_space("gemm", dtype=dtype)
@@ -295,7 +297,7 @@ def test_random_valid_configs_are_correct_on_ragged_shapes(dtype):
 @pytest.mark.parametrize("dtype", HALF)
 def test_split_k_at_127_rows(dtype):
     """127×4096×K with split-K (K kept small for speed, and ragged): the partials and the reduction are right."""
-    from autotune.evaluation.gpu import GpuEvaluator
+    from autotune.tuning.evaluation.gpu import GpuEvaluator
 
     space = get_space("gemm", dtype=dtype)
     configs = [

@@ -11,11 +11,13 @@ import numpy as np
 import optuna
 import pytest
 
-from autotune.compiler import Compiler
+from autotune.results.storage import BestEntry, Database, resolve_url
+from autotune.runtime.compiler import Compiler
 from autotune.spaces import ALGO, Launch, config_key, get_space, kernel_names
+from autotune.spaces.enumeration import random_config
 from autotune.spaces.gemm_tf32 import TF32_TOLERANCE
 from autotune.spaces.gemm_tf32x3 import FOLD_SPAN
-from autotune.storage import BestEntry, Database, resolve_url
+from autotune.spaces.optuna_mapping import optuna_params, suggest
 from autotune.templates import template_path
 
 SHAPE = (4096, 4096, 4096)
@@ -113,7 +115,7 @@ def test_level_one_windows_are_bounded(h200):
 
 def test_most_of_the_space_is_valid(space, h200):
     rng = random.Random(0)
-    draws = [space.random_config(rng) for _ in range(2000)]
+    draws = [random_config(space, rng) for _ in range(2000)]
     valid = sum(not space.violations(c, SHAPE, h200) for c in draws)
     assert valid / len(draws) > 0.15  # rejected before compiling: cheap, but not the bulk of draws
 
@@ -164,16 +166,16 @@ def test_round_trip_through_the_study_and_the_best_table(tmp_path, h200):
         space = space_of(algo)
         configs = []
         while len(configs) < 4:
-            c = space.random_config(rng)
+            c = random_config(space, rng)
             if not space.violations(c, SHAPE, h200):
                 configs.append(c)
         study = optuna.create_study(storage=storage, study_name=algo)
         for c in configs:
-            study.enqueue_trial(space.optuna_params(c))
+            study.enqueue_trial(optuna_params(space, c))
         asked = []
         for _ in configs:
             trial = study.ask()
-            asked.append(space.suggest(trial))
+            asked.append(suggest(space, trial))
             study.tell(trial, 1.0)
         assert [config_key(c) for c in asked] == [config_key(c) for c in configs]
         db = Database(resolve_url(tmp_path / "b.db"))
@@ -194,7 +196,7 @@ def sample_valid(space, device, n, seed):
     rng = random.Random(seed)
     seen, out = set(), []
     while len(out) < n:
-        config = space.random_config(rng)
+        config = random_config(space, rng)
         if config_key(config) not in seen and not space.violations(config, SHAPE, device):
             seen.add(config_key(config))
             out.append(config)
@@ -226,7 +228,7 @@ def test_template_rejects_what_the_space_rejects(space, h200, cache_dir):
     rng = random.Random(3)
     bad = []
     while len(bad) < 4:
-        config = space.random_config(rng)
+        config = random_config(space, rng)
         problems = space.violations(config, SHAPE, h200)
         if problems and ("mma tiles" in problems[0] or "level-1 window" in problems[0]):
             bad.append(config)

@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 from autotune import dtypes
-from autotune.compiler import Compiler
+from autotune.runtime.compiler import Compiler
 from autotune.spaces import Launch, Zero, config_key, get_space, kernel_names
 from autotune.spaces.base import UNIFORM
+from autotune.spaces.enumeration import random_config
 from autotune.templates import _sources, template_path
 
 KERNELS = kernel_names()
@@ -63,7 +64,7 @@ def test_launch_plans_name_known_buffers(kernel, h200):
     rng = random.Random(0)
     shape = space.default_shape
     for _ in range(30):
-        config = space.random_config(rng)
+        config = random_config(space, rng)
         if space.violations(config, shape, h200):
             continue
         known = set(space.input_specs(shape)) | set(space.outputs(shape)) | set(space.workspace(config, shape))
@@ -129,7 +130,7 @@ def sample_valid(space, shape, device, n, seed):
     rng = random.Random(seed)
     seen, out = set(), []
     for _ in range(5000):
-        config = space.random_config(rng)
+        config = random_config(space, rng)
         if config_key(config) not in seen and not space.violations(config, shape, device):
             seen.add(config_key(config))
             out.append(config)

@@ -10,9 +10,10 @@ import pytest
 from typer.testing import CliRunner
 
 from autotune.cli import app
-from autotune.compiler import Compiler
 from autotune.errors import UnknownKernel
+from autotune.runtime.compiler import Compiler
 from autotune.spaces import get_space
+from autotune.spaces.enumeration import valid_configs
 
 from conftest import H200
 
@@ -27,7 +28,7 @@ def test_new_kernel_writes_a_skeleton_that_loads_and_validates(tmp_path):
     assert space.name == "my_add"
     assert space.template_for(space.default_config) == tmp_path / "my_add.cu", "the template beside the space"
     assert space.ref() == f"{tmp_path / 'my_add_space.py'}:MyAddSpace", "workers load it by absolute path"
-    assert space.valid_configs((1000,), H200)
+    assert valid_configs(space, (1000,), H200)
     again = CliRunner().invoke(app, ["new-kernel", "my_add"])
     assert again.exit_code == 2 and "already exist: nothing written" in again.output
     bad = CliRunner().invoke(app, ["new-kernel", "My-Add"])
@@ -99,7 +100,7 @@ def test_a_library_template_name_still_resolves_in_the_library():
 
 
 def test_best_takes_the_reference(tmp_path):
-    from autotune.storage import BestEntry, Database, resolve_url
+    from autotune.results.storage import BestEntry, Database, resolve_url
 
     CliRunner().invoke(app, ["new-kernel", "my_add"])
     space = get_space("./my_add_space.py:MyAddSpace")

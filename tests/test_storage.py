@@ -6,7 +6,7 @@ import pytest
 import sqlalchemy as sa
 
 from autotune.errors import StorageError
-from autotune.storage import DEFAULT_DB, SCHEMA_VERSION, BestEntry, Database, check_database, resolve_url
+from autotune.results.storage import DEFAULT_DB, SCHEMA_VERSION, BestEntry, Database, check_database, resolve_url
 
 from conftest import file_digest
 
@@ -185,7 +185,7 @@ def test_missing_postgresql_driver_is_one_line(monkeypatch):
 def test_table_creation_races_are_retried_and_other_errors_are_not():
     # Four processes on a fresh PostgreSQL database: one creates Optuna's tables between another's check and
     # its CREATE TABLE, which fails with "relation ... already exists" (a ProgrammingError, seen in CI).
-    from autotune.storage import _retry_initialisation
+    from autotune.results.storage import _retry_initialisation
 
     calls = []
 

@@ -1,4 +1,4 @@
-"""autotune.studies.LocalTrials: the search's cached view of the study, and the parameters it holds back."""
+"""autotune.results.studies.LocalTrials: the search's cached view of the study, and the parameters it holds back."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from autotune.studies import LocalTrials
+from autotune.results.studies import LocalTrials
 
 
 def _storages(tmp_path):

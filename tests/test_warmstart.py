@@ -7,11 +7,13 @@ import dataclasses
 import optuna
 import pytest
 
-from autotune import studies, warmstart
 from autotune.errors import InvalidArgument
-from autotune.search import tune
+from autotune.results import studies
+from autotune.results.storage import resolve_url
 from autotune.spaces import config_key, get_space
-from autotune.storage import resolve_url
+from autotune.spaces.optuna_mapping import config_of
+from autotune.tuning import warmstart
+from autotune.tuning.tune import tune
 
 from synthetic import make_recording
 
@@ -54,7 +56,7 @@ def test_a_new_shape_starts_from_the_leaders_of_the_nearest_tuned_shape(tmp_path
     by_number = {t.number: t for t in trials_of(db, first.study_name)}
     for t in seeded:
         origin = by_number[int(t.user_attrs[studies.SEED_FROM].rsplit("#", 1)[1])]
-        assert space.config_of(origin.params) == space.config_of(t.params)
+        assert config_of(space, origin.params) == config_of(space, t.params)
     assert [config_key(t.params) for t in sorted(seeded, key=lambda t: t.number)] == [
         k for k in leaders_of(db, first.study_name, len(seeded) + 1) if k != config_key(space.default_config)
     ][: len(seeded)]

@@ -7,8 +7,9 @@ import hashlib
 
 import numpy as np
 
-from autotune.evaluation import Measurement, Recording, Timing, Toolchain
 from autotune.spaces import Algorithm, BufferSpec, KernelSpace, Launch, Param, config_key
+from autotune.spaces.enumeration import valid_configs
+from autotune.tuning.evaluation import Measurement, RecordedMeasurements, Timing, Toolchain
 
 from conftest import H200
 
@@ -68,11 +69,11 @@ def fake_time(config: dict) -> float:
     return base + int(hashlib.sha256(config_key(config).encode()).hexdigest()[:6], 16) / 0xFFFFFF
 
 
-def make_recording(dtype: str) -> Recording:
+def make_recording(dtype: str) -> RecordedMeasurements:
     space = ToyFamily(dtype=dtype)
-    rec = Recording(kernel="tests.toy_family:ToyFamily", shape=(1024,), device=H200, toolchain=Toolchain(nvcc="13.0"),
-                    template_hash="0" * 64, domains={})  # fmt: skip
-    for config in space.valid_configs((1024,), H200):
+    rec = RecordedMeasurements(kernel="tests.toy_family:ToyFamily", shape=(1024,), device=H200,
+                               toolchain=Toolchain(nvcc="13.0"), template_hash="0" * 64, domains={})  # fmt: skip
+    for config in valid_configs(space, (1024,), H200):
         t = fake_time(config)
         rec.add(config, Measurement(ok=True, timing=Timing(t, t, t, t, t, 5), registers=32))
     return rec

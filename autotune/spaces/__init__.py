@@ -102,7 +102,7 @@ def _load_reference(ref: str) -> type[KernelSpace]:
 
 def _check_templates(cls: type[KernelSpace], ref: str) -> None:
     """Every template of a user's space exists (beside the space's file or in the library)."""
-    from autotune.spaces.base import locate_template
+    from autotune.spaces.rendering import locate_template
     from autotune.templates import template_path
 
     owners = [(a, a.template) for a in cls.algorithms] if cls.algorithms else [(cls, cls.template)]

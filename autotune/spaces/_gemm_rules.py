@@ -1,5 +1,5 @@
 """GEMM shape classes and the rule-based configuration per class: what the dispatcher runs where nothing tuned
-for a shape's class fits (`autotune.selection`), instead of a square shape's winner.
+for a shape's class fits (`autotune.runtime.selection`), instead of a square shape's winner.
 
 Classes: the M bucket (1, ≤16, ≤64, ≤256, large) and the aspect (``col``: N = 1; ``narrow``: N ≤ 256;
 ``deep``: K at least 8× the larger of M and N; ``wide`` otherwise). Rules:

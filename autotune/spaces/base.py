@@ -10,13 +10,20 @@ A space is everything autotune knows about one kernel family besides its CUDA te
 * `inputs` / `outputs` / `reference` / `tolerance` / `validation_cases`: what a correct answer is;
 * `work` and ``metric_unit``: the FLOP or byte count that turns a time into TFLOP/s or GB/s.
 
+`KernelSpace` itself holds the identity, the tunables, the algorithms, the constraints and the metric; the other
+hooks come in groups, each in its own module: `autotune.spaces.rendering` (templates, defines, launches,
+workspace), `autotune.spaces.correctness` (inputs, reference, tolerances, validation cases) and
+`autotune.spaces.dispatching` (what the run-time dispatcher asks). What is done *with* a space's parameters lives
+beside it, not in it: `autotune.spaces.enumeration` (every configuration, random ones, the valid ones) and
+`autotune.spaces.optuna_mapping` (configurations as Optuna trial parameters).
+
 A space is bound to one problem dtype (``dtype``, one of ``dtypes``), like a problem is bound to its shape.
 
 A family may be computed by several **algorithms** (`autotune.spaces.algorithm.Algorithm`: SIMT, tensor-core
 mma, wgmma, …). Then the space's first parameter is ``ALGO``, and each algorithm's own parameters are
 conditional on it: a configuration holds ``ALGO`` and the parameters of that algorithm only, and Optuna samples
-them define-by-run (`suggest`). Each algorithm has its own template, constraints and launch plan; the family
-keeps what all of them share (shapes, inputs, reference, tolerance, work).
+them define-by-run (`autotune.spaces.optuna_mapping.suggest`). Each algorithm has its own template, constraints
+and launch plan; the family keeps what all of them share (shapes, inputs, reference, tolerance, work).
 
 Spaces hold no GPU state and import no GPU library: they are exercised on CPU-only machines.
 """
@@ -25,27 +32,24 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import hashlib
 import json
-import math
-import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Mapping, Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence
 
 from autotune import dtypes
 from autotune.device import DeviceInfo
-from autotune.errors import InvalidArgument, InvalidConfig, InvalidType
+from autotune.errors import InvalidArgument, InvalidConfig
 from autotune.shape import Shape, format_shape, parse_shape
+from autotune.spaces.correctness import UNIFORM, Correctness  # noqa: F401  (spaces import UNIFORM from here)
+from autotune.spaces.dispatching import Dispatching
+from autotune.spaces.rendering import Rendering
 
 if TYPE_CHECKING:
     from autotune.spaces.algorithm import Algorithm
 
 Config = dict[str, Any]
 ALGO = "ALGO"  # the parameter that picks a family's algorithm
-UNIFORM = "uniform"  # the input kind every space has (see `KernelSpace.inputs`)
 
 
 @dataclass(frozen=True)
@@ -83,7 +87,7 @@ class TensorMap:
     """A kernel argument: a TMA tensor map (CUtensorMap, passed by value as a ``__grid_constant__`` parameter)
     over the dense buffer ``buffer`` seen as a tensor of ``dims`` elements of ``dtype`` (innermost first), copied
     in boxes of ``box`` elements, ``swizzle`` bytes swizzled (0, 32, 64 or 128). The launch plan encodes it for
-    the buffer's pointer (`autotune.launch_plan`); `problems` says why the copy engine could not take it."""
+    the buffer's pointer (`autotune.runtime.launch_plan`); `problems` says why the copy engine could not take it."""
 
     buffer: str
     dtype: str
@@ -139,25 +143,13 @@ def config_key(config: Mapping[str, Any]) -> str:
     return json.dumps({k: config[k] for k in sorted(config)}, separators=(",", ":"))
 
 
-def locate_template(owner: type, template: str | Path) -> str | Path:
-    """A relative template path names a file beside the module that defines ``owner`` where one exists there
-    (a user's space keeps its template next to it), else a template of the library's kernel_templates/."""
-    path = Path(template)
-    if path.is_absolute():
-        return path
-    module_file = getattr(sys.modules.get(owner.__module__), "__file__", None)
-    if module_file:
-        beside = Path(module_file).resolve().parent / path
-        if beside.is_file():
-            return beside
-    return template
-
-
 def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-class KernelSpace:
+class KernelSpace(Rendering, Correctness, Dispatching):
+    """One kernel family's tunables and constraints, with the hook groups it inherits (see the module)."""
+
     # --- identity -------------------------------------------------------------------------------------------
     name: ClassVar[str]  # the kernel's name on the command line and in the store
     template: ClassVar[str | Path]  # a file of kernel_templates/, or a path (families: each algorithm has one)
@@ -240,14 +232,6 @@ class KernelSpace:
         algo = config.get(ALGO)
         return [p for p in self.params if p.algorithm is None or p.algorithm == algo]
 
-    def suggest(self, trial: Any) -> Config:
-        """Sample a configuration from an Optuna trial, define-by-run: ``ALGO`` first, then its parameters."""
-        config: Config = {}
-        for p in self.params:
-            if p.algorithm is None or p.algorithm == config.get(ALGO):
-                config[p.name] = trial.suggest_categorical(p.key, list(p.values))
-        return config
-
     def for_problem(self, shape: Shape, device: DeviceInfo, algorithms: Sequence[str] | None = None) -> "KernelSpace":
         """This space with ``ALGO`` narrowed to the algorithms that can compute ``shape`` on ``device`` (a search
         proposes only those: GEMV is never a candidate for a square GEMM); itself where every one can.
@@ -272,19 +256,6 @@ class KernelSpace:
             if p.algorithm is None or p.algorithm in kept
         )
         return narrowed
-
-    def optuna_params(self, config: Mapping[str, Any]) -> dict[str, Any]:
-        """A configuration as Optuna parameters (for `optuna.Study.enqueue_trial`)."""
-        return {p.key: config[p.name] for p in self.active_params(config) if p.name in config}
-
-    def config_of(self, params: Mapping[str, Any]) -> Config:
-        """The configuration of an Optuna trial's parameters (the inverse of `optuna_params`)."""
-        config: Config = {}
-        algo = params.get(ALGO)
-        for p in self.params:
-            if p.key in params and (p.algorithm is None or p.algorithm == algo):
-                config[p.name] = params[p.key]
-        return config
 
     # --- constraints ----------------------------------------------------------------------------------------
     def constraints(self, config: Config, shape: Shape, device: DeviceInfo) -> list[str]:
@@ -316,164 +287,6 @@ class KernelSpace:
         if problems:
             raise InvalidConfig(f"{self.name} configuration {config_key(config)} is invalid: {problems[0]}")
 
-    # --- templates, rendering and launching -----------------------------------------------------------------
-    def template_for(self, config: Mapping[str, Any]) -> str | Path:
-        """The template that computes ``config``."""
-        if self.algorithms:
-            algo = self.algorithm(config)
-            return locate_template(type(algo), algo.template)
-        return locate_template(type(self), self.template)
-
-    def templates(self) -> list[str | Path]:
-        """Every template this space (at its dtype) may compile."""
-        if self.algorithms:
-            return list(dict.fromkeys(locate_template(type(a), a.template) for a in self.algos.values()))
-        return [locate_template(type(self), self.template)]
-
-    def template_hash(self) -> str:
-        """The fingerprint stored with results: they go stale when any template of this space (at its dtype)
-        or a header it includes changes."""
-        from autotune.templates import template_hash
-
-        hashes = [template_hash(t) for t in self.templates()]
-        if len(hashes) == 1:
-            return hashes[0]
-        return hashlib.sha256("".join(sorted(hashes)).encode()).hexdigest()
-
-    def defines(self, config: Config) -> dict[str, int | str]:
-        """The -D defines that render ``config`` (by default: the parameters themselves)."""
-        if self.algorithms:
-            return self.algorithm(config).defines(config)
-        return dict(config)
-
-    def problem_defines(self, shape: Shape) -> dict[str, int | str]:
-        """Compile-time constants the problem fixes, beside the configuration's (e.g. attention's head_dim,
-        which sizes register arrays). A configuration compiled for one value is never run at another."""
-        return {}
-
-    def compile_defines(self, config: Config, shape: Shape) -> dict[str, int | str]:
-        """Everything that renders ``config`` for problems of ``shape``: what the compiler is given."""
-        return {**self.defines(config), **self.problem_defines(shape)}
-
-    def launches(self, config: Config, shape: Shape, device: DeviceInfo) -> list[Step]:
-        """The launch plan: kernels (and buffer zeroings) in order. ``device``: grids sized by SM count."""
-        if not self.algorithms:
-            raise NotImplementedError(f"{type(self).__name__} must define launches")
-        return self.algorithm(config).launches(config, shape, device)
-
-    def workspace(self, config: Config, shape: Shape) -> dict[str, BufferSpec]:
-        """Scratch buffers the launch plan needs besides inputs and outputs."""
-        if self.algorithms:
-            return self.algorithm(config).workspace(config, shape)
-        return {}
-
-    def infer_shape(self, inputs: Mapping[str, tuple[int, ...]]) -> Shape:
-        """The problem shape from the shapes of the caller's input arrays (runtime dispatch); raises
-        `InvalidArgument` naming the argument that does not fit."""
-        raise NotImplementedError(f"{self.name} does not support runtime dispatch")
-
-    @classmethod
-    def infer_dtype(cls, given: Mapping[str, str]) -> str:
-        """The problem dtype from the dtypes of the caller's input arrays (name → dtype name). By default every
-        input has the problem's dtype; `InvalidType` names the argument that does not."""
-        supported = cls.supported_dtypes()
-        names = list(given)
-        for name in names:
-            if given[name] not in supported:
-                raise InvalidType(f"{name} has dtype {given[name]}; {cls.name} supports {', '.join(supported)}")
-        first = given[names[0]]
-        for name in names[1:]:
-            if given[name] != first:
-                raise InvalidType(f"{name} has dtype {given[name]} but {names[0]} has {first}: {cls.name} needs "
-                                  f"every input in one dtype")  # fmt: skip
-        return first
-
-    def shape_key(self, shape: Shape) -> tuple:
-        """What a tuned shape must share with a problem for its configuration to be used there at all (e.g.
-        attention's head_dim): the dispatcher never falls back across it."""
-        return ()
-
-    def shape_class(self, shape: Shape) -> tuple:
-        """The class of a shape (e.g. GEMM's M bucket and aspect): the dispatcher's fallback prefers configurations
-        tuned for shapes of the same class, and where none fits runs `rule_default`, not another class's winner."""
-        return ()
-
-    def rule_default(self, shape: Shape, device: DeviceInfo) -> Config:
-        """What the dispatcher runs where nothing tuned fits: by default the template's default configuration;
-        a space may pick by the shape's class (a 1-row GEMM wants another tile than a square one)."""
-        return dict(self.default_config)
-
-    # --- correctness ----------------------------------------------------------------------------------------
-    def input_specs(self, shape: Shape) -> dict[str, BufferSpec]:
-        """The buffers the kernel reads."""
-        raise NotImplementedError
-
-    def inputs(self, shape: Shape, rng: np.random.Generator, kind: str = UNIFORM) -> dict[str, np.ndarray]:
-        """Fresh random inputs (never zeros) as host arrays of the buffers' dtypes (`autotune.dtypes.encode`):
-        uniform in [-1, 1) unless the space knows better. ``kind`` names other input sets the space validates
-        with (`validation_cases`), e.g. wide dynamic range."""
-        return {
-            name: dtypes.encode(rng.uniform(-1.0, 1.0, size=spec.shape), spec.dtype)
-            for name, spec in self.input_specs(shape).items()
-        }
-
-    def outputs(self, shape: Shape) -> dict[str, BufferSpec]:
-        """The buffers the kernel writes, every element of which is checked."""
-        raise NotImplementedError
-
-    def reference(self, inputs: Mapping[str, np.ndarray], shape: Shape) -> dict[str, np.ndarray]:
-        """The right answer in float64, computed with numpy from the inputs' exact values (float64 arrays:
-        `decoded_inputs`)."""
-        raise NotImplementedError
-
-    def decoded_inputs(self, inputs: Mapping[str, np.ndarray], shape: Shape) -> dict[str, np.ndarray]:
-        """Host input arrays as the float64 values they hold (ints stay ints): what `reference` is given."""
-        specs = self.input_specs(shape)
-        return {name: dtypes.decode(array, specs[name].dtype) for name, array in inputs.items()}
-
-    def device_bytes(self, config: Config | None, shape: Shape) -> int:
-        """GPU memory a measurement at ``shape`` needs: inputs, outputs, their fp64 references, workspace."""
-        total = sum(s.nbytes for s in self.input_specs(shape).values())
-        total += sum(s.nbytes + 8 * int(np.prod(s.shape, dtype=np.int64)) for s in self.outputs(shape).values())
-        if config is not None:
-            total += sum(s.nbytes for s in self.workspace(config, shape).values())
-        return total
-
-    def tolerance(self, output: str, shape: Shape) -> float:
-        """Largest accepted ‖out − ref‖ / ‖ref‖ for ``output``."""
-        return 1e-4
-
-    def tolerances(
-        self, inputs: Mapping[str, np.ndarray], refs: Mapping[str, np.ndarray], shape: Shape
-    ) -> dict[str, float]:
-        """The tolerance of each output for these (decoded) inputs and references. By default `tolerance`; a
-        space may tie it to what a plain fp32 computation achieves on the same inputs."""
-        return {name: self.tolerance(name, shape) for name in self.outputs(shape)}
-
-    def baseline_config(self) -> Config | None:
-        """A configuration of this space whose error on each validation input sets the tolerance there (see
-        `baseline_tolerance`), e.g. fp32 GEMM's SIMT kernel: an fp32 request is answered only at the accuracy a
-        plain fp32 kernel reaches on the same inputs. None: the tolerances are fixed (`tolerances`)."""
-        return None
-
-    def baseline_tolerance(self, output: str, error: float, shape: Shape) -> float:
-        """The tolerance of ``output`` where the baseline configuration's relative error is ``error``."""
-        return self.tolerance(output, shape)
-
-    def zero_tolerance(self, output: str, shape: Shape) -> float:
-        """Largest RMS error accepted where the whole reference is exactly zero (a relative error is undefined
-        there, e.g. LayerNorm's dx over rows of length 1): an absolute bound on the output's natural scale."""
-        return self.tolerance(output, shape)
-
-    def validation_shapes(self, shape: Shape) -> list[Shape]:
-        """Small shapes with ragged edges, checked (with fresh inputs) besides the target shape."""
-        return []
-
-    def validation_cases(self, shape: Shape) -> list[tuple[Shape, str]]:
-        """(shape, input kind) pairs checked with fresh inputs before the target shape is: by default the
-        `validation_shapes` with uniform inputs."""
-        return [(tuple(s), UNIFORM) for s in self.validation_shapes(shape)]
-
     # --- metric ---------------------------------------------------------------------------------------------
     def work(self, shape: Shape) -> float:
         """FLOPs (for TFLOP/s) or bytes moved (for GB/s) of one run of the launch plan."""
@@ -499,38 +312,6 @@ class KernelSpace:
         if len(matches) == 1:
             return matches[0].values
         raise KeyError(name)
-
-    def _groups(self) -> list[list[Param]]:
-        """The parameter lists of the configurations: one per algorithm (a family), or all of them."""
-        if not self.algorithms:
-            return [list(self.params)]
-        algo_values = self.params[0].values
-        shared = [p for p in self.params[1:] if p.algorithm is None]
-        return [[Param(ALGO, (a,)), *shared, *(p for p in self.params if p.algorithm == a)] for a in algo_values]
-
-    def size(self) -> int:
-        """Number of configurations in the product of the domains (valid or not)."""
-        return sum(math.prod(len(p.values) for p in group) for group in self._groups())
-
-    def configs(self) -> Iterator[Config]:
-        """Every configuration of the product of the domains, in a fixed order (algorithm by algorithm)."""
-        for group in self._groups():
-            names = [p.name for p in group]
-            for values in np.ndindex(*(len(p.values) for p in group)):
-                yield {n: p.values[i] for n, p, i in zip(names, group, values)}
-
-    def random_config(self, rng: Any) -> Config:
-        """A configuration drawn uniformly per parameter (``ALGO`` first, then its parameters); ``rng`` is a
-        `random.Random` or a numpy Generator."""
-        config: Config = {}
-        for p in self.params:
-            if p.algorithm is None or p.algorithm == config.get(ALGO):
-                i = int(rng.integers(len(p.values))) if hasattr(rng, "integers") else rng.randrange(len(p.values))
-                config[p.name] = p.values[i]
-        return config
-
-    def valid_configs(self, shape: Shape, device: DeviceInfo) -> list[Config]:
-        return [c for c in self.configs() if not self.violations(c, shape, device)]
 
     @classmethod
     def ref(cls) -> str:

@@ -1,6 +1,6 @@
 """The launch path of the operators: torch tensors in, torch tensors out, on torch's current stream.
 
-The first call for a (device, shapes, dtype) builds the plan through `autotune.dispatch.TunedKernel.prepare`
+The first call for a (device, shapes, dtype) builds the plan through `autotune.runtime.dispatch.TunedKernel.prepare`
 (configuration chosen, compiled or read from the cache, loaded). Every later call only allocates the outputs and
 any workspace through torch's caching allocator and launches: no cudaMalloc, no host synchronisation, so the
 call can be captured in a CUDA graph (capture after one warm-up call, as with any lazily compiled kernel).
@@ -20,7 +20,9 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from autotune.dispatch import ProblemPlan, TunedKernel, torch_current_stream
+from autotune.runtime.dispatch import TunedKernel
+from autotune.runtime.problem_plan import ProblemPlan
+from autotune.runtime.torch_calls import torch_current_stream
 
 _DATABASE: list[str | None] = [None]  # the database the operators read (None: $AUTOTUNE_DB, else the default)
 # torch's current stream as an int, without building a torch.cuda.Stream object (what Triton uses).

@@ -16,16 +16,15 @@ from typing import Any
 import torch
 from torch import nn
 
-from autotune.arrays import dtype_name
+from autotune.runtime.arrays import dtype_name
 from autotune.spaces import space_class
 from autotune.spaces.layernorm import EPS as LAYERNORM_EPS
 from autotune.spaces.rmsnorm import EPS as RMSNORM_EPS
 from autotune.torch import functional
 
-
 # Constant tables, so that torch.compile traces `_kernel_takes` without a graph break: a lookup in
-# autotune.arrays' shared dtype memo broke the graph on the H100 ("Dynamo cannot determine whether the underlying
-# object is hashable") after other code had filled the memo.
+# autotune.runtime.arrays' shared dtype memo broke the graph on the H100 ("Dynamo cannot determine whether the
+# underlying object is hashable") after other code had filled the memo.
 _DTYPE_NAMES = {d: dtype_name(d) for d in (torch.float32, torch.float16, torch.bfloat16)}
 _TAKES = {k: frozenset(space_class(k).supported_dtypes()) for k in ("layernorm", "layernorm_backward", "rmsnorm")}
 

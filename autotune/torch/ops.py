@@ -18,10 +18,9 @@ from typing import Any, Sequence
 
 import torch
 
-from autotune import recording
-from autotune.arrays import dtype_name
-from autotune.dispatch import _record_name
 from autotune.errors import AutotuneError, InvalidArgument
+from autotune.runtime import call_log
+from autotune.runtime.arrays import dtype_name
 from autotune.spaces import KernelSpace, get_space, kernel_names, space_class
 from autotune.torch.errors import NotContiguous, WrongDevice, WrongDtype, WrongShape
 from autotune.torch.launch import Launcher
@@ -101,8 +100,8 @@ def _schema(info: OpInfo) -> str:
 
 
 def _note(space: KernelSpace, shape: tuple[Any, ...]) -> None:
-    if recording.ACTIVE and all(type(d) is int for d in shape):  # symbolic sizes (torch.compile) are not recorded
-        recording.note(_record_name(space), shape, space.dtype)
+    if call_log.ACTIVE and all(type(d) is int for d in shape):  # symbolic sizes (torch.compile) are not recorded
+        call_log.note(call_log.record_name(space), shape, space.dtype)
 
 
 def register(kernel: str) -> OpInfo:

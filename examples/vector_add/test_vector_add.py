@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 import autotune
-from autotune.compiler import Compiler
 from autotune.device import nominal_device
+from autotune.runtime.compiler import Compiler
 from autotune.spaces import get_space
+from autotune.spaces.enumeration import configs, size
 
 SPACE = f"{Path(__file__).with_name('my_space.py')}:MySpace"
 H100 = nominal_device("NVIDIA H100", (9, 0))
@@ -23,7 +24,7 @@ def test_the_space_loads_with_its_template_beside_it():
     space = get_space(SPACE)
     assert space.template_for(space.default_config) == Path(__file__).with_name("vector_add.cu")
     assert space.ref() == SPACE
-    assert space.size() == 5 * 3 * 4
+    assert size(space) == 5 * 3 * 4
     assert space.constraints(space.default_config, (100,), H100) == []
 
 
@@ -33,7 +34,7 @@ def test_configurations_compile_without_spills(tmp_path):
     except autotune.ToolchainError as exc:
         pytest.skip(str(exc))
     space = get_space(SPACE)
-    for config in [c for c in space.configs() if c["BLOCK"] in (64, 1024) and c["UNROLL"] in (1, 8)]:
+    for config in [c for c in configs(space) if c["BLOCK"] in (64, 1024) and c["UNROLL"] in (1, 8)]:
         result = compiler.compile(space.template_for(config), space.compile_defines(config, (1000,)))
         assert result.ok, (config, result.error)
         assert result.spill_bytes == 0
@@ -54,7 +55,7 @@ def test_the_kernel_adds_on_the_gpu():
 @pytest.mark.gpu
 def test_search_stores_what_load_then_runs(tmp_path):
     """`autotune search ./my_space.py:MySpace` end to end: the GPU worker loads the space by its file."""
-    from autotune.selection import TUNED
+    from autotune.runtime.selection import TUNED
 
     db = str(tmp_path / "v.db")
     try:

@@ -1,0 +1,1 @@
+"""What searches leave behind: the database, its studies, and reading, reporting, exporting and importing them."""

@@ -1,0 +1,310 @@
+"""Optuna studies of autotune: their names, their attributes, and what our trials record.
+
+One study per (kernel, shape, dtype, device, template): ``gemm-4096x4096x4096-f32-nvidia-h200-1a2b3c4d``. The template's
+short hash is in the name because times measured with another version of the template are not comparable:
+editing a template starts a new study, re-running the same command resumes the old one.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import json
+import time
+import traceback
+import warnings
+from typing import TYPE_CHECKING, Any
+
+import optuna
+import sqlalchemy as sa
+from optuna.storages._cached_storage import _CachedStorage
+from optuna.storages._rdb import models as rdb_models
+from optuna.storages._rdb.storage import _create_scoped_session
+from optuna.trial import TrialState
+
+from autotune.device import DeviceInfo
+from autotune.shape import Shape, format_shape
+from autotune.templates import short_hash
+
+if TYPE_CHECKING:
+    from autotune.spaces.base import KernelSpace
+    from autotune.tuning.evaluation.base import Evaluator
+
+# User attributes of our trials (visible in optuna-dashboard).
+OUTCOME = "outcome"  # "measured" | "rejected" | "duplicate" | "interrupted"
+ROLE = "role"  # "default" on the trial of the template's default configuration
+METRIC = "metric"  # TFLOP/s or GB/s (see the study's metric_unit)
+REGISTERS = "registers"
+FAILURE = "failure"  # one of autotune.tuning.evaluation.FAILURE_KINDS
+REASON = "reason"  # one line: why it failed or was rejected
+MEASUREMENT = "measurement"  # the whole Measurement as a dict (timing quartiles, compile time, …)
+DUPLICATE_OF = "duplicate_of"  # trial number whose result answered this proposal
+SEED_FROM = "seed_from"  # on a warm-start seed (role "seed"): the study and trial it was taken from
+TARGET = "target_trials"  # study attribute: the --trials of the latest search (what `autotune worker` aims at)
+SAMPLER = "sampler"  # study attribute: the sampler of the latest search
+SEED = "seed"  # role of a warm-start trial
+RULE = "rule"  # role of the trial of the space's rule-based default for the searched shape
+
+MEASURED, REJECTED, DUPLICATE, INTERRUPTED = "measured", "rejected", "duplicate", "interrupted"
+
+
+def study_name(
+    kernel: str, shape: str, dtype: str, device: DeviceInfo, template_hash: str, *, hot_cache: bool = False
+) -> str:
+    from autotune.dtypes import dtype as dtype_of
+
+    name = f"{kernel}-{shape}-{dtype_of(dtype).short}-{device.slug}-{short_hash(template_hash)}"
+    return name + "-hot" if hot_cache else name
+
+
+def attributes(
+    space: KernelSpace, shape: Shape, evaluator: Evaluator, template_hash: str, hot_cache: bool
+) -> dict[str, Any]:
+    """What a new study records about itself (visible in optuna-dashboard)."""
+    return {
+        "kernel": space.name,
+        "shape": format_shape(shape),
+        "dtype": space.dtype,
+        "metric_unit": space.metric_unit,
+        "device": evaluator.device.to_dict(),
+        "nvcc": evaluator.toolchain.nvcc,
+        "template_hash": template_hash,
+        "space": type(space).ref(),
+        "domains": {p.name: list(p.values) for p in space.params},
+        "l2_flush": not hot_cache,
+    }
+
+
+def open_study(
+    storage: Any,
+    name: str,
+    sampler: optuna.samplers.BaseSampler,
+    attributes: dict[str, Any],
+    *,
+    refresh_s: float | None = None,
+) -> optuna.Study:
+    """Create the study, or load it to resume; a new study is given ``attributes``. ``refresh_s``: read other
+    processes' trials at most this often (`LocalTrials`); None reads the database at every look."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    if refresh_s is not None and isinstance(storage, optuna.storages.RDBStorage):
+        storage = LocalTrials(storage, refresh_s)
+    study = optuna.create_study(
+        storage=storage, study_name=name, sampler=sampler, direction="minimize", load_if_exists=True
+    )
+    if not study.user_attrs:
+        for key, value in attributes.items():
+            study.set_user_attr(key, value)
+    return study
+
+
+def release_interrupted_write(exc: BaseException) -> None:
+    """Let go of what a database write cut short by ``exc`` still holds, before the clean-up writes again.
+
+    A KeyboardInterrupt inside a write makes SQLAlchemy close that SQLite connection, but a closed connection
+    keeps its transaction, and the write lock, while any of its statements lives; the frames of the exception's
+    traceback hold the cursor. The clean-up's next write then waited the whole busy timeout (120 s) for a lock
+    held by its own process. The traceback keeps its lines; only the frames' local variables go."""
+    traceback.clear_frames(exc.__traceback__)
+
+
+def is_measured(trial: optuna.trial.FrozenTrial) -> bool:
+    """A trial that counts toward --trials: a candidate that was compiled and (if it compiled) run.
+
+    A failed one counts only with its failure recorded: a process killed while writing a result leaves a trial
+    RUNNING that the stale sweep fails later — never measured, so its configuration is measured again."""
+    if trial.user_attrs.get(OUTCOME) != MEASURED:
+        return False
+    if trial.state == TrialState.COMPLETE:
+        return True
+    return trial.state == TrialState.FAIL and FAILURE in trial.user_attrs
+
+
+def is_interrupted(trial: optuna.trial.FrozenTrial) -> bool:
+    """Failed without a result: stopped by Ctrl-C, or left by a killed process and failed by the stale sweep."""
+    return trial.state == TrialState.FAIL and not is_measured(trial) and trial.user_attrs.get(OUTCOME) not in (
+        REJECTED, DUPLICATE)
+
+
+class LocalTrials(_CachedStorage):
+    """Optuna's cached storage that reads the database at most every ``refresh_s`` seconds.
+
+    Optuna's own cache keeps finished trials but reads every unfinished one again at each look, and TPE with a
+    constant liar looks at every trial once per parameter group of every proposal: with 16 candidates in flight
+    that was most of the driver's time (issue 12). This process writes its own trials through here, so each write
+    is applied to the cached copy as well; only other processes' trials (joining hosts) are seen up to
+    ``refresh_s`` late, which the samplers tolerate as they tolerate trials still in flight. A running trial
+    this process asked for is read from the cache (it alone writes it); settling one twice is still caught, by the
+    database, which refuses to update a finished trial.
+    """
+
+    def __init__(self, backend: optuna.storages.RDBStorage, refresh_s: float) -> None:
+        super().__init__(backend)
+        self.refresh_s = refresh_s
+        self._read_at: dict[int, float] = {}
+        self._unwritten: dict[int, list[tuple[str, float, Any]]] = {}  # trial id → parameters to write
+        self._unwritten_attrs: dict[int, dict[str, Any]] = {}  # trial id → user attributes to write
+        self._asked: set[int] = set()  # running trials this process asked for (it alone writes them)
+
+    def __getstate__(self) -> dict[Any, Any]:
+        self.write_pending()
+        state = super().__getstate__()
+        state["_read_at"] = {}
+        state["_unwritten"] = {}
+        state["_unwritten_attrs"] = {}
+        state["_asked"] = set()
+        return state
+
+    def _read_trials_from_remote_storage(self, study_id: int) -> None:
+        now = time.monotonic()
+        if study_id in self._read_at and now - self._read_at[study_id] < self.refresh_s:
+            return
+        self.write_pending()  # the copies about to be read must not lack parameters this process holds back
+        super()._read_trials_from_remote_storage(study_id)
+        self._read_at[study_id] = now
+
+    # A proposal suggests a dozen parameters and the search sets a few user attributes, and Optuna commits each on
+    # its own (most of the driver's database time, issue 12). A parameter whose distribution this process has
+    # already written once, and every user attribute, is held back and written, all of a trial's together in one
+    # transaction, before anything else about that trial is written or read from the database; so, as Optuna
+    # promises, a trial's parameters and attributes reach the database before its state does.
+    def _write_held(self, trial_id: int) -> None:
+        with self._lock:
+            params = self._unwritten.pop(trial_id, None)
+            attrs = self._unwritten_attrs.pop(trial_id, None)
+        if not params and not attrs:
+            return
+        with _create_scoped_session(self._backend.scoped_session, True) as session:
+            trial = rdb_models.TrialModel.find_or_raise_by_id(trial_id, session)
+            self._backend.check_trial_is_updatable(trial_id, trial.state)
+            if params:
+                rows = [{"trial_id": trial_id, "param_name": name, "param_value": value,
+                         "distribution_json": optuna.distributions.distribution_to_json(distribution)}
+                        for name, value, distribution in params]  # fmt: skip
+                session.execute(sa.insert(rdb_models.TrialParamModel), rows)
+            for key, value in (attrs or {}).items():
+                self._backend._set_trial_attr_without_commit(session, rdb_models.TrialUserAttributeModel, trial_id,
+                                                             key, value)  # fmt: skip
+
+    def write_pending(self) -> None:
+        """Write everything held back (of all trials)."""
+        for trial_id in list({*self._unwritten, *self._unwritten_attrs}):
+            self._write_held(trial_id)
+
+    def create_new_trial(self, study_id: int, template_trial: optuna.trial.FrozenTrial | None = None) -> int:
+        trial_id = super().create_new_trial(study_id, template_trial)
+        if template_trial is None or template_trial.state == TrialState.RUNNING:
+            self._asked.add(trial_id)
+        return trial_id
+
+    def get_trial(self, trial_id: int) -> optuna.trial.FrozenTrial:
+        # A trial this process asked for and has not settled is written only by this process (through here), so
+        # the cached copy is current; a stale sweep by another process that failed it meanwhile is caught when
+        # this process settles it (the database refuses to update a finished trial; see set_trial_state_values).
+        if trial_id in self._asked:
+            with self._lock:
+                trial = self._cached(trial_id)
+                if trial is not None and trial.state == TrialState.RUNNING:
+                    return copy.deepcopy(trial)
+        self._write_held(trial_id)
+        return super().get_trial(trial_id)
+
+    def get_best_trial(self, study_id: int) -> optuna.trial.FrozenTrial:
+        self.write_pending()
+        return super().get_best_trial(study_id)
+
+    def _cached(self, trial_id: int) -> optuna.trial.FrozenTrial | None:
+        where = self._trial_id_to_study_id_and_number.get(trial_id)
+        return None if where is None else self._studies[where[0]].trials.get(where[1])
+
+    def set_trial_param(self, trial_id: int, param_name: str, param_value_internal: float,
+                        distribution: optuna.distributions.BaseDistribution) -> None:  # fmt: skip
+        with self._lock:
+            study_id, _ = self._trial_id_to_study_id_and_number[trial_id]
+            known = self._studies[study_id].param_distribution.get(param_name)
+            if known is not None:  # written once already: checked here, written with the trial's next write
+                optuna.distributions.check_distribution_compatibility(known, distribution)
+                self._unwritten.setdefault(trial_id, []).append((param_name, param_value_internal, distribution))
+        if known is None:  # the first time: at once, checked against the database (another process's trials)
+            super().set_trial_param(trial_id, param_name, param_value_internal, distribution)
+        with self._lock:
+            trial = self._cached(trial_id)
+            if trial is not None:
+                trial._params[param_name] = distribution.to_external_repr(param_value_internal)
+                trial._distributions[param_name] = distribution
+
+    def set_trial_user_attr(self, trial_id: int, key: str, value: Any) -> None:
+        json.dumps(value)  # refused here, as Optuna would, rather than at the trial's next write
+        with self._lock:
+            self._unwritten_attrs.setdefault(trial_id, {})[key] = value
+            trial = self._cached(trial_id)
+            if trial is not None:
+                trial._user_attrs[key] = value
+
+    def set_trial_system_attr(self, trial_id: int, key: str, value: Any) -> None:
+        self._write_held(trial_id)
+        super().set_trial_system_attr(trial_id, key, value)
+        with self._lock:
+            trial = self._cached(trial_id)
+            if trial is not None:
+                trial._system_attrs[key] = value
+
+    def set_trial_state_values(self, trial_id: int, state: TrialState, values: Any = None) -> bool:
+        try:
+            self._write_held(trial_id)
+            changed = super().set_trial_state_values(trial_id, state, values)
+        except optuna.exceptions.UpdateFinishedTrialError:
+            self._asked.discard(trial_id)  # settled elsewhere: from now on read from the database
+            raise
+        if state == TrialState.RUNNING and changed:  # an enqueued trial this process took
+            self._asked.add(trial_id)
+        elif state.is_finished():
+            self._asked.discard(trial_id)
+        if changed:
+            with self._lock:
+                trial = self._cached(trial_id)
+                if trial is not None:
+                    trial.state = state
+                    trial.values = list(values) if values is not None else None
+                    now = dt.datetime.now()
+                    if state == TrialState.RUNNING and trial.datetime_start is None:
+                        trial.datetime_start = now
+                    if state.is_finished():
+                        trial.datetime_complete = now
+        return changed
+
+
+class Liveness:
+    """Heartbeats for in-flight trials, and the sweep that fails trials of processes that died.
+
+    A trial is dead when its heartbeat is older than the grace period (Optuna's own stale-trial check), or —
+    killed between `ask` and its first heartbeat — it has no heartbeat at all and started longer ago than the
+    grace period. Every live process records a trial's first heartbeat right after asking for it.
+    """
+
+    def __init__(self, storage: Any, heartbeat_s: int) -> None:
+        self.storage = storage  # optuna.storages.RDBStorage with heartbeat_interval=heartbeat_s
+        self.grace_s = 4 * heartbeat_s
+
+    def beat(self, trials: list[optuna.Trial]) -> None:
+        for trial in trials:
+            self.storage.record_heartbeat(trial._trial_id)
+
+    def sweep(self, study: optuna.Study) -> int:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # optuna marks fail_stale_trials experimental
+            optuna.storages.fail_stale_trials(study)
+        cutoff = dt.datetime.now() - dt.timedelta(seconds=self.grace_s)  # optuna stores naive local times
+        query = sa.text(
+            "SELECT t.trial_id FROM trials t JOIN studies s ON s.study_id = t.study_id "
+            "LEFT JOIN trial_heartbeats h ON h.trial_id = t.trial_id "
+            "WHERE s.study_name = :name AND t.state = 'RUNNING' AND h.trial_id IS NULL AND t.datetime_start < :cutoff"
+        )
+        with self.storage.engine.connect() as conn:
+            orphans = [row[0] for row in conn.execute(query, {"name": study.study_name, "cutoff": cutoff})]
+        failed = 0
+        for trial_id in orphans:
+            try:
+                failed += bool(self.storage.set_trial_state_values(trial_id, state=TrialState.FAIL))
+            except optuna.exceptions.UpdateFinishedTrialError:
+                pass  # another process settled it first
+        return failed

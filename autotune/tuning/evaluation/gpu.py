@@ -1,0 +1,211 @@
+"""GpuEvaluator: nvcc in parallel ahead of the GPU, then one GPU worker process that validates and times.
+
+    submit(config) ─► Compiler (nvcc pool) ─► queue ─► feeder thread ─► worker process (pycuda)
+                                                            │ timeout: kill + restart, trial fails "timeout"
+                                                            │ worker died / sticky CUDA error: restart, "crash"
+
+A candidate never raises: every outcome is a `Measurement`. Only a worker that cannot start at all (no GPU,
+no pycuda) raises `DeviceError`, since no search can go on then.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any, Sequence
+
+from autotune.errors import DeviceError, InvalidArgument
+from autotune.runtime.compiler import Compiler, CompileResult, cache_root
+from autotune.shape import Shape, format_shape
+from autotune.spaces.base import Config, KernelSpace, Launch
+from autotune.tuning.evaluation.base import Evaluator, Measurement, Timing, Toolchain
+from autotune.tuning.evaluation.gpu_session import Setup
+from autotune.tuning.evaluation.process import WorkerProcess
+
+MIN_TIMEOUT_S = 10.0
+TIMEOUT_FACTOR = 20.0  # default per-candidate timeout: this many times the slowest good evaluation so far
+
+
+class GpuEvaluator(Evaluator):
+    def __init__(
+        self,
+        space: KernelSpace,
+        shape: Shape,
+        *,
+        seed: int = 0,
+        timeout_s: float | None = None,
+        flush_l2: bool = True,
+        min_time_ms: float = 25.0,
+        max_reps: int = 100,
+        jobs: int | None = None,
+        device_ordinal: int = 0,
+        cache_dir: Path | None = None,
+        compiler: Compiler | None = None,
+        work_queue: "queue.Queue[tuple | None] | None" = None,
+    ) -> None:
+        """``compiler`` and ``work_queue``: shared with the evaluators of other GPUs (`MultiGpuEvaluator`), which
+        then owns them: compiled candidates go to whichever GPU's feeder is free first."""
+        self.space = space
+        self._owns_compiler = compiler is None
+        self._owns_queue = work_queue is None
+        self.shape = tuple(shape)
+        self.timeout_s = timeout_s
+        self.device_ordinal = device_ordinal
+        self._slowest_ok = 0.0
+        self._cache_dir = cache_dir or cache_root()
+
+        # The worker tells us which GPU this is; only then do we know the architecture to compile for.
+        self.worker = WorkerProcess(device_ordinal)
+        self.device = self.worker.spawn()
+        needed = space.device_bytes(space.default_config, self.shape)
+        if needed > 0.9 * self.device.total_memory:
+            self.worker.kill()
+            raise InvalidArgument(
+                f"shape {format_shape(self.shape)} needs {needed / 2**30:.1f} GiB of GPU memory; "
+                f"{self.device.name} has {self.device.total_memory / 2**30:.1f} GiB"
+            )
+        self.compiler = compiler or Compiler(self.device.compile_arch, cache_dir=cache_dir, jobs=jobs)
+        self.toolchain = Toolchain(nvcc=self.compiler.version, flags=list(self.compiler.flags))
+        # The validation kernel and the baseline compile side by side (one nvcc's time, not two, before a search).
+        compare_job = self.compiler.submit(Path(__file__).with_name("compare.cu"), {})
+        baseline = space.baseline_config()
+        baseline_job = None
+        if baseline is not None:
+            defines = space.compile_defines(baseline, self.shape)
+            baseline_job = self.compiler.submit(space.template_for(baseline), defines)
+        compare = compare_job.result()
+        if not compare.ok or not compare.cubin:
+            self.worker.kill()
+            raise DeviceError(f"cannot build the validation kernel: {compare.error}")
+        baseline_cubin = None
+        if baseline_job is not None:
+            built = baseline_job.result()
+            if not built.ok or not built.cubin:
+                self.worker.kill()
+                raise DeviceError(f"cannot build the baseline configuration that sets tolerances: {built.error}")
+            baseline_cubin = built.cubin
+        self._setup = Setup(
+            space_ref=type(space).ref(),
+            shape=self.shape,
+            seed=seed,
+            dtype=space.dtype,
+            compare_cubin=compare.cubin,
+            cache_dir=str(self._cache_dir),
+            flush_l2=flush_l2,
+            baseline_config=baseline,
+            baseline_cubin=baseline_cubin,
+            min_time_ms=min_time_ms,
+            max_reps=max_reps,
+        )
+        self.worker.configure(self._setup)
+
+        self._queue: "queue.Queue[tuple | None]" = work_queue if work_queue is not None else queue.Queue()
+        self._feeder = threading.Thread(target=self._feed, name="gpu-feeder", daemon=True)
+        self._feeder.start()
+
+    # --- the worker -----------------------------------------------------------------------------------------
+    @property  # type: ignore[override]
+    def restarts(self) -> int:
+        """Worker restarts so far (crashes, hangs)."""
+        return self.worker.restarts
+
+    def _timeout(self) -> float:
+        if self.timeout_s is not None:
+            return self.timeout_s
+        return max(MIN_TIMEOUT_S, TIMEOUT_FACTOR * self._slowest_ok)
+
+    def _request(self, kind: str, payload: dict, scale: float = 1.0) -> tuple[str, Any, bool] | Measurement:
+        """Send one request; a Measurement comes back instead of a reply when the worker hung or died.
+
+        ``scale``: how many candidate evaluations' worth of GPU work the request holds (for its timeout)."""
+        return self.worker.request(kind, payload, self._timeout() * max(1.0, scale))
+
+    # --- evaluation -----------------------------------------------------------------------------------------
+    def submit(self, config: Config) -> "Future[Measurement]":
+        future: Future[Measurement] = Future()
+        compiling = self.compiler.submit(self.space.template_for(config), self.space.compile_defines(config, self.shape))
+        compiling.add_done_callback(lambda f: self._compiled(config, f, future))
+        return future
+
+    def _compiled(self, config: Config, compiling: "Future[CompileResult]", future: "Future[Measurement]") -> None:
+        try:
+            result = compiling.result()
+        except Exception as exc:  # the compiler itself broke (nvcc vanished): the candidate cannot be judged
+            future.set_result(Measurement.failed("compile", f"compiler error: {exc}"))
+            return
+        if not result.ok:
+            future.set_result(
+                Measurement.failed("compile", result.error or "nvcc failed", compile_s=result.seconds,
+                                   compile_cached=result.cached)  # fmt: skip
+            )
+            return
+        self._queue.put(("evaluate", config, result, future, time.perf_counter()))
+
+    def _feed(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            kind = item[0]
+            future = item[3]
+            try:
+                if kind == "evaluate":
+                    queued = time.perf_counter() - item[4]
+                    measurement = self._evaluate(item[1], item[2])
+                    measurement.queue_s = queued
+                    future.set_result(measurement)
+                else:
+                    future.set_result(self._retime(item[1], item[2]))
+            except BaseException as exc:  # DeviceError when the worker cannot be restarted
+                future.set_exception(exc)
+
+    def _shared_bytes(self, config: Config) -> int:
+        steps = self.space.launches(config, self.shape, self.device)
+        return max((s.shared_bytes for s in steps if isinstance(s, Launch)), default=0)
+
+    def _evaluate(self, config: Config, compiled: CompileResult) -> Measurement:
+        reply = self._request("evaluate", {"config": config, "cubin": compiled.cubin})
+        if isinstance(reply, Measurement):
+            measurement = reply
+        else:
+            measurement = Measurement.from_dict(reply[1])
+            measurement.worker_restarted = reply[2]
+        measurement.registers = compiled.registers
+        measurement.spill_bytes = compiled.spill_bytes
+        measurement.shared_bytes = compiled.shared_static + self._shared_bytes(config)
+        measurement.compile_s = compiled.seconds
+        measurement.compile_cached = compiled.cached
+        if measurement.ok and measurement.evaluate_s:
+            self._slowest_ok = max(self._slowest_ok, measurement.evaluate_s)
+        return measurement
+
+    def retime(self, configs: Sequence[Config], rounds: int) -> list[Timing | None]:
+        compiled = [self.compiler.compile(self.space.template_for(c), self.space.compile_defines(c, self.shape))
+                    for c in configs]
+        items = [(c, r.cubin) for c, r in zip(configs, compiled) if r.ok]
+        future: Future[list[Timing | None]] = Future()
+        self._queue.put(("retime", items, rounds, future))
+        timings = iter(future.result())
+        return [next(timings) if r.ok else None for r in compiled]
+
+    def _retime(self, items: list, rounds: int) -> list[Timing | None]:
+        if not items:
+            return []
+        # An evaluation times about max_reps runs; a retime runs rounds × len(items).
+        scale = rounds * len(items) / max(1, self._setup.max_reps)
+        reply = self._request("retime", {"items": items, "rounds": rounds}, scale)
+        if isinstance(reply, Measurement) or reply[0] != "retimed":
+            return [None] * len(items)
+        return [Timing(**t) if t else None for t in reply[1]]
+
+    def close(self) -> None:
+        if getattr(self, "_queue", None) is not None and self._owns_queue:
+            self._queue.put(None)
+            self._feeder.join(60)
+        if getattr(self, "worker", None) is not None:
+            self.worker.stop()
+        if getattr(self, "compiler", None) is not None and self._owns_compiler:
+            self.compiler.close()

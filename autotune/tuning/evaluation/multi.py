@@ -1,0 +1,123 @@
+"""Every GPU of a host on one study: ``autotune search ... --devices all|0,1,...``.
+
+    submit ─► one Compiler (nvcc pool, shared) ─► one queue ─┬─► feeder ─► worker on GPU 0
+                                                             ├─► feeder ─► worker on GPU 1
+                                                             └─► ...
+
+Each GPU has its own `GpuEvaluator` (its own worker process, restarted on its own when a candidate crashes or
+hangs it: the other GPUs go on); they share the compiler and the queue of compiled candidates, which the first
+free GPU takes. Only GPUs of one model share a study: times of different models are not comparable, so
+`device_groups` splits a selection by model and each group gets its own study.
+"""
+
+from __future__ import annotations
+
+import queue
+from concurrent.futures import Future
+from typing import Any, Sequence
+
+from autotune.errors import DeviceError, InvalidArgument
+from autotune.shape import Shape
+from autotune.spaces.base import Config, KernelSpace
+from autotune.tuning.evaluation.base import Evaluator, Measurement, Timing
+
+
+def device_syntax(text: str) -> list[int] | None:
+    """``--devices`` checked as text alone (no driver needed, so a typo is named even where there is no GPU):
+    None for ``all``, else the ordinals named, each once."""
+    if text.strip().lower() == "all":
+        return None
+    ordinals = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part.isdigit():
+            raise InvalidArgument(f"--devices {text}: expected 'all' or GPU numbers like 0,1 (got {part!r})")
+        ordinals.append(int(part))
+    twice = sorted({o for o in ordinals if ordinals.count(o) > 1})
+    if twice:
+        raise InvalidArgument(f"--devices {text}: GPU {twice[0]} is named twice")
+    return ordinals
+
+
+def parse_devices(text: str, count: int) -> list[int]:
+    """``all`` or comma-separated ordinals, checked against the ``count`` GPUs of this host."""
+    ordinals = device_syntax(text)
+    if count < 1:
+        raise DeviceError("--devices: no CUDA GPU on this machine")
+    if ordinals is None:
+        return list(range(count))
+    missing = [o for o in ordinals if o >= count]
+    if missing:
+        have = "GPU 0" if count == 1 else f"GPUs 0-{count - 1}"
+        raise InvalidArgument(f"--devices {text}: no GPU {missing[0]}; this machine has {have}")
+    return ordinals
+
+
+def device_groups(ordinals: Sequence[int], names: Sequence[str]) -> list[list[int]]:
+    """The ordinals grouped by GPU model (``names[i]`` is the model of ordinal ``ordinals[i]``), in order."""
+    groups: dict[str, list[int]] = {}
+    for ordinal, name in zip(ordinals, names):
+        groups.setdefault(name, []).append(ordinal)
+    return list(groups.values())
+
+
+def host_devices(text: str) -> list[list[int]]:
+    """``--devices`` on this host: checked, grouped by model (CUDA driver queries only, no context)."""
+    from autotune.runtime import cuda_driver as cu
+
+    device_syntax(text)  # before the driver: `--devices abc` is a typo, whether or not this machine has a GPU
+    try:
+        driver = cu.Driver.get()
+        count = driver.device_count()
+    except DeviceError:
+        raise
+    except Exception as exc:
+        raise DeviceError(f"--devices: cannot query the CUDA driver: {exc}") from None
+    ordinals = parse_devices(text, count)
+    return device_groups(ordinals, [driver.device_name(driver.device(o)) for o in ordinals])
+
+
+class MultiGpuEvaluator(Evaluator):
+    """Several GPUs of one model behind one Evaluator: one study, shared compilation, one worker per GPU."""
+
+    def __init__(self, space: KernelSpace, shape: Shape, ordinals: Sequence[int], **options: Any) -> None:
+        from autotune.tuning.evaluation.gpu import GpuEvaluator
+
+        if len(set(ordinals)) != len(ordinals) or not ordinals:
+            raise InvalidArgument(f"--devices: expected distinct GPUs, got {list(ordinals)}")
+        self._queue: "queue.Queue[tuple | None]" = queue.Queue()
+        self.evaluators: list[GpuEvaluator] = []
+        try:
+            first = GpuEvaluator(space, shape, device_ordinal=ordinals[0], work_queue=self._queue, **options)
+            self.evaluators.append(first)
+            for ordinal in ordinals[1:]:
+                self.evaluators.append(GpuEvaluator(space, shape, device_ordinal=ordinal, work_queue=self._queue,
+                                                    compiler=first.compiler, **options))  # fmt: skip
+        except BaseException:
+            self.close()
+            raise
+        names = {e.device.name for e in self.evaluators}
+        if len(names) > 1:
+            self.close()
+            raise InvalidArgument(f"--devices: GPUs of different models ({', '.join(sorted(names))}) need their own studies")
+        self.device = first.device
+        self.toolchain = first.toolchain
+        self.compiler = first.compiler  # shared; the first evaluator closes it
+
+    @property  # type: ignore[override]
+    def restarts(self) -> int:
+        return sum(e.restarts for e in self.evaluators)
+
+    def submit(self, config: Config) -> "Future[Measurement]":
+        return self.evaluators[0].submit(config)  # compiled once, then taken by the first free GPU
+
+    def retime(self, configs: Sequence[Config], rounds: int) -> list[Timing | None]:
+        return self.evaluators[0].retime(configs, rounds)  # the leaders side by side on one GPU
+
+    def close(self) -> None:
+        for _ in self.evaluators:  # one stop per feeder: each takes one and ends
+            self._queue.put(None)
+        for e in self.evaluators:
+            e._feeder.join(60)
+        for e in reversed(self.evaluators):  # the first owns the shared compiler: closed last
+            e.close()

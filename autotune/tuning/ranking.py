@@ -1,0 +1,127 @@
+"""The end of a search: the leaders and the default re-timed side by side, the winner the fastest re-timed, and
+the winner's row in the store.
+
+Times measured during the search come one candidate at a time, minutes apart, with the GPU's clocks and
+neighbours changing; the best few (and the template's default, the baseline of the speedup) are therefore
+timed again together, round-robin, so that the ranking compares like with like.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterable
+
+import optuna
+from optuna.trial import TrialState
+
+from autotune.results import studies
+from autotune.results.storage import BestEntry
+from autotune.shape import Shape
+from autotune.spaces.base import Config, KernelSpace, config_key
+from autotune.tuning.evaluation.base import Evaluator
+
+if TYPE_CHECKING:
+    from autotune.tuning.search_report import SearchReport
+
+
+@dataclass
+class Ranked:
+    trial_number: int
+    config: Config
+    time_ms: float  # re-timed median where re-timed, else the search's median
+    metric: float
+    registers: int | None
+    retimed: bool
+    spread: float | None = None  # interquartile range / median of the timing used
+
+
+@dataclass
+class Known:
+    number: int
+    state: TrialState
+    value: float | None
+    config: Config
+    attrs: dict[str, Any]
+
+
+def rank(
+    known: Iterable[Known], space: KernelSpace, shape: Shape, evaluator: Evaluator, top: int, rounds: int
+) -> list[Ranked]:
+    """Every complete trial ranked: the re-timed ones first (fastest first), then the rest by their search time."""
+    complete = sorted(
+        (k for k in known if k.state == TrialState.COMPLETE and k.value is not None),
+        key=lambda k: k.value,  # type: ignore[arg-type, return-value]
+    )
+    if not complete:
+        return []
+    leaders = complete[:top]
+    default = next((k for k in complete if config_key(k.config) == config_key(space.default_config)), None)
+    candidates = [*leaders, default] if default is not None and default not in leaders else list(leaders)
+    timings = evaluator.retime([k.config for k in candidates], rounds)
+    ranked = [
+        _ranked(k, space, shape, timing.median, True, timing.spread)
+        for k, timing in zip(candidates, timings)
+        if timing is not None  # cannot be run again: not a trustworthy winner
+    ]
+    retimed = {r.trial_number for r in ranked}
+    ranked += [_ranked(k, space, shape, k.value, False, None) for k in complete if k.number not in retimed]  # type: ignore[arg-type]
+    # Re-timed entries first, fastest first: they were measured side by side and compare fairly.
+    ranked.sort(key=lambda r: (not r.retimed, r.time_ms))
+    return ranked
+
+
+def rank_into(report: SearchReport, study: optuna.Study, known: Iterable[Known], space: KernelSpace, shape: Shape,
+              evaluator: Evaluator, top: int, rounds: int) -> None:  # fmt: skip
+    """The end of a search: `rank` its trials into ``report`` (its ranking, and the default's entry) and record the
+    re-timed times on ``study`` (attribute ``retime``)."""
+    ranked = rank(known, space, shape, evaluator, top, rounds)
+    if not ranked:
+        return
+    default_key = config_key(space.default_config)
+    report.ranking = ranked
+    report.default = next((r for r in ranked if config_key(r.config) == default_key), None)
+    study.set_user_attr(
+        "retime",
+        {
+            "at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "rounds": rounds,
+            "times_ms": {str(r.trial_number): r.time_ms for r in ranked if r.retimed},
+        },
+    )
+
+
+def _ranked(known: Known, space: KernelSpace, shape: Shape, time_ms: float, retimed: bool,
+            spread: float | None) -> Ranked:  # fmt: skip
+    return Ranked(
+        trial_number=known.number,
+        config=known.config,
+        time_ms=time_ms,
+        metric=space.metric(shape, time_ms),
+        registers=known.attrs.get(studies.REGISTERS),
+        retimed=retimed,
+        spread=spread,
+    )
+
+
+def winner_entry(report: SearchReport, space: KernelSpace, evaluator: Evaluator, template_hash: str) -> BestEntry:
+    """The row of a search's winner in the store of best configurations (`autotune.results.storage`)."""
+    best = report.best
+    assert best is not None
+    return BestEntry(
+        device_name=evaluator.device.name,
+        compute_capability=evaluator.device.cc,
+        kernel=space.name,
+        shape=report.shape,
+        dtype=space.dtype,
+        template_hash=template_hash,
+        params=best.config,
+        time_ms=best.time_ms,
+        metric=best.metric,
+        metric_unit=space.metric_unit,
+        default_time_ms=report.default.time_ms if report.default else None,
+        driver_version=evaluator.device.driver_version,
+        nvcc_version=evaluator.toolchain.nvcc,
+        study_name=report.study_name,
+        trial_number=best.trial_number,
+    )
