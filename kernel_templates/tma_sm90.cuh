@@ -1,8 +1,9 @@
 // Hopper's tensor memory accelerator (TMA, sm_90): bulk tensor copies from global to shared memory described by
 // a tensor map, completing on an mbarrier as a count of bytes.
 //
-// The tensor map is built on the host (cuTensorMapEncodeTiled, autotune/launch_plan.py) and passed by value as a
-// `const __grid_constant__ TmaDesc` kernel parameter: its generic address is what the copy instruction takes.
+// The tensor map is built on the host (cuTensorMapEncodeTiled, autotune/runtime/launch_plan.py) and passed by
+// value as a `const __grid_constant__ TmaDesc` kernel parameter: its generic address is what the copy instruction
+// takes.
 // Coordinates are in elements, innermost dimension first; a box reaching past the tensor's edge is zero-filled
 // (and still counts its whole size in bytes towards the mbarrier's transaction count).
 #pragma once
