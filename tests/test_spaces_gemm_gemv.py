@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import random
-import re
 
 import pytest
 
 from autotune.runtime.compiler import Compiler
-from autotune.spaces import config_key, get_space
+from autotune.spaces import get_space
 from autotune.spaces.enumeration import random_config
 from autotune.spaces.gemm_gemv import applies
-from autotune.templates import template_path
+from space_checks import sample_valid, template_defaults
 
 DTYPES = ("float32", "float16", "bfloat16")
 ROW = (1, 4096, 4096)  # batch-1 inference: x·W
@@ -26,17 +25,12 @@ def gemv(space, **change) -> dict:
     return {"ALGO": "gemv", **space.algos["gemv"].default_config, **change}
 
 
-def template_defaults() -> dict[str, int]:
-    text = template_path("gemm_gemv.cu").read_text()
-    return {m[0]: int(m[1]) for m in re.findall(r"#ifndef (\w+)\n#define \1 (\d+)\n#endif", text)}
-
-
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_every_dtype_offers_gemv_and_its_default_is_the_templates(dtype):
     space = get_space("gemm", dtype=dtype)
     assert "gemv" in space.domain("ALGO")
     rendered = space.defines(gemv(space))
-    defaults = template_defaults()
+    defaults = template_defaults("gemm_gemv.cu")
     assert {k: v for k, v in rendered.items() if k != "DTYPE"} == defaults
     assert "SPLIT_K" not in rendered, "split-K is a launch choice: no recompilation"
 
@@ -97,17 +91,6 @@ def test_a_search_at_a_square_shape_never_measures_gemv(h200):
     rng = random.Random(0)
     draws = [random_config(space, rng) for _ in range(500)]
     assert not [c for c in draws if c["ALGO"] == "gemv" and not space.violations(c, (4096,) * 3, h200)]
-
-
-def sample_valid(space, device, shape, n, seed):
-    rng = random.Random(seed)
-    seen, out = set(), []
-    while len(out) < n:
-        config = random_config(space, rng)
-        if config_key(config) not in seen and not space.violations(config, shape, device):
-            seen.add(config_key(config))
-            out.append(config)
-    return out
 
 
 @pytest.mark.nvcc

@@ -1,14 +1,13 @@
 import random
-import re
 
 import numpy as np
 import pytest
 
 from autotune.runtime.compiler import Compiler
-from autotune.spaces import Launch, config_key, get_space
+from autotune.spaces import Launch, get_space
 from autotune.spaces.enumeration import random_config, size
 from autotune.spaces.gemm_simt import PIPELINES
-from autotune.templates import template_path
+from space_checks import sample_valid, template_defaults
 
 SHAPE = (4096, 4096, 4096)
 
@@ -18,13 +17,8 @@ def space():
     return get_space("gemm", {"ALGO": ["simt"]})
 
 
-def template_defaults() -> dict[str, int]:
-    text = template_path("gemm_simt.cu").read_text()
-    return {m[0]: int(m[1]) for m in re.findall(r"#ifndef (\w+)\n#define \1 (\d+)\n#endif", text)}
-
-
 def test_default_config_is_the_templates_defaults(space):
-    defaults = template_defaults()
+    defaults = template_defaults("gemm_simt.cu")
     rendered = space.defines(space.default_config)
     assert space.default_config["ALGO"] == "simt"
     assert rendered == {k: defaults[k] for k in rendered}
@@ -108,23 +102,12 @@ def test_narrowed_domains(space):
         get_space("gemm", {"BM": [96]})
 
 
-def sample_valid(space, device, n, seed):
-    rng = random.Random(seed)
-    seen, out = set(), []
-    while len(out) < n:
-        config = random_config(space, rng)
-        if config_key(config) not in seen and not space.violations(config, SHAPE, device):
-            seen.add(config_key(config))
-            out.append(config)
-    return out
-
-
 @pytest.mark.nvcc
 def test_sampled_valid_configs_compile(space, h200, cache_dir):
     """≥ 50 random valid configurations (every pipeline among them) compile for sm_90 without spilling much."""
-    configs = sample_valid(space, h200, 50, seed=1)
+    configs = sample_valid(space, h200, SHAPE, 50, seed=1)
     for pipeline in PIPELINES:  # make sure each pipeline variant is among them
-        configs += sample_valid(get_space("gemm", {"ALGO": ["simt"], "PIPELINE": [pipeline]}), h200, 1, seed=2)
+        configs += sample_valid(get_space("gemm", {"ALGO": ["simt"], "PIPELINE": [pipeline]}), h200, SHAPE, 1, 2)
     compiler = Compiler("sm_90", cache_dir=cache_dir)
     try:
         futures = [compiler.submit(space.template_for(c), space.defines(c)) for c in configs]
@@ -210,7 +193,7 @@ def test_small_m_and_split_k_configs_compile_without_spilling(space, h200, cache
     configs = [{**space.default_config, **tile, "PIPELINE": p} for tile in SIMT_TILES.values()
                for p in ("double", "cp.async-3")]  # fmt: skip
     rules = len(configs)
-    configs += sample_valid(get_space("gemm", {"ALGO": ["simt"], "BM": [16, 32]}), h200, 6, seed=4)
+    configs += sample_valid(get_space("gemm", {"ALGO": ["simt"], "BM": [16, 32]}), h200, SHAPE, 6, 4)
     bad = {**space.default_config, "BM": 16, "WARPS_M": 4, "TM": 8}
     compiler = Compiler("sm_90a", cache_dir=cache_dir)
     try:

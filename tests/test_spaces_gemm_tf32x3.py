@@ -3,7 +3,6 @@
 
 import dataclasses
 import random
-import re
 import shutil
 import subprocess
 
@@ -12,13 +11,13 @@ import optuna
 import pytest
 
 from autotune.results.storage import BestEntry, Database, resolve_url
-from autotune.runtime.compiler import Compiler
 from autotune.spaces import ALGO, Launch, config_key, get_space, kernel_names
 from autotune.spaces.enumeration import random_config
 from autotune.spaces.gemm_tf32 import TF32_TOLERANCE
 from autotune.spaces.gemm_tf32x3 import FOLD_SPAN
 from autotune.spaces.optuna_mapping import optuna_params, suggest
 from autotune.templates import template_path
+from space_checks import compile_all, sample_valid, template_defaults
 
 SHAPE = (4096, 4096, 4096)
 SPACES = {"tf32x3": ("gemm", {ALGO: ["tf32x3"]}), "tf32": ("gemm_tf32", None)}
@@ -40,14 +39,9 @@ def a100(h200):
                                smem_per_multiprocessor=167936, multiprocessors=108)  # fmt: skip
 
 
-def template_defaults() -> dict[str, int]:
-    text = template_path("gemm_tf32x3.cu").read_text()
-    return {m[0]: int(m[1]) for m in re.findall(r"#ifndef (\w+)\n#define \1 (\d+)\n#endif", text)}
-
-
 def test_tf32x3_default_config_is_the_templates_defaults():
     space = space_of("tf32x3")
-    defaults = template_defaults()
+    defaults = template_defaults("gemm_tf32x3.cu")
     rendered = space.defines(space.default_config)
     assert space.default_config[ALGO] == "tf32x3"
     assert rendered == {k: defaults[k] for k in rendered if k != "DTYPE"} | {"DTYPE": 0}
@@ -192,29 +186,10 @@ def test_round_trip_through_the_study_and_the_best_table(tmp_path, h200):
 
 
 # --- the template (nvcc) -------------------------------------------------------------------------------------
-def sample_valid(space, device, n, seed):
-    rng = random.Random(seed)
-    seen, out = set(), []
-    while len(out) < n:
-        config = random_config(space, rng)
-        if config_key(config) not in seen and not space.violations(config, SHAPE, device):
-            seen.add(config_key(config))
-            out.append(config)
-    return out
-
-
-def compile_all(configs, space, cache_dir, arch="sm_90"):
-    compiler = Compiler(arch, cache_dir=cache_dir)
-    try:
-        return [f.result() for f in [compiler.submit(space.template_for(c), space.defines(c)) for c in configs]]
-    finally:
-        compiler.close()
-
-
 @pytest.mark.nvcc
 def test_sampled_valid_configs_compile_without_spilling(space, h200, cache_dir):
-    configs = [space.default_config, *sample_valid(space, h200, 10, seed=1)]
-    results = compile_all(configs, space, cache_dir)
+    configs = [space.default_config, *sample_valid(space, h200, SHAPE, 10, seed=1)]
+    results = compile_all(space, configs, cache_dir, "sm_90")
     failed = [(c, r.error) for c, r in zip(configs, results) if not r.ok]
     assert not failed, failed[:3]
     assert all(r.registers > 0 and "gemm_tf32" in r.kernels for r in results)
@@ -232,7 +207,7 @@ def test_template_rejects_what_the_space_rejects(space, h200, cache_dir):
         problems = space.violations(config, SHAPE, h200)
         if problems and ("mma tiles" in problems[0] or "level-1 window" in problems[0]):
             bad.append(config)
-    results = compile_all(bad, space, cache_dir)
+    results = compile_all(space, bad, cache_dir, "sm_90")
     assert all(not r.ok and "static assertion" in (r.error or "") for r in results), [r.error for r in results]
 
 
@@ -252,7 +227,7 @@ def test_sass_issues_tf32_hmma_three_times_per_product_with_compensation(arch, c
     counts = {}
     for algo in SPACES:
         space = space_of(algo)
-        (result,) = compile_all([space.default_config], space, cache_dir, arch)
+        (result,) = compile_all(space, [space.default_config], cache_dir, arch)
         assert result.ok, result.error
         counts[algo] = sass(result.cubin).count("HMMA.1688.F32.TF32")
     assert counts["tf32"] > 0

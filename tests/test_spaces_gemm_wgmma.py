@@ -1,16 +1,14 @@
 import dataclasses
 import random
-import re
 import shutil
 import subprocess
 
 import numpy as np
 import pytest
 
-from autotune.runtime.compiler import Compiler
-from autotune.spaces import ALGO, Launch, config_key, get_space
+from autotune.spaces import ALGO, Launch, get_space
 from autotune.spaces.enumeration import random_config
-from autotune.templates import template_path
+from space_checks import compile_all, sample_valid, template_defaults
 
 SHAPE = (4096, 4096, 4096)
 
@@ -18,11 +16,6 @@ SHAPE = (4096, 4096, 4096)
 @pytest.fixture(params=["float16", "bfloat16"])
 def space(request):
     return get_space("gemm", {ALGO: ["wgmma"]}, dtype=request.param)
-
-
-def template_defaults() -> dict[str, int]:
-    text = template_path("gemm_wgmma.cu").read_text()
-    return {m[0]: int(m[1]) for m in re.findall(r"#ifndef (\w+)\n#define \1 (\d+)\n#endif", text)}
 
 
 def test_offered_for_half_types_only():
@@ -35,7 +28,7 @@ def test_default_config_is_the_templates_defaults(space):
     config = {ALGO: "wgmma", **space.algos["wgmma"].default_config}
     rendered = space.defines(config)
     assert rendered.pop("DTYPE") == (1 if space.dtype == "float16" else 2)
-    defaults = template_defaults()
+    defaults = template_defaults("gemm_wgmma.cu")
     assert rendered == {k: defaults[k] for k in rendered}
     assert set(defaults) == set(rendered), "every tunable macro of the template is a parameter"
 
@@ -99,30 +92,11 @@ def test_validation_cases_are_ragged_against_every_tile(space):
     assert any(n % 8 == 0 and k % 8 == 0 for _, n, k in cases), "a shape taking the cp.async path"
 
 
-def sample_valid(space, device, n, seed):
-    rng = random.Random(seed)
-    seen, out = set(), []
-    while len(out) < n:
-        config = random_config(space, rng)
-        if config_key(config) not in seen and not space.violations(config, SHAPE, device):
-            seen.add(config_key(config))
-            out.append(config)
-    return out
-
-
-def compile_all(space, configs, cache_dir):
-    compiler = Compiler("sm_90a", cache_dir=cache_dir)
-    try:
-        return [f.result() for f in [compiler.submit(space.template_for(c), space.defines(c)) for c in configs]]
-    finally:
-        compiler.close()
-
-
 @pytest.mark.nvcc
 def test_sampled_valid_configs_compile_without_spills(space, h200, cache_dir):
     """Random valid configurations (the default among them) compile for sm_90a with no local memory."""
     default = {ALGO: "wgmma", **space.algos["wgmma"].default_config}
-    configs = [default, {**default, "WS": 1}] + sample_valid(space, h200, 6, seed=1)
+    configs = [default, {**default, "WS": 1}] + sample_valid(space, h200, SHAPE, 6, seed=1)
     results = compile_all(space, configs, cache_dir)
     failed = [(c, r.error) for c, r in zip(configs, results) if not r.ok]
     assert not failed, failed[:3]
