@@ -29,13 +29,14 @@ VARIANTS["wgmma_tma"] = {
     "1 consumer 128x128 s6 cluster2": {"WG": 1, "BN": 128, "STAGES": 6, "CLUSTER_M": 2},
 }
 VARIANTS["wgmma_tf32x3"] = {
-    "default (128x128 coop s3 fold2)": {},
+    "default (64x128 1 consumer s4 fold2)": {},
     "fold1": {"FOLD": 1},
-    "128x128 g16": {"GROUP_M": 16},
-    "128x64 coop s4": {"BN": 64, "STAGES": 4},
-    "256x64 coop s3": {"BM": 256, "BN": 64},
-    "pingpong 64x128 s3": {"PINGPONG": 1, "BM": 64},
-    "1 consumer 64x128 s4": {"WG": 1, "BM": 64, "STAGES": 4},
+    "64x128 g16": {"GROUP_M": 16},
+    "64x64 s6": {"BN": 64, "STAGES": 6},
+    "128x128 coop s3": {"BM": 128, "WG": 2, "STAGES": 3},
+    "128x64 coop s4": {"BM": 128, "WG": 2, "BN": 64, "STAGES": 4},
+    "pingpong 64x128 s3": {"PINGPONG": 1, "WG": 2, "STAGES": 3},
+    "cluster 2 64x128 s4": {"CLUSTER_M": 2},
 }
 VARIANTS["wgmma"] = {"default": {}}
 VARIANTS["mma"] = {

@@ -33,7 +33,8 @@ from _timing import interleaved_medians
 NINE = ["4096x4096x4096", "8192x8192x8192", "2048x2048x2048", "1024x1024x1024", "1000x1000x1000",
         "127x4096x4096", "16384x16384x64", "4096x4096x1024", "8192x1024x8192"]  # fmt: skip
 FALLBACK = ["1x4096x4096", "16x4096x4096", "16384x128x16384"]
-SASS_NEEDS = {"mma": ("HMMA",), "tf32x3": ("HMMA",), "wgmma": ("HGMMA",), "wgmma_tma": ("HGMMA", "UTMALDG")}
+SASS_NEEDS = {"mma": ("HMMA",), "tf32x3": ("HMMA",), "wgmma": ("HGMMA",), "wgmma_tma": ("HGMMA", "UTMALDG"),
+              "wgmma_tf32x3": ("HGMMA", "UTMALDG")}
 
 
 def rel_error(torch: Any, out: Any, ref: Any) -> float:

@@ -10,21 +10,23 @@ __device__ __forceinline__ float tf32_round(float x) {
   return __uint_as_float(r);
 }
 
-// src: rows×cols row-major. Writes big and small, rows×cols (transpose = 0) or cols×rows (transpose = 1). A block
-// of 256 threads takes a 32×32 tile (grid: ceil(cols/32) × ceil(rows/32)); the transpose goes through shared
-// memory so that reads and writes are both coalesced.
+// src: rows×cols row-major. Writes big and small with rows of `ld` elements: rows×ld (transpose = 0) or
+// cols×ld (transpose = 1), ld ≥ the row's length, the elements past it zero (TMA needs rows of whole 16 bytes, so
+// K is padded to a multiple of 4 in the workspaces; the zeros add nothing to the products). A block of 256
+// threads takes a 32×32 tile (grid: ceil(ld/32) × ceil(rows/32), or ceil(cols/32) × ceil(ld/32) transposed);
+// the transpose goes through shared memory so that reads and writes are both coalesced.
 extern "C" __global__ void __launch_bounds__(256)
 gemm_tf32_split(const float* __restrict__ src, float* __restrict__ big, float* __restrict__ small, int rows,
-                int cols, int transpose) {
+                int cols, int transpose, int ld) {
   __shared__ float tile[32][33];
   const int r0 = blockIdx.y * 32, c0 = blockIdx.x * 32, tx = threadIdx.x % 32, ty = threadIdx.x / 32;
   if (!transpose) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int r = r0 + ty + 8 * i, c = c0 + tx;
-      if (r < rows && c < cols) {
-        const size_t at = (size_t)r * cols + c;
-        const float x = src[at], b = tf32_round(x);
+      if (r < rows && c < ld) {
+        const size_t at = (size_t)r * ld + c;
+        const float x = c < cols ? src[(size_t)r * cols + c] : 0.f, b = tf32_round(x);
         big[at] = b;
         small[at] = tf32_round(x - b);
       }
@@ -40,8 +42,8 @@ gemm_tf32_split(const float* __restrict__ src, float* __restrict__ big, float* _
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const int r = c0 + ty + 8 * i, c = r0 + tx;  // row of the transposed output (a column of src)
-    if (r < cols && c < rows) {
-      const size_t at = (size_t)r * rows + c;
+    if (r < cols && c < ld) {
+      const size_t at = (size_t)r * ld + c;
       const float x = tile[tx][ty + 8 * i], b = tf32_round(x);
       big[at] = b;
       small[at] = tf32_round(x - b);

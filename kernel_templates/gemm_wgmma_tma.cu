@@ -335,8 +335,11 @@ gemm_wgmma_tma(const __grid_constant__ TmaDesc tmap_a, const __grid_constant__ T
         wgmma_commit();
 #if TF32X3
         if ((kt + 1) % FOLD == 0 || kt + 1 == k_tiles) {  // the window ends: wait for it, add it up
+          if (pending) {  // free the previous stage as soon as its wgmma retire: the producer refills it meanwhile
+            wgmma_wait<1>();
+            release(previous);
+          }
           wgmma_wait<0>();
-          if (pending) release(previous);
           release(s);
           pending = false;
 #pragma unroll

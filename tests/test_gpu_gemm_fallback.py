@@ -27,6 +27,7 @@ CASES = [
     ((13, 1000, 2049), "simt"),
     ((16384, 128, 16384), "tf32x3"),
     ((4001, 100, 8191), "tf32x3"),
+    ((1000, 1000, 1023), "wgmma_tf32x3"),  # K padded to 1024 in the pre-pass's workspaces (tf32x3 before Hopper)
 ]
 
 
@@ -59,6 +60,8 @@ def rel_error(c, a, b) -> float:
 def test_other_classes_run_their_rule_default_correctly(gemm, shape, algo):
     assert gemm.choice(SQUARE).source == TUNED
     choice = gemm.choice(shape)
+    if algo.startswith("wgmma") and gemm.device.compute_capability < (9, 0):
+        algo = algo.removeprefix("wgmma_")
     assert choice.source == DEFAULT and choice.config["ALGO"] == algo, choice
     m, n, k = shape
     rng = np.random.default_rng(m + n + k)

@@ -140,8 +140,27 @@ def test_rule_default_not_the_square_winner(space, h200, shape):
         assert config["ALGO"] == "gemv" and (n == 1 or config["SPLIT_K"] > 1)
     elif m <= 64:
         assert config["ALGO"] == "simt" and config["SPLIT_K"] > 1 and config["BM"] == 16
-    else:  # FP32-accurate on tensor cores, split to fill the GPU
+    else:  # FP32-accurate on tensor cores (mma.sync: a narrow output), split to fill the GPU
         assert config["ALGO"] == "tf32x3" and config["BM"] == 64
+
+
+@pytest.mark.parametrize(
+    "shape, expected",
+    [((4096, 4096, 4096), {"ALGO": "wgmma_tf32x3", "BM": 64, "BN": 128, "SPLIT_K": 1}),
+     ((4095, 4097, 1023), {"ALGO": "wgmma_tf32x3", "BM": 64, "BN": 128, "SPLIT_K": 1}),
+     ((600, 1000, 4096), {"ALGO": "wgmma_tf32x3", "BM": 64, "BN": 64, "SPLIT_K": 1}),
+     ((512, 512, 65536), {"ALGO": "wgmma_tf32x3", "BM": 64, "BN": 128, "SPLIT_K": 4}),
+     ((127, 4096, 4096), {"ALGO": "tf32x3"}),
+     ((16384, 128, 16384), {"ALGO": "tf32x3"})],  # fmt: skip
+)
+def test_fp32_rule_takes_wgmma_where_both_sides_are_wide(h200, shape, expected):
+    """3xTF32 on wgmma where M and N exceed 256 (its pre-pass pays off): 64x128 tiles, else 64x64 where those
+    fill the GPU, else split along K; 3xTF32 on mma.sync otherwise; and never wgmma before Hopper."""
+    space = get_space("gemm", dtype="float32")
+    config = space.rule_default(shape, h200)
+    assert {k: config[k] for k in expected} == expected and space.violations(config, shape, h200) == []
+    ampere = dataclasses.replace(h200, name="NVIDIA A100", compute_capability=(8, 0), multiprocessors=108)
+    assert space.rule_default(shape, ampere)["ALGO"] == "tf32x3"
 
 
 def test_rule_defaults_are_valid_everywhere(h200):

@@ -5,6 +5,8 @@ Classes: the M bucket (1, ≤16, ≤64, ≤256, large) and the aspect (``col``: 
 ``deep``: K at least 8× the larger of M and N; ``wide`` otherwise). Rules:
 
 * M = 1 or N = 1: the ``gemv`` algorithm, its K split until the grid holds a few blocks per SM;
+* fp32 on Hopper with more than 256 rows and columns: a ``wgmma_tf32x3`` tile that fills the GPU (split along K
+  where the tiles are too few); beyond 64 rows otherwise, a ``tf32x3`` tile (mma.sync), split-K to fill;
 * fp32 otherwise: the SIMT tile whose height fits M (16, 32, 64 rows, else the template's 128×128), and
   split-K until the output tiles fill the GPU — without it a 16-row product runs on a quarter of the SMs;
 * half precision on Hopper, where TMA can stride the rows (N, K multiples of 8): the largest ``wgmma_tma`` tile
@@ -136,17 +138,19 @@ def _within_domains(space: "KernelSpace", config: Config) -> bool:
     return all(key == ALGO or value in space.domain(f"{algo}.{key}") for key, value in config.items())
 
 
-def tma_rule(space: "KernelSpace", shape: Shape, device: DeviceInfo) -> Config | None:
-    """The largest TMA tile that fills the GPU with its tiles; else the largest whose tiles, split along K, do."""
-    if "wgmma_tma" not in space.domain(ALGO):
+def _tma_tile_rule(space: "KernelSpace", name: str, tiles_by_size: tuple, shape: Shape,
+                   device: DeviceInfo) -> Config | None:
+    """The largest tile of ``tiles_by_size`` ((BM, BN, WG, STAGES), largest first) of TMA algorithm ``name`` that
+    fills the GPU with its tiles; else the largest whose tiles, split along K, do."""
+    if name not in space.domain(ALGO):
         return None
-    algo = space.algos["wgmma_tma"]
+    algo = space.algos[name]
     if algo.unfit(shape, device):
         return None
     m, n, k = shape
     fill = TMA_FILL * device.multiprocessors
     for with_split in (False, True):
-        for bm, bn, wg, stages in TMA_TILES:
+        for bm, bn, wg, stages in tiles_by_size:
             tiles = ceil_div(m, bm) * ceil_div(n, bn)
             if m * n < TMA_AREA * tiles * bm * bn:
                 continue
@@ -154,15 +158,36 @@ def tma_rule(space: "KernelSpace", shape: Shape, device: DeviceInfo) -> Config |
             if tiles < fill:
                 if not with_split:
                     continue
-                usable = [s for s in sorted(space.domain("wgmma_tma.SPLIT_K")) if k >= s * MIN_K_PER_SPLIT]
+                usable = [s for s in sorted(space.domain(f"{name}.SPLIT_K")) if k >= s * MIN_K_PER_SPLIT]
                 splits = next((s for s in usable if tiles * s >= fill), 0)
                 if not splits:
                     continue
-            config: Config = {ALGO: "wgmma_tma", **algo.default_config, "BM": bm, "BN": bn, "WG": wg,
-                              "STAGES": stages, "SPLIT_K": splits}  # fmt: skip
+            config: Config = {ALGO: name, **algo.default_config, "BM": bm, "BN": bn, "WG": wg, "STAGES": stages,
+                              "SPLIT_K": splits}  # fmt: skip
             if _within_domains(space, config) and _valid(space, config, shape, device):
                 return config
-    return None  # rows too few for any TMA tile (M ≤ 16): mma tiles fit M
+    return None
+
+
+def tma_rule(space: "KernelSpace", shape: Shape, device: DeviceInfo) -> Config | None:
+    """Half precision on Hopper: the largest ``wgmma_tma`` tile that fills the GPU (split along K if need be)."""
+    return _tma_tile_rule(space, "wgmma_tma", TMA_TILES, shape, device)  # rows too few (M ≤ 16): mma fits M
+
+
+# fp32 on Hopper (3xTF32 on wgmma, FP32-accurate): one consumer warpgroup on 64-row tiles, four
+# stages. On the H100 (2026-11-25) 64x128 ran 2.1x cuBLAS FP32 at 4096^3 and 8192^3 alike, where the 128x128
+# default of the search ran 2.25x at 4096^3 but 1.36x at 8192^3: its three stages leave the consumers waiting on
+# TMA once the operands no longer sit in L2.
+TF32X3_TMA_TILES = ((64, 128, 1, 4), (64, 64, 1, 6))
+
+
+def wgmma_tf32x3_rule(space: "KernelSpace", shape: Shape, device: DeviceInfo) -> Config | None:
+    # Its pre-pass reads each operand and writes it twice (big and small parts): paid back only where both sides of
+    # the output are wide. With 256 rows or columns or fewer, tf32x3 on mma.sync (which splits in registers) ran
+    # 1.0-1.25x cuBLAS FP32 on the H100 where this ran 0.48-0.70x (2026-11-25).
+    if min(shape[0], shape[1]) <= NARROW_N:
+        return None
+    return _tma_tile_rule(space, "wgmma_tf32x3", TF32X3_TMA_TILES, shape, device)
 
 
 # fp32 beyond 64 rows on tensor cores (FP32-accurate 3xTF32): the tile its searches keep choosing, split-K to fill.
@@ -210,7 +235,7 @@ def rule_default(space: "KernelSpace", shape: Shape, device: DeviceInfo) -> Conf
         config = gemv_rule(space, shape, device)
         if config is not None:
             return config
-    for rule in (tf32x3_rule, simt_rule, tma_rule, mma_rule):
+    for rule in (wgmma_tf32x3_rule, tf32x3_rule, simt_rule, tma_rule, mma_rule):
         config = rule(space, shape, device)
         if config is not None:
             return config

@@ -9,7 +9,8 @@ over windows of FOLD k-tiles, each window added to a register total with FADD: t
 accumulation truncates, so a window keeps that error relative to a few k-tiles' sum. The accuracy contract is the
 family's (within 2× of the SIMT kernel's error on the very same inputs, K up to 16384), checked on every candidate.
 
-TMA strides the workspaces, whose rows hold K floats: K must be a multiple of 4 (16 bytes); M and N are free.
+TMA strides the workspaces, whose rows must be whole 16 bytes: the pre-pass writes them with K padded to a
+multiple of 4, the padding zero. So M, N and K are all free.
 """
 
 from __future__ import annotations
@@ -26,6 +27,11 @@ BK = 32  # fp32 elements per 128-byte swizzle row: the TMA box's inner extent
 ALIGN_ELEMENTS = 4  # 16 bytes of fp32
 SPLIT_THREADS, SPLIT_TILE = 256, 32  # gemm_tf32_split: a 32×32 tile per block of 256 threads
 WORKSPACE = {"A": ("a_big", "a_small"), "B": ("b_big", "b_small")}
+
+
+def padded(k: int) -> int:
+    """K rounded up to whole 16-byte rows of fp32: the workspaces' row length."""
+    return ceil_div(k, ALIGN_ELEMENTS) * ALIGN_ELEMENTS
 
 
 class WgmmaTf32x3Gemm(WgmmaTmaGemm):
@@ -47,7 +53,7 @@ class WgmmaTf32x3Gemm(WgmmaTmaGemm):
         Param("SPLIT_K", (1, 2, 3, 4, 6, 8, 16, 32), "K slices run in parallel (fp32 workspace + reduce); launch only"),
     )
     default_config = {
-        "BM": 128, "BN": 128, "WG": 2, "PINGPONG": 0, "STAGES": 3, "GROUP_M": 8, "CLUSTER_M": 1, "FOLD": 2,
+        "BM": 64, "BN": 128, "WG": 1, "PINGPONG": 0, "STAGES": 4, "GROUP_M": 8, "CLUSTER_M": 1, "FOLD": 2,
         "SPLIT_K": 1,
     }  # fmt: skip
     LABEL, K_TILE = "wgmma 3xtf32", BK
@@ -61,44 +67,40 @@ class WgmmaTf32x3Gemm(WgmmaTmaGemm):
         return g
 
     def unfit(self, shape: Shape, device: DeviceInfo) -> str | None:
-        reason = super(WgmmaTmaGemm, self).unfit(shape, device)  # the compute-capability checks
-        if reason is not None:
-            return reason
-        k = shape[2]
-        if k % ALIGN_ELEMENTS:
-            return (f"algorithm {self.name} copies with TMA, whose row strides are multiples of 16 bytes: K must be "
-                    f"a multiple of {ALIGN_ELEMENTS} (got K={k})")  # fmt: skip
-        return None
+        return super(WgmmaTmaGemm, self).unfit(shape, device)  # the compute-capability checks; any M, N, K
 
     def launches(self, config: Config, shape: Shape, device: DeviceInfo) -> list[Step]:
         m, n, k = shape
-        c = self.local(config)
+        c, kp = self.local(config), padded(k)
         main, *reduce = super().launches(config, shape, device)
         assert isinstance(main, Launch)
         maps = (
-            TensorMap("a_big", "float32", dims=(k, m), box=(BK, c["BM"])),
-            TensorMap("b_big", "float32", dims=(k, n), box=(BK, c["BN"])),
-            TensorMap("a_small", "float32", dims=(k, m), box=(BK, c["BM"])),
-            TensorMap("b_small", "float32", dims=(k, n), box=(BK, c["BN"])),
+            TensorMap("a_big", "float32", dims=(kp, m), box=(BK, c["BM"])),
+            TensorMap("b_big", "float32", dims=(kp, n), box=(BK, c["BN"])),
+            TensorMap("a_small", "float32", dims=(kp, m), box=(BK, c["BM"])),
+            TensorMap("b_small", "float32", dims=(kp, n), box=(BK, c["BN"])),
         )
         main = Launch(main.kernel, main.grid, main.block, main.shared_bytes, (*maps, *main.args[2:]))
-        return [self._split("A", m, k, transpose=False), self._split("B", k, n, transpose=True), main, *reduce]
+        return [self._split("A", m, k, kp, transpose=False), self._split("B", k, n, kp, transpose=True), main, *reduce]
 
     @staticmethod
-    def _split(source: str, rows: int, cols: int, transpose: bool) -> Launch:
+    def _split(source: str, rows: int, cols: int, ld: int, transpose: bool) -> Launch:
+        """Split ``source`` (rows×cols) into its workspaces, rows of ``ld`` (K padded), transposed for B."""
         big, small = WORKSPACE[source]
+        grid = (ceil_div(cols, SPLIT_TILE), ceil_div(ld, SPLIT_TILE)) if transpose else (
+            ceil_div(ld, SPLIT_TILE), ceil_div(rows, SPLIT_TILE))  # fmt: skip
         return Launch(
             kernel="gemm_tf32_split",
-            grid=(ceil_div(cols, SPLIT_TILE), ceil_div(rows, SPLIT_TILE), 1),
+            grid=(*grid, 1),
             block=(SPLIT_THREADS, 1, 1),
             shared_bytes=0,
-            args=(source, big, small, np.int32(rows), np.int32(cols), np.int32(int(transpose))),
+            args=(source, big, small, np.int32(rows), np.int32(cols), np.int32(int(transpose)), np.int32(ld)),
         )
 
     def workspace(self, config: Config, shape: Shape) -> dict[str, BufferSpec]:
         m, n, k = shape
-        spaces = {name: BufferSpec((m, k), "float32") for name in WORKSPACE["A"]}
-        spaces.update({name: BufferSpec((n, k), "float32") for name in WORKSPACE["B"]})
+        spaces = {name: BufferSpec((m, padded(k)), "float32") for name in WORKSPACE["A"]}
+        spaces.update({name: BufferSpec((n, padded(k)), "float32") for name in WORKSPACE["B"]})
         splits = config.get("SPLIT_K", 1)
         if splits > 1:
             spaces[PARTIAL] = partial_spec(splits, m, n)
