@@ -99,3 +99,19 @@ def test_tensor_maps_the_copy_engine_cannot_take_are_refused_when_the_plan_is_bu
     with pytest.raises(InvalidArgument, match=problem):
         LaunchPlan(StandInDriver(), [Launch("k", (1, 1, 1), (1, 1, 1), 0, (spec,))], lambda *_: 1, ("A",), {})
     assert TensorMap("A", "bfloat16", dims=(4096, 4096), box=(64, 256)).problems() == []
+
+
+def test_describe_gives_another_executor_the_same_launches():
+    """The torch operators' C++ launcher runs a plan from `describe`: the same functions, geometry, scalars
+    (as bytes), pointer slots and tensor maps as the ctypes path."""
+    driver = StandInDriver()
+    tmap = TensorMap("x", "float16", dims=(64, 32), box=(64, 16))
+    steps = [Zero("acc"), Launch("k", (4, 1, 2), (128, 1, 1), 1024, ("x", np.int32(7), tmap, "acc", np.float32(0.5)))]
+    plan = LaunchPlan(driver, steps, lambda kernel, shared: 0xF00, ("x", "acc"), {"acc": 256})
+    zero, launch = plan.describe()
+    assert zero == ("zero", 1, 256)
+    kind, kernel, function, grid, block, shared, args = launch
+    assert (kind, kernel, function, grid, block, shared) == ("launch", "k", 0xF00, (4, 1, 2), (128, 1, 1), 1024)
+    assert args[0] == ("ptr", 0) and args[3] == ("ptr", 1)
+    assert args[1] == ("value", np.int32(7).tobytes()) and args[4] == ("value", np.float32(0.5).tobytes())
+    assert args[2] == ("tmap", 0, 6, (64, 32), (128,), (64, 16), 3), "float16 is CUtensorMapDataType 6; 128B swizzle 3"

@@ -171,3 +171,22 @@ def test_recording_sees_the_operators(att):
         att.functional.matmul(x, cuda(96, 32))
     assert calls.calls == [("softmax", (12, 96), "float32"), ("gemm", (12, 32, 96), "float32")]
     assert calls.count(("softmax", (12, 96), "float32")) == 2
+
+
+def test_the_operators_launch_from_cpp_asking_python_once_per_key(att):
+    """The C++ launcher (autotune.torch.native) builds on a GPU machine with a toolkit, and takes every call of a
+    key seen before without Python: the plan hook runs once per new key, not per call."""
+    from autotune.torch import native
+
+    assert native.module() is not None, native.unavailable_reason()
+    info = att.OPS["softmax"]
+    asked, plan = [], info.launcher.plan
+    info.launcher.plan = lambda *tensors: asked.append(tuple(tensors[0].shape)) or plan(*tensors)
+    try:
+        x = cuda(24, 80, seed=4)
+        ys = [torch.ops.autotune.softmax(x) for _ in range(3)]
+        torch.ops.autotune.softmax(cuda(25, 80, seed=5))
+    finally:
+        info.launcher.plan = plan
+    assert asked == [(24, 80), (25, 80)]
+    assert all(torch.equal(y, ys[0]) for y in ys) and rel(ys[0], torch.softmax(x.double(), -1)) < 2e-5

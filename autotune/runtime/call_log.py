@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from autotune.errors import AutotuneError, InvalidArgument
 
@@ -80,6 +80,7 @@ class record:
         global ACTIVE
         with _LOCK:
             ACTIVE = [*(ACTIVE or []), self.recorder]
+            _tell_listeners()
         return self.recorder
 
     def __exit__(self, *exc: Any) -> None:
@@ -87,8 +88,25 @@ class record:
         with _LOCK:
             left = [r for r in ACTIVE or [] if r is not self.recorder]
             ACTIVE = left or None
+            _tell_listeners()
         if self.path is not None and exc[0] is None:
             self.recorder.save(self.path)
+
+
+_LISTENERS: list[Callable[[bool], None]] = []
+
+
+def on_recording(listener: Callable[[bool], None]) -> None:
+    """Call ``listener(active)`` whenever recording starts or stops (and once now): for launch paths that do not
+    look at `ACTIVE` per call (the torch operators' C++ launcher)."""
+    with _LOCK:
+        _LISTENERS.append(listener)
+        listener(ACTIVE is not None)
+
+
+def _tell_listeners() -> None:
+    for listener in _LISTENERS:
+        listener(ACTIVE is not None)
 
 
 def note(kernel: str, shape: tuple[int, ...], dtype: str) -> None:

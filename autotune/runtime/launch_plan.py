@@ -67,6 +67,10 @@ class _TensorMapSlot:
         )
         self.pointer = -1
 
+    def describe(self) -> tuple:
+        data_type, rank, dims, strides, box, _element_strides, swizzle = self._args
+        return ("tmap", self.index, data_type, tuple(dims), tuple(strides[: rank - 1]), tuple(box), swizzle)
+
     def bind(self, pointer: int) -> None:
         if pointer == self.pointer:
             return
@@ -96,30 +100,45 @@ class LaunchPlan:
         self._maps: list[_TensorMapSlot] = []
         self._keep: list[Any] = []  # holders the parameter blocks point at
         self._runs: list[Callable[[Sequence[int], int], None]] = []
+        self._described: list[tuple] = []  # see `describe`
         for step in steps:
             if isinstance(step, Zero):
                 self._runs.append(self._zero(index[step.buffer], sizes[step.buffer]))
+                self._described.append(("zero", index[step.buffer], sizes[step.buffer]))
                 continue
             assert isinstance(step, Launch)
             function = function_of(step.kernel, step.shared_bytes)
-            addresses = []
+            addresses, described = [], []
             for arg in step.args:
                 if isinstance(arg, str):
                     holder = ctypes.c_uint64(0)
                     self._slots.append((holder, index[arg]))
                     self._keep.append(holder)
                     addresses.append(ctypes.addressof(holder))
+                    described.append(("ptr", index[arg]))
                 elif isinstance(arg, TensorMap):
                     slot = _TensorMapSlot(driver, arg, index[arg.buffer])
                     self._maps.append(slot)
                     addresses.append(slot.address)
+                    described.append(slot.describe())
                 else:
                     holder = _CTYPE[np.asarray(arg).dtype](arg.item() if hasattr(arg, "item") else arg)
                     self._keep.append(holder)
                     addresses.append(ctypes.addressof(holder))
+                    described.append(("value", bytes(holder)))
             params = (ctypes.c_void_p * max(len(addresses), 1))(*addresses)
             self._keep.append(params)
             self._runs.append(self._launch(function, step, params))
+            self._described.append(("launch", step.kernel, function, step.grid, step.block, step.shared_bytes,
+                                    described))  # fmt: skip
+
+    def describe(self) -> list[tuple]:
+        """The bound launches as plain data, for another executor of the same plan (the torch operators' C++
+        launcher, `autotune.torch.native`): per step ``("zero", buffer, nbytes)`` or ``("launch", kernel,
+        CUfunction, grid, block, shared_bytes, args)``, each argument ``("ptr", buffer)``, ``("value", bytes)``
+        or ``("tmap", buffer, CUtensorMapDataType, dims, byte strides, box, CUtensorMapSwizzle)``; a buffer is
+        its position in ``names``."""
+        return list(self._described)
 
     def _zero(self, position: int, nbytes: int) -> Callable[[Sequence[int], int], None]:
         zero = self._driver.zero

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from autotune.spaces.rmsnorm import EPS as RMS_EPS
+from autotune.torch import native
 from autotune.torch.ops import _LIBRARY, OPS
 
 
@@ -76,7 +77,7 @@ BACKWARDS = {
 }
 
 
-def _fast_autograd(name: str, backward: Any, setup: Any) -> bool:
+def _fast_autograd(name: str, inputs: int, backward: Any, setup: Any) -> bool:
     """Register the Autograd kernel of ``name`` ourselves: torch's own (torch.library.register_autograd) builds a
     metadata object and goes through Python layers on every call, grad or not. Ours redispatches straight below
     autograd when no input needs a gradient (the inference and CUDA-graph case) and hands the rest to the very
@@ -99,7 +100,9 @@ def _fast_autograd(name: str, backward: Any, setup: Any) -> bool:
         with below_autograd():
             return redispatch(keyset & below, *args)
 
-    _LIBRARY.impl(name, kernel, "Autograd", with_keyset=True)
+    # The same decision in C++ where the native launcher is loaded: no Python at all on the no-grad path.
+    if not native.register_autograd(name, inputs, with_grad):
+        _LIBRARY.impl(name, kernel, "Autograd", with_keyset=True)
     return True
 
 
@@ -110,7 +113,7 @@ def register_autograd() -> list[str]:
         info = OPS.get(kernel)
         if info is None or (kernel == "layernorm" and "layernorm_backward" not in OPS):
             continue
-        if not _fast_autograd(info.name, backward, setup):
+        if not _fast_autograd(info.name, len(info.inputs), backward, setup):
             torch.library.register_autograd(info.qualname, backward, setup_context=setup, lib=_LIBRARY)
         done.append(kernel)
     return done

@@ -1,4 +1,6 @@
-"""The launch path of the operators: torch tensors in, torch tensors out, on torch's current stream.
+"""The Python launch path of the operators: torch tensors in, torch tensors out, on torch's current stream. The C++
+launcher (`autotune.torch.native`) takes the per-call path where it is available and asks `Launcher.plan` for
+each new key; this path runs otherwise.
 
 The first call for a (device, shapes, dtype) builds the plan through `autotune.runtime.dispatch.TunedKernel.prepare`
 (configuration chosen, compiled or read from the cache, loaded). Every later call only allocates the outputs and
@@ -73,7 +75,9 @@ class Launcher:
         entry.kernel.launch(entry.plan, pointers, _RAW_STREAM(entry.ordinal))
         return results
 
-    def _prepare(self, key: tuple, tensors: Sequence[torch.Tensor]) -> _Entry:
+    def plan(self, *tensors: torch.Tensor) -> ProblemPlan:
+        """The plan for calls on tensors like these (checked: raises in torch's style), chosen, compiled and
+        loaded on their GPU once: what the C++ launcher (`autotune.torch.native`) asks of a new key."""
         if self.validate is not None:
             self.validate(tensors)
         ordinal = tensors[0].device.index or 0
@@ -81,7 +85,12 @@ class Launcher:
             tuned = self._tuned.get(ordinal)
             if tuned is None:
                 tuned = self._tuned[ordinal] = TunedKernel(self.kernel, db=_DATABASE[0], device=ordinal)
-        plan = tuned.prepare(*tensors)
+        return tuned.prepare(*tensors)
+
+    def _prepare(self, key: tuple, tensors: Sequence[torch.Tensor]) -> _Entry:
+        plan = self.plan(*tensors)
+        ordinal = tensors[0].device.index or 0
+        tuned = self._tuned[ordinal]
         outputs = [(tuple(s.shape), getattr(torch, s.dtype)) for s in plan.outputs.values()]
         workspace = [max(spec.nbytes, 1) for spec in plan.workspace.values()]
         entry = _Entry(tuned, plan, outputs, workspace, tensors[0].device, ordinal)
@@ -95,7 +104,8 @@ class Launcher:
 
 def release() -> Any:
     """Forget every plan (for tests that switch databases)."""
-    from autotune.torch import ops
+    from autotune.torch import native, ops
 
     for info in ops.OPS.values():
         info.launcher = Launcher(info.kernel, info.launcher.validate)
+        native.forget(info.name)

@@ -22,6 +22,7 @@ from autotune.errors import AutotuneError, InvalidArgument
 from autotune.runtime import call_log
 from autotune.runtime.arrays import dtype_name
 from autotune.spaces import KernelSpace, get_space, kernel_names, space_class
+from autotune.torch import native
 from autotune.torch.errors import NotContiguous, WrongDevice, WrongDtype, WrongShape
 from autotune.torch.launch import Launcher
 
@@ -144,9 +145,12 @@ def register(kernel: str) -> OpInfo:
     info.launcher.validate = check
     # The low-level registration, not torch.library.custom_op: custom_op wraps every call in Python layers of its
     # own (about 8 µs a call on a CPU); this keeps the same fake, autograd and opcheck support at a third of it.
-    # The CPU kernel only raises WrongDevice, where torch would say "no kernel for the CPU backend".
+    # The CUDA kernel is C++ where the native launcher builds (`autotune.torch.native`), asking Python only for
+    # a new key's plan (`info.launcher` is looked up per key: `release` replaces it). The CPU kernel only raises
+    # WrongDevice, where torch would say "no kernel for the CPU backend".
     _LIBRARY.define(name + _schema(info))
-    _LIBRARY.impl(name, impl, "CUDA")
+    if not native.register_cuda(name, len(info.inputs), lambda *tensors: info.launcher.plan(*tensors)):
+        _LIBRARY.impl(name, impl, "CUDA")
     _LIBRARY.impl(name, impl, "CPU")
     torch.library.register_fake(info.qualname, fake, lib=_LIBRARY)
     info.op = getattr(torch.ops.autotune, name)

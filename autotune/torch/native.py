@@ -1,0 +1,119 @@
+"""The operators' C++ launcher (autotune/torch/launcher.cpp): built once per machine, then loaded.
+
+A ``torch.ops.autotune.*`` call whose kernel is implemented in Python pays torch's dispatcher → Python crossing
+twice (the Autograd kernel, then the CUDA one) and Python's own work per call: about 20 µs of host time where
+torch's own ops take a few. So the CUDA and Autograd kernels of every operator are C++ (`register_cuda`,
+`register_autograd`); Python is entered only for the first call of a new key (sizes, dtypes, device), to check
+the tensors and describe the plan, and for calls that need a gradient.
+
+The extension is compiled with torch's `torch.utils.cpp_extension.load` (a C++ compiler, ninja and the CUDA
+headers, as any torch extension needs) into the compile cache (``$AUTOTUNE_CACHE_DIR``/native), named by the
+hash of its source and torch's version, so that an edit or a new torch builds again and nothing else does.
+Where it cannot be built (no compiler, no CUDA toolkit: a deployment machine) or ``AUTOTUNE_NATIVE=0``, the
+operators keep their Python kernels: the same plans and launches, at the old cost; the reason is logged once.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import logging
+import os
+import threading
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from autotune.runtime import call_log
+from autotune.runtime.compiler import cache_root
+from autotune.runtime.cuda_driver import CU_TENSOR_MAP_L2_PROMOTION_L2_256B, Driver
+from autotune.runtime.problem_plan import ProblemPlan
+
+log = logging.getLogger("autotune.torch")
+SOURCE = Path(__file__).parent / "launcher.cpp"
+_STATE: dict[str, Any] = {}  # "module" once loaded, or "reason" why not
+_LOCK = threading.Lock()
+
+
+def module() -> Any | None:
+    """The loaded extension, building it on first use; None where it is off or cannot be built."""
+    with _LOCK:
+        if "module" in _STATE or "reason" in _STATE:
+            return _STATE.get("module")
+        try:
+            _STATE["module"] = _load()
+        except Exception as exc:  # a compiler error is any exception type: keep the Python path, say why
+            _STATE["reason"] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
+            log.warning("autotune.torch: the C++ launcher is not available (%s); the operators run their Python "
+                        "kernels", _STATE["reason"])  # fmt: skip
+        return _STATE.get("module")
+
+
+def unavailable_reason() -> str | None:
+    """Why the C++ launcher is not in use (None once it is)."""
+    return None if module() is not None else _STATE.get("reason")
+
+
+def _load() -> Any:
+    if os.environ.get("AUTOTUNE_NATIVE", "1") == "0":
+        raise RuntimeError("AUTOTUNE_NATIVE=0")
+    if not torch.cuda.is_available():
+        raise RuntimeError("no CUDA device for torch")
+    from torch.utils import cpp_extension
+
+    digest = hashlib.sha256(SOURCE.read_bytes() + torch.__version__.encode()).hexdigest()[:12]
+    name = f"autotune_launcher_{digest}"
+    build = cache_root() / "native" / name
+    build.mkdir(parents=True, exist_ok=True)
+    log.info("autotune.torch: loading the C++ launcher %s (built once per machine, ~1 min)", name)
+    extension = cpp_extension.load(name=name, sources=[str(SOURCE)], build_directory=str(build),
+                                   extra_cflags=["-O2"], with_cuda=True, verbose=False)  # fmt: skip
+    lib = Driver.get().lib
+
+    def address(symbol: str) -> int:
+        function = getattr(lib, symbol, None)
+        return ctypes.cast(function, ctypes.c_void_p).value or 0 if function is not None else 0
+
+    if not address("cuTensorMapEncodeTiled"):
+        log.info("autotune.torch: this driver has no cuTensorMapEncodeTiled: TMA configurations will fail to launch")
+    extension.init(address("cuLaunchKernel"), address("cuTensorMapEncodeTiled"), address("cuMemsetD8Async"),
+                   address("cuGetErrorName"), CU_TENSOR_MAP_L2_PROMOTION_L2_256B)  # fmt: skip
+    call_log.on_recording(extension.set_recording)
+    return extension
+
+
+def describe(plan: ProblemPlan) -> tuple:
+    """What the C++ launcher needs of a plan: its outputs (sizes, and an empty tensor of the dtype), workspace
+    bytes, the launch plan's steps (`LaunchPlan.describe`) and what `autotune.record` notes per call."""
+    outputs = [(tuple(spec.shape), torch.empty(0, dtype=getattr(torch, spec.dtype))) for spec in plan.outputs.values()]
+    workspace = [max(spec.nbytes, 1) for spec in plan.workspace.values()]
+    note = functools.partial(call_log.note, plan.kernel, plan.shape, plan.dtype) if plan.kernel else None
+    return outputs, workspace, plan.launches.describe(), note
+
+
+def register_cuda(name: str, inputs: int, plan_of: Callable[..., ProblemPlan]) -> bool:
+    """The CUDA kernel of ``torch.ops.autotune.<name>`` in C++; ``plan_of(*tensors)`` checks a new key's tensors
+    (raising) and returns its plan. False where the launcher is unavailable (the caller registers Python's)."""
+    extension = module()
+    if extension is None:
+        return False
+    extension.register_cuda(name, inputs, lambda *tensors: describe(plan_of(*tensors)))
+    return True
+
+
+def register_autograd(name: str, inputs: int, with_grad: Callable[..., Any]) -> bool:
+    """The Autograd kernel in C++: below autograd at once without a gradient, else ``with_grad(keyset, *args)``."""
+    extension = module()
+    if extension is None:
+        return False
+    extension.register_autograd(name, inputs, with_grad)
+    return True
+
+
+def forget(name: str) -> None:
+    """Drop the plans of ``name`` (tests that switch databases)."""
+    extension = _STATE.get("module")
+    if extension is not None:
+        extension.forget(name)
