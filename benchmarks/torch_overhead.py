@@ -132,7 +132,7 @@ def main() -> None:
     import autotune
     import autotune.torch as att
 
-    from autotune.torch import native
+    from autotune.runtime import torch_native as native
 
     device = torch.cuda.get_device_name()
     x = torch.randn(64, 256, device="cuda")

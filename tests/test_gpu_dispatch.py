@@ -167,3 +167,21 @@ def test_many_threads(gemm):
     with ThreadPoolExecutor(8) as pool:
         errors = list(pool.map(work, range(64)))
     assert max(errors) < 1e-5
+
+
+def test_torch_calls_run_in_the_cpp_launcher(gemm):
+    """After its first call a key's torch calls run in the C++ launcher (autotune.runtime.torch_native), with
+    the same answers, out= and stream= as the Python path."""
+    torch = pytest.importorskip("torch")
+    from autotune.runtime import torch_native
+
+    assert torch_native.module() is not None, torch_native.unavailable_reason()
+    a, b = torch.rand(96, 64, device="cuda") * 2 - 1, torch.rand(64, 80, device="cuda") * 2 - 1
+    first = gemm(a, b)  # the Python path, which hands the plan to C++
+    assert gemm._torch._native is not None
+    again = gemm(a, b)
+    out = torch.full_like(first, float("nan"))
+    assert gemm(a, b, out=out, stream=0) is out
+    torch.cuda.synchronize()
+    assert torch.equal(first, again) and torch.equal(first, out)
+    assert rel_error(first.cpu(), a.cpu(), b.cpu()) < 1e-5

@@ -176,7 +176,7 @@ def test_recording_sees_the_operators(att):
 def test_the_operators_launch_from_cpp_asking_python_once_per_key(att):
     """The C++ launcher (autotune.torch.native) builds on a GPU machine with a toolkit, and takes every call of a
     key seen before without Python: the plan hook runs once per new key, not per call."""
-    from autotune.torch import native
+    from autotune.runtime import torch_native as native
 
     assert native.module() is not None, native.unavailable_reason()
     info = att.OPS["softmax"]

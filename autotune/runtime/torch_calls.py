@@ -1,13 +1,15 @@
 """The per-call path of a `TunedKernel` for torch tensors whose shapes were seen before.
 
 Only what can change between calls is looked at (device, contiguity, shape, dtype, pointer); anything unusual
-returns `SLOW`, and the general path, which explains every error, takes the call.
+returns `SLOW`, and the general path, which explains every error, takes the call. Where the C++ launcher of torch
+calls is loaded (`autotune.runtime.torch_native`), these checks and the launch run there, on the same plans.
 """
 
 from __future__ import annotations
 
 from typing import Any, Sequence
 
+from autotune.runtime import torch_native
 from autotune.runtime.arrays import TORCH, ArrayArg, stream_handle
 from autotune.runtime.cuda_driver import Driver
 from autotune.runtime.problem_plan import ProblemPlan
@@ -37,6 +39,8 @@ class TorchCalls:
         self._torch: Any = None
         self._torch_type: Any = None  # set once torch tensors have been seen
         self._torch_plans: dict[tuple, tuple] = {}
+        self._table: int | None = None  # this kernel's plans in the C++ launcher, where it is loaded
+        self._native: Any = None  # its call: the whole per-call path in C++ (None: take the Python one)
 
     def remember(self, inputs: Sequence[ArrayArg], plan: ProblemPlan) -> bool:
         """Let later calls with tensors of these shapes take `call` (any number of outputs; the plan allocates a
@@ -51,10 +55,20 @@ class TorchCalls:
             key += [arg.obj.shape, arg.obj.dtype]
         out_specs = [(torch.Size(spec.shape), getattr(torch, spec.dtype)) for spec in plan.outputs.values()]
         self._torch_plans[tuple(key)] = (plan, out_specs)
+        native = torch_native.module()
+        if native is not None:
+            if self._table is None:
+                self._table = native.new_table(self._inputs)
+            native.table_add(self._table, tuple(a.obj for a in inputs), torch_native.describe(plan))
+            self._native = native.call
         return True
 
     def call(self, arrays: tuple, out: Any, stream: Any) -> Any:
         """The call's result, or `SLOW` (see the module)."""
+        if self._native is not None:
+            result = self._native(self._table, self._ordinal, arrays, out, stream)
+            if result is not None:
+                return result
         tensor, ordinal = self._torch_type, self._ordinal
         if len(arrays) != self._inputs:
             return SLOW

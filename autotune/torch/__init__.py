@@ -43,6 +43,7 @@ from autotune.torch.ops import register_library as _register_library  # noqa: E4
 
 OPERATORS = _register_library()
 WITH_AUTOGRAD = register_autograd()
+functional.bind()
 
 __all__ = [
     "LayerNorm",

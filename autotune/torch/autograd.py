@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from autotune.spaces.rmsnorm import EPS as RMS_EPS
-from autotune.torch import native
+from autotune.runtime import torch_native as native
 from autotune.torch.ops import _LIBRARY, OPS
 
 

@@ -104,7 +104,8 @@ class Launcher:
 
 def release() -> Any:
     """Forget every plan (for tests that switch databases)."""
-    from autotune.torch import native, ops
+    from autotune.runtime import torch_native as native
+    from autotune.torch import ops
 
     for info in ops.OPS.values():
         info.launcher = Launcher(info.kernel, info.launcher.validate)

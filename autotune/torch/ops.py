@@ -22,7 +22,7 @@ from autotune.errors import AutotuneError, InvalidArgument
 from autotune.runtime import call_log
 from autotune.runtime.arrays import dtype_name
 from autotune.spaces import KernelSpace, get_space, kernel_names, space_class
-from autotune.torch import native
+from autotune.runtime import torch_native as native
 from autotune.torch.errors import NotContiguous, WrongDevice, WrongDtype, WrongShape
 from autotune.torch.launch import Launcher
 

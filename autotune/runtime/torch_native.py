@@ -1,10 +1,11 @@
-"""The operators' C++ launcher (autotune/torch/launcher.cpp): built once per machine, then loaded.
+"""The C++ launcher of torch calls (autotune/runtime/torch_launcher.cpp): built once per machine, then loaded.
 
 A ``torch.ops.autotune.*`` call whose kernel is implemented in Python pays torch's dispatcher → Python crossing
 twice (the Autograd kernel, then the CUDA one) and Python's own work per call: about 20 µs of host time where
 torch's own ops take a few. So the CUDA and Autograd kernels of every operator are C++ (`register_cuda`,
 `register_autograd`); Python is entered only for the first call of a new key (sizes, dtypes, device), to check
-the tensors and describe the plan, and for calls that need a gradient.
+the tensors and describe the plan, and for calls that need a gradient. A `TunedKernel` called on torch tensors
+(`autotune.runtime.torch_calls`) runs its plans here too: one call into C++ per kernel call.
 
 The extension is compiled with torch's `torch.utils.cpp_extension.load` (a C++ compiler, ninja and the CUDA
 headers, as any torch extension needs) into the compile cache (``$AUTOTUNE_CACHE_DIR``/native), named by the
@@ -24,15 +25,13 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
-import torch
-
 from autotune.runtime import call_log
 from autotune.runtime.compiler import cache_root
 from autotune.runtime.cuda_driver import CU_TENSOR_MAP_L2_PROMOTION_L2_256B, Driver
 from autotune.runtime.problem_plan import ProblemPlan
 
 log = logging.getLogger("autotune.torch")
-SOURCE = Path(__file__).parent / "launcher.cpp"
+SOURCE = Path(__file__).parent / "torch_launcher.cpp"
 _STATE: dict[str, Any] = {}  # "module" once loaded, or "reason" why not
 _LOCK = threading.Lock()
 
@@ -44,11 +43,19 @@ def module() -> Any | None:
             return _STATE.get("module")
         try:
             _STATE["module"] = _load()
+        except _Off as exc:
+            _STATE["reason"] = str(exc)
+            log.info("autotune.torch: the C++ launcher is off (%s): Python launches torch calls", exc)
         except Exception as exc:  # a compiler error is any exception type: keep the Python path, say why
-            _STATE["reason"] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
-            log.warning("autotune.torch: the C++ launcher is not available (%s); the operators run their Python "
-                        "kernels", _STATE["reason"])  # fmt: skip
+            lines = str(exc).strip().splitlines()
+            _STATE["reason"] = f"{type(exc).__name__}: {lines[-1] if lines else ''}"
+            log.warning("autotune.torch: the C++ launcher could not be built (%s): Python launches torch calls, "
+                        "at several µs more per call", _STATE["reason"])  # fmt: skip
         return _STATE.get("module")
+
+
+class _Off(Exception):
+    """The launcher is off by choice or has nothing to run on (not an error)."""
 
 
 def unavailable_reason() -> str | None:
@@ -58,9 +65,11 @@ def unavailable_reason() -> str | None:
 
 def _load() -> Any:
     if os.environ.get("AUTOTUNE_NATIVE", "1") == "0":
-        raise RuntimeError("AUTOTUNE_NATIVE=0")
+        raise _Off("AUTOTUNE_NATIVE=0")
+    import torch
+
     if not torch.cuda.is_available():
-        raise RuntimeError("no CUDA device for torch")
+        raise _Off("torch sees no CUDA device")
     from torch.utils import cpp_extension
 
     digest = hashlib.sha256(SOURCE.read_bytes() + torch.__version__.encode()).hexdigest()[:12]
@@ -87,6 +96,8 @@ def _load() -> Any:
 def describe(plan: ProblemPlan) -> tuple:
     """What the C++ launcher needs of a plan: its outputs (sizes, and an empty tensor of the dtype), workspace
     bytes, the launch plan's steps (`LaunchPlan.describe`) and what `autotune.record` notes per call."""
+    import torch
+
     outputs = [(tuple(spec.shape), torch.empty(0, dtype=getattr(torch, spec.dtype))) for spec in plan.outputs.values()]
     workspace = [max(spec.nbytes, 1) for spec in plan.workspace.values()]
     note = functools.partial(call_log.note, plan.kernel, plan.shape, plan.dtype) if plan.kernel else None

@@ -1,6 +1,6 @@
 // The operators' per-call path in C++: torch.ops.autotune.<name> on CUDA tensors without entering Python.
 //
-// Python (autotune/torch/native.py) registers each operator here with a `prepare` callable. The first call of a
+// Python (autotune/runtime/torch_native.py) registers each operator here with a `prepare` callable. The first call of a
 // key (each input's sizes, dtype and device) calls it, under the GIL: it checks the tensors (raising torch-style
 // errors), lets the dispatcher choose, compile and load the configuration, and returns the description of the
 // plan (`autotune.runtime.launch_plan.LaunchPlan.describe`: the same launches, kernel handles, grids and
@@ -220,62 +220,85 @@ std::unique_ptr<Plan> make_plan(const py::tuple& d) {
   return plan;
 }
 
+// Each input's (dim, sizes, dtype, device); false where one is not contiguous (Python explains or copes).
+bool append_key(const at::Tensor& t, std::vector<int64_t>& key) {
+  key.push_back(t.dim());
+  for (int64_t s : t.sizes()) key.push_back(s);
+  key.push_back(static_cast<int64_t>(t.scalar_type()));
+  key.push_back(t.get_device());
+  return t.is_contiguous();
+}
+
+Plan* find_plan(Op* op, const std::vector<int64_t>& key) {
+  std::lock_guard<std::mutex> guard(op->lock);
+  auto found = op->plans.find(key);
+  return found == op->plans.end() ? nullptr : found->second.get();
+}
+
+Plan* add_plan(Op* op, const std::vector<int64_t>& key, const py::tuple& description) {  // under the GIL
+  auto built = make_plan(description);
+  std::lock_guard<std::mutex> guard(op->lock);
+  auto& slot = op->plans[key];
+  if (!slot) slot = std::move(built);
+  return slot.get();
+}
+
+void note_call(Plan* plan) {
+  if (recording.load(std::memory_order_relaxed) && !plan->note.is_none()) {
+    py::gil_scoped_acquire gil;
+    plan->note();
+  }
+}
+
+// Launch `plan` on `inputs` and `outputs` (given, or allocated here when empty) on `stream` (nullptr: torch's
+// current stream of the inputs' device); the outputs.
+std::vector<at::Tensor> run(Plan* plan, const std::vector<const at::Tensor*>& inputs, std::vector<at::Tensor> outputs,
+                            bool current_stream, void* stream) {
+  const at::Tensor& first = *inputs[0];
+  const c10::DeviceIndex device = first.device().index();
+  c10::cuda::CUDAGuard device_guard(device);
+  if (current_stream) stream = c10::cuda::getCurrentCUDAStream(device).stream();
+  std::vector<uint64_t> pointers;
+  pointers.reserve(inputs.size() + plan->out_sizes.size() + plan->workspace.size());
+  for (const at::Tensor* t : inputs) pointers.push_back(reinterpret_cast<uint64_t>(t->data_ptr()));
+  if (outputs.empty()) {
+    for (size_t i = 0; i < plan->out_sizes.size(); ++i)
+      outputs.push_back(at::empty(plan->out_sizes[i], first.options().dtype(plan->out_types[i])));
+  }
+  for (const at::Tensor& t : outputs) pointers.push_back(reinterpret_cast<uint64_t>(t.data_ptr()));
+  // The workspace from torch's caching allocator, freed stream-ordered after the launch (CUDA-graph safe).
+  std::vector<at::Tensor> scratch;
+  for (int64_t nbytes : plan->workspace) {
+    scratch.push_back(at::empty({std::max<int64_t>(nbytes, 1)}, first.options().dtype(at::kByte)));
+    pointers.push_back(reinterpret_cast<uint64_t>(scratch.back().data_ptr()));
+  }
+  plan->launch(pointers, stream);
+  return outputs;
+}
+
 void cuda_kernel(const c10::OperatorHandle& handle, torch::jit::Stack* stack) {
   Op* op = op_of(handle);
   const size_t n = op->inputs;
   auto args = torch::jit::last(*stack, n);
   std::vector<int64_t> key;
   key.reserve(8 * n);
+  std::vector<const at::Tensor*> inputs;
   bool contiguous = true;
   for (size_t i = 0; i < n; ++i) {
-    const at::Tensor& t = args[i].toTensor();
-    contiguous = contiguous && t.is_contiguous();
-    key.push_back(t.dim());
-    for (int64_t s : t.sizes()) key.push_back(s);
-    key.push_back(static_cast<int64_t>(t.scalar_type()));
-    key.push_back(t.get_device());
+    inputs.push_back(&args[i].toTensor());
+    contiguous = append_key(*inputs.back(), key) && contiguous;
   }
-  Plan* plan = nullptr;
-  if (contiguous) {
-    std::lock_guard<std::mutex> guard(op->lock);
-    auto found = op->plans.find(key);
-    if (found != op->plans.end()) plan = found->second.get();
-  }
+  Plan* plan = contiguous ? find_plan(op, key) : nullptr;
   if (plan == nullptr) {  // a new key, or tensors the kernel may refuse: Python checks, chooses and describes
     py::gil_scoped_acquire gil;
     py::tuple tensors(n);
-    for (size_t i = 0; i < n; ++i) tensors[i] = py::cast(args[i].toTensor());
-    auto built = make_plan(op->prepare(*tensors).cast<py::tuple>());
-    std::lock_guard<std::mutex> guard(op->lock);
-    auto& slot = op->plans[key];
-    if (!slot) slot = std::move(built);
-    plan = slot.get();
+    for (size_t i = 0; i < n; ++i) tensors[i] = py::cast(*inputs[i]);
+    plan = add_plan(op, key, op->prepare(*tensors).cast<py::tuple>());
   }
-  if (recording.load(std::memory_order_relaxed) && !plan->note.is_none()) {
-    py::gil_scoped_acquire gil;
-    plan->note();
-  }
-  const at::Tensor& first = args[0].toTensor();
-  const c10::DeviceIndex device = first.device().index();
-  c10::cuda::CUDAGuard device_guard(device);
-  void* stream = c10::cuda::getCurrentCUDAStream(device).stream();
-  std::vector<at::Tensor> outs;
-  outs.reserve(plan->out_sizes.size() + plan->workspace.size());
-  std::vector<uint64_t> pointers;
-  pointers.reserve(n + outs.capacity());
-  for (size_t i = 0; i < n; ++i) pointers.push_back(reinterpret_cast<uint64_t>(args[i].toTensor().data_ptr()));
-  for (size_t i = 0; i < plan->out_sizes.size(); ++i) {
-    outs.push_back(at::empty(plan->out_sizes[i], first.options().dtype(plan->out_types[i])));
-    pointers.push_back(reinterpret_cast<uint64_t>(outs.back().data_ptr()));
-  }
-  // The workspace from torch's caching allocator, freed stream-ordered after the launch (CUDA-graph safe).
-  for (int64_t nbytes : plan->workspace) {
-    outs.push_back(at::empty({std::max<int64_t>(nbytes, 1)}, first.options().dtype(at::kByte)));
-    pointers.push_back(reinterpret_cast<uint64_t>(outs.back().data_ptr()));
-  }
-  plan->launch(pointers, stream);
+  note_call(plan);
+  std::vector<at::Tensor> outs = run(plan, inputs, {}, true, nullptr);
   torch::jit::drop(*stack, n);
-  for (size_t i = 0; i < plan->out_sizes.size(); ++i) torch::jit::push(*stack, std::move(outs[i]));
+  for (at::Tensor& t : outs) torch::jit::push(*stack, std::move(t));
 }
 
 void autograd_kernel(const c10::OperatorHandle& handle, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
@@ -343,6 +366,82 @@ void register_autograd(const std::string& name, size_t inputs, py::object with_g
   library->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&autograd_kernel>());
 }
 
+// --- TunedKernel's torch calls (autotune.runtime.torch_calls): the same plans, without the dispatcher ---------
+std::vector<Op*>& tables() {
+  static auto* all = new std::vector<Op*>();
+  return *all;
+}
+
+int64_t new_table(size_t inputs) {  // one per TunedKernel and GPU
+  Op* op = new Op();
+  op->inputs = inputs;
+  tables().push_back(op);
+  return static_cast<int64_t>(tables().size()) - 1;
+}
+
+bool unpack(PyObject* obj, c10::DeviceIndex device, const at::Tensor*& out) {
+  if (!THPVariable_Check(obj)) return false;
+  const at::Tensor& t = THPVariable_Unpack(obj);
+  if (!t.is_cuda() || t.get_device() != device) return false;
+  out = &t;
+  return true;
+}
+
+// A call of `table` on `arrays` (a tuple), `out` (None, a tensor or a sequence of them) and `stream` (None:
+// torch's current stream; an int: a CUstream handle): the result (a tensor, or a tuple of them); None where this
+// path cannot take the call (another array type, an unseen key, an `out` that does not fit, another stream
+// type), and the general path takes it, explaining any error.
+py::object call(int64_t table, c10::DeviceIndex device, const py::tuple& arrays, const py::object& out,
+                const py::object& stream) {
+  Op* op = tables().at(table);
+  const size_t n = arrays.size();
+  if (n != op->inputs) return py::none();
+  std::vector<const at::Tensor*> inputs(n);
+  std::vector<int64_t> key;
+  key.reserve(8 * n);
+  for (size_t i = 0; i < n; ++i) {
+    if (!unpack(arrays[i].ptr(), device, inputs[i]) || !append_key(*inputs[i], key)) return py::none();
+  }
+  Plan* plan = find_plan(op, key);
+  if (plan == nullptr) return py::none();
+  const bool current = stream.is_none();
+  void* handle = nullptr;
+  if (!current) {
+    if (!PyLong_Check(stream.ptr())) return py::none();
+    handle = reinterpret_cast<void*>(PyLong_AsUnsignedLongLongMask(stream.ptr()));
+  }
+  std::vector<at::Tensor> given;
+  if (!out.is_none()) {
+    std::vector<PyObject*> items;
+    if (plan->out_sizes.size() == 1) {
+      items.push_back(out.ptr());
+    } else if (PyTuple_Check(out.ptr()) || PyList_Check(out.ptr())) {
+      for (auto item : out) items.push_back(item.ptr());
+    }
+    if (items.size() != plan->out_sizes.size()) return py::none();
+    for (size_t i = 0; i < items.size(); ++i) {
+      const at::Tensor* t = nullptr;
+      if (!unpack(items[i], device, t) || !t->is_contiguous() || t->scalar_type() != plan->out_types[i] ||
+          t->sizes() != c10::IntArrayRef(plan->out_sizes[i]))
+        return py::none();
+      given.push_back(*t);
+    }
+  }
+  note_call(plan);
+  std::vector<at::Tensor> outs = run(plan, inputs, std::move(given), current, handle);
+  if (outs.size() == 1) return py::cast(outs[0]);
+  py::tuple result(outs.size());
+  for (size_t i = 0; i < outs.size(); ++i) result[i] = py::cast(outs[i]);
+  return result;
+}
+
+void table_add(int64_t table, const py::tuple& arrays, const py::tuple& description) {
+  Op* op = tables().at(table);
+  std::vector<int64_t> key;
+  for (auto item : arrays) append_key(item.cast<at::Tensor>(), key);
+  add_plan(op, key, description);
+}
+
 void forget(const std::string& name) {  // drop an operator's plans (a test switching databases)
   auto& ops = operators();
   auto found = ops.find("autotune::" + name);
@@ -359,4 +458,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("register_autograd", &register_autograd);
   m.def("forget", &forget);
   m.def("set_recording", &set_recording);
+  m.def("new_table", &new_table);
+  m.def("table_add", &table_add);
+  m.def("call", &call);
 }
