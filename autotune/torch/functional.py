@@ -37,19 +37,20 @@ def layer_norm(x: torch.Tensor, normalized_shape: Sequence[int] | int, weight: t
                bias: torch.Tensor) -> torch.Tensor:  # fmt: skip
     """LayerNorm over the trailing ``normalized_shape`` dims (eps fixed at the kernel's 1e-5)."""
     shape = x.shape
-    if type(normalized_shape) is int or len(normalized_shape) == 1:
-        cols = normalized_shape if type(normalized_shape) is int else normalized_shape[0]
-        fits = len(shape) > 0 and shape[-1] == cols
-    else:
-        dims = tuple(normalized_shape)
-        cols, fits = math.prod(dims), len(dims) <= len(shape) and shape[len(shape) - len(dims):] == dims
-    if not fits:
+    if type(normalized_shape) is int:
+        cols, flat = normalized_shape, True
+    elif len(normalized_shape) == 1:
+        cols, flat = normalized_shape[0], True
+    else:  # several trailing dims: the weights are flattened too
+        cols, flat = math.prod(normalized_shape), False
+    dims = len(shape) if flat else len(shape) - len(normalized_shape) + 1
+    if dims < 1 or (shape[-1] != cols if flat else shape[dims - 1:] != tuple(normalized_shape)):
         raise WrongShape(f"autotune.layer_norm: x has shape {tuple(shape)}; normalized_shape {normalized_shape} must "
                          f"be its trailing dims")  # fmt: skip
-    rows = x if len(shape) == 2 and x.is_contiguous() else x.reshape(-1, cols).contiguous()
+    rows = x if len(shape) == 2 and flat and x.is_contiguous() else x.reshape(-1, cols).contiguous()
     w = weight if weight.is_contiguous() else weight.contiguous()
     b = bias if bias.is_contiguous() else bias.contiguous()
-    if w.dim() != 1:  # a weight of normalized_shape's several dims
+    if not flat:
         w, b = w.reshape(cols), b.reshape(cols)
     y = _LAYERNORM(rows, w, b)[0]
     return y if len(shape) == 2 else y.view(shape)
