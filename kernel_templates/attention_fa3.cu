@@ -1,5 +1,5 @@
-// FlashAttention-3 style forward for Hopper (sm_90a only), fp16 / bf16: TMA loads, a producer warp and consumer
-// warpgroups on wgmma, P kept in registers.
+// FlashAttention-3 style forward for Hopper (sm_90a only), fp16 / bf16: TMA loads, a producer warpgroup (one
+// thread issues the copies) and consumer warpgroups on wgmma, P kept in registers.
 //
 //   O[b,h,i,:] = softmax_j(Q[b,h,i,:]·K[b,h,j,:] · scale  [+ causal mask])·V[b,h,j,:]      LSE[b,h,i] (natural log)
 //
@@ -49,7 +49,11 @@
 // V rows contribute nothing); rows at or past seq_q are computed on zeros and not stored. Causal: key tiles past
 // the block's last diagonal are never loaded; masks only on tiles crossing a warpgroup's diagonal or seq_kv.
 // Ascending key order means every row sees key 0 in the first tile, so the running max is finite from then on
-// (a row that sees no key would still give O = 0, LSE = -inf).
+// (a row that sees no key would still give O = 0, LSE = -inf). O is stored from registers (the quad transpose of
+// kernel_templates/wgmma_epilogue.cuh: 16-byte stores, guarded pairs on a warpgroup's last rows).
+//
+// Not (yet) FA3: no persistent grid or longest-first tile scheduler, O not staged through shared memory for a
+// TMA store, no cluster multicast of K/V, no third consumer warpgroup (BM 192), head_dim 96 padded to 128.
 
 #include "attention_sm90.cuh"
 #include "dtype.cuh"
