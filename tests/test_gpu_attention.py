@@ -1,6 +1,8 @@
 """GPU tier: every attention algorithm, at every dtype it answers, head_dim 64 and 128, causal and not, is correct
 for its default and random valid configurations. Each evaluation first checks the family's validation cases
-(lengths 1, 77, 1000, 1031, 4097; seq_q ≠ seq_kv; large logits) against float64, then the target shape."""
+(lengths 1, 77, 1000, 1031, 4097; seq_q ≠ seq_kv; large logits) against float64, then the target shape.
+fa3 (Hopper only; skipped elsewhere) has its own sweep over every tunable value at head_dim 64, 96 and 128, and is
+compared with fa2 on the very same inputs."""
 
 from __future__ import annotations
 
@@ -59,6 +61,74 @@ def test_random_valid_configs_are_correct(kernel, dtype, algo, d, device):
     wrong = [(space.describe(c), m.failure, m.reason) for c, m in zip(configs, results) if not m.ok]
     assert not wrong, wrong
     assert all(m.registers and m.spill_bytes == 0 for m in results)
+
+
+FA3_CASES = [(kernel, dtype, d) for kernel in KERNELS for dtype in ("float16", "bfloat16") for d in (64, 96, 128)]
+
+
+def fa3_variants(space, d: int) -> list[dict]:
+    """The default, then one change at a time so that every tunable value runs: both consumer counts, ping-pong
+    on and off, overlap on and off, the ring depths, small and FA3-sized key tiles (BN 176 at head_dim 96/128, 192
+    at 64, 224 and 256 without overlap at 64), REVERSE (causal)."""
+    base = {ALGO: "fa3", **space.algos["fa3"].default_config}
+    changes = [{}, {"WG": 1, "PINGPONG": 0}, {"WG": 1, "PINGPONG": 0, "OVERLAP": 0, "BN": 64}, {"PINGPONG": 0},
+               {"OVERLAP": 0}, {"STAGES": 3}, {"STAGES": 4, "BN": 64}, {"BN": 96, "STAGES": 3},
+               {"BN": 144}, {"BN": 176} if d > 64 else {"BN": 192},
+               {"BN": 160, "WG": 1, "PINGPONG": 0}]  # fmt: skip
+    if d == 64:
+        changes += [{"BN": 256, "OVERLAP": 0}, {"BN": 224, "STAGES": 3}]
+    if space.causal:
+        changes += [{"REVERSE": 1}, {"REVERSE": 1, "BN": 64, "WG": 1, "PINGPONG": 0}]
+    return [{**base, **change} for change in changes]
+
+
+@pytest.mark.parametrize("kernel, dtype, d", FA3_CASES, ids=["-".join(map(str, c)) for c in FA3_CASES])
+def test_fa3_variants_and_random_configs_are_correct(kernel, dtype, d, device):
+    """fa3 (Hopper only) at head_dim 64, 96 and 128: each variant and a few random valid configurations, on the
+    family's validation cases (ragged seq_q and seq_kv, seq_q != seq_kv causal, one row, large logits) and an odd
+    target shape, against float64."""
+    from autotune.tuning.evaluation.gpu import GpuEvaluator
+
+    space = get_space(kernel, dtype=dtype)
+    shape = (2, 3, 333, 1000, d)
+    if space.algos["fa3"].unfit(shape, device):
+        pytest.skip(space.algos["fa3"].unfit(shape, device))
+    configs = [c for c in fa3_variants(space, d) if not space.violations(c, shape, device)]
+    assert len(configs) >= 9, "the variants are valid here"
+    configs += [c for c in pick(space, "fa3", shape, device, 3, seed=d + 7) if c not in configs]
+    with GpuEvaluator(space, shape, seed=13, min_time_ms=0.5, max_reps=3) as evaluator:
+        results = [f.result() for f in [evaluator.submit(c) for c in configs]]
+    wrong = [(space.describe(c), m.failure, m.reason) for c, m in zip(configs, results) if not m.ok]
+    assert not wrong, wrong
+    assert all(m.registers and m.spill_bytes == 0 for m in results)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("shape", [(3, 5, 1, 1, 128), (1, 2, 200, 200, 64), (2, 2, 129, 4097, 96), (1, 1, 1000, 1031, 128)],
+                         ids=lambda s: "x".join(map(str, s)))  # fmt: skip
+def test_fa3_matches_fa2_on_the_same_inputs(kernel, shape, device, tmp_path):
+    """fa3 and fa2 (both P rounded to fp16 before P·V, fp32 statistics) agree closely on the very same inputs,
+    including a head of one query and one key, and large logits; LSE to fp32 rounding."""
+    import numpy as np
+
+    from autotune.spaces.attention import O_TOLERANCE, WIDE
+    from autotune.spaces.base import UNIFORM
+
+    space = get_space(kernel, dtype="float16")
+    if space.algos["fa3"].unfit(shape, device):
+        pytest.skip(space.algos["fa3"].unfit(shape, device))
+    fa2 = {ALGO: "fa2", **space.algos["fa2"].default_config}
+    for kind in (UNIFORM, WIDE):
+        x = space.inputs(shape, np.random.default_rng(6), kind)
+        q, k, v = (x[n] for n in ("q", "k", "v"))
+        ref_o, ref_lse = pinned(kernel, space, shape, fa2, device, tmp_path / f"fa2-{kind}.db")(q, k, v)
+        for i, change in enumerate([{}, {"WG": 1, "PINGPONG": 0, "OVERLAP": 0, "BN": 64}]):
+            config = {ALGO: "fa3", **space.algos["fa3"].default_config, **change}
+            o, lse = pinned(kernel, space, shape, config, device, tmp_path / f"fa3-{kind}-{i}.db")(q, k, v)
+            ref = ref_o.astype(np.float64)
+            err = np.linalg.norm(o.astype(np.float64) - ref) / max(np.linalg.norm(ref), 1e-30)
+            assert err <= O_TOLERANCE["float16"], (kind, change, err)
+            np.testing.assert_allclose(lse, ref_lse, rtol=1e-5, atol=1e-5, err_msg=f"{kind} {change}")
 
 
 def pinned(kernel: str, space, shape, config: dict, device, path) -> object:

@@ -205,8 +205,8 @@ def sample(space, shape, device, n, seed, **fixed):
 @pytest.mark.nvcc
 def test_valid_configs_compile_without_spills_and_bad_ones_fail_static_asserts(h200, cache_dir):
     """Random valid configurations of every algorithm at every supported head_dim, causal and not, compile for
-    sm_90 without spilling; configurations the register and swizzle constraints reject fail the templates'
-    static_asserts."""
+    the H200's target (sm_90a: fa3 is wgmma code) without spilling; configurations the register and swizzle
+    constraints reject fail the templates' static_asserts."""
     jobs, bad = [], []
     for i, d in enumerate(HEAD_DIMS):
         kernel = ("attention", "attention_causal")[i % 2]
@@ -223,7 +223,7 @@ def test_valid_configs_compile_without_spills_and_bad_ones_fail_static_asserts(h
         problems = fa2.violations(config, shape, h200)
         if problems and ("spill" in problems[0] or "SWIZZLE" in problems[0]):
             bad.append((fa2, config, shape))
-    compiler = Compiler("sm_90", cache_dir=cache_dir)
+    compiler = Compiler(h200.compile_arch, cache_dir=cache_dir)
     try:
         futures = [compiler.submit(s.template_for(c), s.compile_defines(c, sh)) for s, c, sh in jobs + bad]
         results = [f.result() for f in futures]

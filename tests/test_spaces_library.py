@@ -13,7 +13,7 @@ import pytest
 from autotune import dtypes
 from autotune.runtime.compiler import Compiler
 from autotune.spaces import Launch, Zero, config_key, get_space, kernel_names
-from autotune.spaces.base import UNIFORM
+from autotune.spaces.base import UNIFORM, TensorMap
 from autotune.spaces.enumeration import random_config
 from autotune.templates import _sources, template_path
 
@@ -74,7 +74,9 @@ def test_launch_plans_name_known_buffers(kernel, h200):
                 continue
             assert isinstance(step, Launch)
             assert all(a in known for a in step.args if isinstance(a, str)), (step.kernel, step.args)
-            assert all(isinstance(a, (str, np.generic)) for a in step.args), "scalars carry their C type"
+            maps = [a for a in step.args if isinstance(a, TensorMap)]  # TMA descriptors over named buffers
+            assert all(m.buffer in known and m.problems() == [] for m in maps), (step.kernel, maps)
+            assert all(isinstance(a, (str, np.generic, TensorMap)) for a in step.args), "scalars carry their C type"
             assert all(g >= 1 for g in step.grid) and 1 <= step.block[0] <= 1024
 
 
@@ -141,7 +143,7 @@ def sample_valid(space, shape, device, n, seed):
 
 @pytest.mark.nvcc
 def test_sampled_configs_of_every_template_compile(h200, cache_dir):
-    compiler = Compiler("sm_90", cache_dir=cache_dir)
+    compiler = Compiler(h200.compile_arch, cache_dir=cache_dir)  # sm_90a: the H200's (and wgmma's) target
     jobs = []
     try:
         for kernel in LIBRARY:
@@ -308,7 +310,7 @@ def test_rule_defaults_follow_the_shape(h200):
 
 @pytest.mark.nvcc
 def test_half_and_mixed_configs_compile_without_spills(h200, cache_dir):
-    compiler = Compiler("sm_90", cache_dir=cache_dir)
+    compiler = Compiler(h200.compile_arch, cache_dir=cache_dir)
     jobs = []
     try:
         for kernel in LIBRARY:

@@ -13,9 +13,11 @@ alone; so no tuned configuration ever crosses it. Head dimension is a compile-ti
 (`problem_defines`) and the `shape_key`: the dispatcher never falls back across it. dtype is keyed by the core.
 `shape_class` separates decoding (SQ ≤ 16) from prefill.
 
-Algorithms (``ALGO``): ``fa2`` (float16, bfloat16: FlashAttention-2 on mma.sync), ``split_kv`` (float16,
-bfloat16: flash-decoding for seq_q ≤ 64, KV split across blocks, partial results combined by their LSE), ``simt``
-(float32). `rule_default` runs split_kv for decoding shapes (with splits sized to the SM count), fa2 otherwise.
+Algorithms (``ALGO``): ``fa2`` (float16, bfloat16: FlashAttention-2 on mma.sync), ``fa3`` (float16, bfloat16,
+Hopper only: TMA, warp-specialised wgmma, P in registers; head_dim 64, 96, 128), ``split_kv`` (float16, bfloat16:
+flash-decoding for seq_q ≤ 64, KV split across blocks, partial results combined by their LSE), ``simt``
+(float32). `rule_default` runs split_kv for decoding shapes (with splits sized to the SM count), fa2 otherwise
+(fa3 is searched, not yet a default).
 
 Accuracy contract (relative L2 error against float64 attention on the same rounded inputs): o within
 `O_TOLERANCE` of its dtype (a few units of its rounding: the output's own rounding and P's rounding to the input
@@ -35,6 +37,7 @@ from autotune.device import DeviceInfo
 from autotune.errors import InvalidArgument
 from autotune.shape import Shape
 from autotune.spaces.attention_fa2 import Fa2Attention
+from autotune.spaces.attention_fa3 import Fa3Attention
 from autotune.spaces.attention_simt import SimtAttention
 from autotune.spaces.attention_split_kv import SplitKvAttention
 from autotune.spaces.base import ALGO, UNIFORM, BufferSpec, Config, KernelSpace
@@ -58,7 +61,7 @@ class AttentionSpace(KernelSpace):
     dims = ("B", "H", "SQ", "SKV", "D")
     default_shape = (4, 16, 4096, 4096, 128)
     metric_unit = "TFLOP/s"
-    algorithms = (Fa2Attention, SplitKvAttention, SimtAttention)
+    algorithms = (Fa2Attention, Fa3Attention, SplitKvAttention, SimtAttention)
 
     # --- problem --------------------------------------------------------------------------------------------
     @staticmethod
