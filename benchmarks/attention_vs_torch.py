@@ -10,7 +10,7 @@ is used; where none is stored a search of --trials runs first (`autotune.tune`).
 (the user's path; strict: the tuned row itself) and each torch SDPA backend available here (FLASH_ATTENTION, the
 FlashAttention-2 baseline; CUDNN_ATTENTION; EFFICIENT_ATTENTION) run on the same inputs, interleaved round robin,
 each repetition after an L2 flush, timed with CUDA events; medians. TFLOP/s = 4·b·h·sq·skv·d, halved for causal;
-decode also as GB/s of K and V read; the count of HMMA instructions in each tensor-core winner's SASS. Errors: relative L2 against float64 attention on the first two heads.
+decode also as GB/s of K and V read; the counts of HMMA, HGMMA and UTMALDG in each tensor-core winner's SASS. Errors: relative L2 against float64 attention on the first two heads.
 Causal cases have seq_q = seq_kv, where torch's is_causal (top-left) and ours (bottom-right) coincide.
 """
 
@@ -121,8 +121,9 @@ def measure(torch: Any, autotune: Any, kernel: str, space: Any, shape: tuple, co
     return row
 
 
-def hmma_count(space: Any, config: dict, shape: tuple) -> int | None:
-    """HMMA instructions in the SASS of the configuration's cubin (None without cuobjdump)."""
+def hmma_count(space: Any, config: dict, shape: tuple) -> dict | None:
+    """Tensor-core instructions (HMMA for mma.sync, HGMMA for wgmma) and TMA loads (UTMALDG) in the SASS of the
+    configuration's cubin (None without cuobjdump)."""
     import shutil
     import subprocess
 
@@ -136,7 +137,7 @@ def hmma_count(space: Any, config: dict, shape: tuple) -> int | None:
     if not compiled.cubin:
         return None
     text = subprocess.run([tool, "-sass", compiled.cubin], capture_output=True, text=True).stdout
-    return sum("HMMA" in line for line in text.splitlines())
+    return {op: sum(op in line for line in text.splitlines()) for op in ("HMMA", "HGMMA", "UTMALDG")}
 
 
 def main() -> None:
@@ -202,7 +203,7 @@ def report(results: list[dict], device: Any) -> None:
         print(f"{r['kernel']:>16} {r['dtype']:>8} {r['shape']:>22} {r['algorithm']:>8} {t['ours']:>9.1f} "
               f"{t.get('FLASH_ATTENTION', float('nan')):>7.1f} {fast_text:>24} {ratio(r['vs_flash']):>8} "
               f"{ratio(r['vs_fastest']):>10} {gbps:>8} {r['rel_error']['ours']:>9.1e} "
-              f"{r['rel_error'].get('FLASH_ATTENTION', float('nan')):>9.1e}  HMMA {r.get('sass_hmma')}")  # fmt: skip
+              f"{r['rel_error'].get('FLASH_ATTENTION', float('nan')):>9.1e}  SASS {r.get('sass_hmma')}")  # fmt: skip
     for label in ("prefill", "decode"):
         for key in ("vs_flash", "vs_fastest"):
             vals = [r[key] for r in results if r["case"] == label and r[key]]

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import math
 import random
 
@@ -185,7 +187,10 @@ def test_rule_default_decodes_with_split_kv_sized_to_the_gpu(h200):
     one = space.rule_default((1, 32, 1, 65536, 128), h200)
     assert one[ALGO] == "split_kv" and one["SPLITS"] > 1 and 32 * one["SPLITS"] <= 2 * h200.multiprocessors
     assert space.rule_default((16, 32, 1, 8192, 128), h200)["SPLITS"] == 1
-    assert space.rule_default(SHAPE, h200)[ALGO] == "fa2"
+    assert space.rule_default(SHAPE, h200)[ALGO] == "fa3", "prefill on Hopper"
+    assert space.rule_default((2, 8, 512, 512, 32), h200)[ALGO] == "fa2", "fa3 has no head_dim 32"
+    ampere = dataclasses.replace(h200, name="NVIDIA A100", compute_capability=(8, 0), multiprocessors=108)
+    assert space.rule_default(SHAPE, ampere)[ALGO] == "fa2"
     assert get_space("attention", dtype="float32").rule_default((1, 32, 1, 65536, 128), h200)[ALGO] == "simt"
 
 
