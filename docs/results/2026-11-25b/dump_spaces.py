@@ -8,7 +8,11 @@ dispatcher's answers (shape_key, shape_class, rule_default, for_problem's algori
 specs and tolerances, and for a seeded sample of configurations (uniform draws, valid or not) either the
 violations (invalid) or the template, defines, compile defines, launch plan, workspace and description (valid).
 
-Usage: python3 docs/results/2026-11-25b/dump_spaces.py OUT.json   (from the worktree root)
+Also the rule-based default of the space narrowed to one value of each parameter in turn (both ends of its
+domain; families: each algorithm alone), where the rules fall back to defaults within narrowed domains.
+
+Usage: python3 docs/results/2026-11-25b/dump_spaces.py OUT.json [ROOT]
+ROOT: the directory whose autotune/ is dumped (default: this worktree), e.g. an exported older commit.
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # the worktree's autotune, not an installed one
+ROOT = Path(sys.argv[2] if len(sys.argv) > 2 else Path(__file__).resolve().parents[3])
+sys.path.insert(0, str(ROOT))  # that autotune, not an installed one
 
 from autotune.device import DeviceInfo  # noqa: E402
 from autotune.spaces import config_key, kernel_names, space_class  # noqa: E402
@@ -162,6 +167,25 @@ def dump_space(name: str, dtype: str) -> dict:
                 "valid": valid,
             }
         out["shapes"]["x".join(map(str, shape))] = entry
+    out["narrowed_rule_default"] = narrowed_rules(cls, dtype, shapes)
+    return out
+
+
+def narrowed_rules(cls: Any, dtype: str, shapes: list) -> dict:
+    space = cls(dtype=dtype)
+    narrowings = []
+    for p in space.params:
+        for value in dict.fromkeys((p.values[0], p.values[-1])) if p.name != "ALGO" else p.values:
+            narrowings.append({p.key: (value,)})
+    out = {}
+    for domains in narrowings:
+        narrowed = cls(domains, dtype=dtype)
+        label = json.dumps(plain(domains), sort_keys=True)
+        out[label] = {
+            "x".join(map(str, shape)) + "/" + dev: attempt(narrowed.rule_default, shape, device)
+            for shape in shapes
+            for dev, device in DEVICES.items()
+        }
     return out
 
 
@@ -176,7 +200,9 @@ def main() -> None:
                  for d in e["devices"].values())  # fmt: skip
     valid = sum(1 for s in result.values() for e in s["shapes"].values() for d in e["devices"].values()
                 for c in d["draws"] + d["valid"] if "defines" in c)  # fmt: skip
-    print(f"{len(result)} space/dtype pairs, {counts} configurations ({valid} valid), "
+    import autotune
+
+    print(f"autotune from {Path(autotune.__file__).parent}: {len(result)} space/dtype pairs, {counts} configurations ({valid} valid), "
           f"sha256 {hashlib.sha256(text.encode()).hexdigest()}")  # fmt: skip
 
 
