@@ -19,7 +19,7 @@ import numpy as np
 from autotune import dtypes
 from autotune.device import DeviceInfo
 from autotune.shape import Shape
-from autotune.spaces._gemm_splitk import MAX_PARTIAL_BYTES, PARTIAL, partial_bytes, partial_spec, reduce_launch
+from autotune.spaces._gemm_splitk import MAX_PARTIAL_BYTES, PARTIAL, partial_bytes, reduce_launch, split_workspace
 from autotune.spaces.algorithm import Algorithm
 from autotune.spaces.base import BufferSpec, Config, Launch, Param, Step, ceil_div
 
@@ -85,8 +85,7 @@ class GemvGemm(Algorithm):
         return [gemv] if splits == 1 else [gemv, reduce_launch(splits, m, n, device)]
 
     def workspace(self, config: Config, shape: Shape) -> dict[str, BufferSpec]:
-        splits = self.local(config)["SPLIT_K"]
-        return {} if splits == 1 else {PARTIAL: partial_spec(splits, shape[0], shape[1])}
+        return split_workspace(self.local(config)["SPLIT_K"], shape[0], shape[1])
 
     def describe(self, config: Config) -> str:
         c = self.local(config)

@@ -21,7 +21,14 @@ import numpy as np
 
 from autotune.device import DeviceInfo
 from autotune.shape import Shape
-from autotune.spaces._gemm_splitk import MAX_PARTIAL_BYTES, PARTIAL, partial_bytes, partial_spec, reduce_launch
+from autotune.spaces._gemm_splitk import (
+    MAX_PARTIAL_BYTES,
+    PARTIAL,
+    partial_bytes,
+    reduce_launch,
+    split_workspace,
+    splits_of,
+)
 from autotune.spaces.algorithm import Algorithm
 from autotune.spaces.base import BufferSpec, Config, Launch, Param, Step, TensorMap, ceil_div
 
@@ -132,8 +139,7 @@ class WgmmaTmaGemm(Algorithm):
         return launches
 
     def workspace(self, config: Config, shape: Shape) -> dict[str, BufferSpec]:
-        splits = config.get("SPLIT_K", 1)
-        return {} if splits == 1 else {PARTIAL: partial_spec(splits, shape[0], shape[1])}
+        return split_workspace(splits_of(config), shape[0], shape[1])
 
     def describe(self, config: Config) -> str:
         c = config

@@ -202,8 +202,8 @@ def main() -> None:
                 for c in d["draws"] + d["valid"] if "defines" in c)  # fmt: skip
     import autotune
 
-    print(f"autotune from {Path(autotune.__file__).parent}: {len(result)} space/dtype pairs, {counts} configurations ({valid} valid), "
-          f"sha256 {hashlib.sha256(text.encode()).hexdigest()}")  # fmt: skip
+    print(f"autotune from {Path(autotune.__file__).parent}: {len(result)} space/dtype pairs, {counts} "
+          f"configurations ({valid} valid), sha256 {hashlib.sha256(text.encode()).hexdigest()}")  # fmt: skip
 
 
 if __name__ == "__main__":
