@@ -106,6 +106,32 @@ def describe_config(space: Any, config: dict, shape: tuple, device: DeviceInfo) 
     }
 
 
+def infer_cases(space: Any, shape: tuple) -> dict:
+    """`infer_shape` from the inputs' own shapes, and with each input's shape spoiled (a dimension more, the
+    last dimension one longer, emptied): the errors' texts are behaviour too."""
+    try:
+        given = {name: tuple(spec.shape) for name, spec in space.input_specs(shape).items()}
+    except Exception as exc:
+        return {"input_specs": f"raises {type(exc).__name__}: {exc}"}
+    cases = {"as given": given}
+    for name, dims in given.items():
+        cases[f"{name} +dim"] = {**given, name: (*dims, 1)}
+        cases[f"{name} longer"] = {**given, name: (*dims[:-1], dims[-1] + 1)} if dims else given
+        cases[f"{name} empty"] = {**given, name: (*dims[:-1], 0)} if dims else given
+    return {label: attempt(space.infer_shape, inputs) for label, inputs in cases.items()}
+
+
+def infer_dtypes(cls: Any) -> dict:
+    """`infer_dtype` for inputs all of one dtype, and with the last input in another."""
+    names = list(cls(dtype=cls.supported_dtypes()[0]).input_specs(cls.default_shape))
+    out = {}
+    for dtype in (*cls.supported_dtypes(), "float64"):
+        out[dtype] = attempt(cls.infer_dtype, {n: dtype for n in names})
+        for other in ("float32", "float16"):
+            out[f"{dtype}+{other}"] = attempt(cls.infer_dtype, {**{n: dtype for n in names}, names[-1]: other})
+    return out
+
+
 def dump_space(name: str, dtype: str) -> dict:
     cls = space_class(name)
     space = cls(dtype=dtype)
@@ -120,6 +146,7 @@ def dump_space(name: str, dtype: str) -> dict:
         "templates": plain(space.templates()),
         "size": size(space),
         "metric_unit": cls.metric_unit,
+        "infer_dtype": infer_dtypes(cls),
         "shapes": {},
     }
     for shape in shapes:
@@ -134,6 +161,7 @@ def dump_space(name: str, dtype: str) -> dict:
             "shape_key": attempt(space.shape_key, shape),
             "shape_class": attempt(space.shape_class, shape),
             "baseline": attempt(space.baseline_config),
+            "infer_shape": infer_cases(space, shape),
             "devices": {},
         }
         for dev_name, device in DEVICES.items():
@@ -194,7 +222,7 @@ def main() -> None:
     for name in kernel_names():
         for dtype in space_class(name).supported_dtypes():
             result[f"{name}/{dtype}"] = dump_space(name, dtype)
-    text = json.dumps(result, indent=1, sort_keys=True)
+    text = json.dumps(result, indent=1)  # keys in the order the spaces give them: order changes show too
     Path(sys.argv[1]).write_text(text)
     counts = sum(len(d["draws"]) + len(d["valid"]) for s in result.values() for e in s["shapes"].values()
                  for d in e["devices"].values())  # fmt: skip
