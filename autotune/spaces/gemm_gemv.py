@@ -20,7 +20,7 @@ from autotune import dtypes
 from autotune.device import DeviceInfo
 from autotune.shape import Shape
 from autotune.spaces._gemm_splitk import MAX_PARTIAL_BYTES, PARTIAL, partial_bytes, reduce_launch, split_workspace
-from autotune.spaces.algorithm import Algorithm
+from autotune.spaces.algorithm import Algorithm, thread_problems
 from autotune.spaces.base import BufferSpec, Config, Launch, Param, Step, ceil_div
 
 MAX_VECTOR_BYTES = 16
@@ -60,8 +60,7 @@ class GemvGemm(Algorithm):
         itemsize = dtypes.dtype(self.dtype).itemsize
         if c["VEC"] * itemsize > MAX_VECTOR_BYTES:
             problems.append(f"VEC={c['VEC']} {self.dtype} elements are more than a 16-byte load")
-        if c["BLOCK"] > device.max_threads_per_block:
-            problems.append(f"{c['BLOCK']} threads per block > device limit {device.max_threads_per_block}")
+        problems += thread_problems(c["BLOCK"], device)
         splits = c["SPLIT_K"]
         if splits > 1 and partial_bytes(splits, shape[0], shape[1]) > MAX_PARTIAL_BYTES:
             problems.append(f"SPLIT_K={splits} needs more than {MAX_PARTIAL_BYTES >> 20} MiB of workspace")

@@ -16,6 +16,7 @@ from __future__ import annotations
 from autotune.device import DeviceInfo
 from autotune.shape import Shape
 from autotune.spaces._gemm_splitk import SplitKTiles
+from autotune.spaces.algorithm import smem_problems
 from autotune.spaces.base import Config, Param, ceil_div
 
 ELEMENT_BYTES = 2  # float16 and bfloat16
@@ -102,9 +103,7 @@ class MmaGemm(SplitKTiles):
             problems.append(f"about {need} registers per thread > {cap} for {what}: would spill")
         if blocks > 1 and blocks * (g["smem_bytes"] + 1024) > device.smem_per_multiprocessor:
             problems.append(f"MIN_BLOCKS={blocks} blocks of {g['smem_bytes']} B do not fit the SM's shared memory")
-        if g["smem_bytes"] > device.smem_per_block_optin:
-            problems.append(f"{g['smem_bytes']} B of shared memory > device limit {device.smem_per_block_optin} B")
-        return problems
+        return problems + smem_problems(g["smem_bytes"], device)
 
     def describe(self, config: Config) -> str:
         c = config

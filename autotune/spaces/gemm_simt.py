@@ -15,6 +15,7 @@ from __future__ import annotations
 from autotune.device import DeviceInfo
 from autotune.shape import Shape
 from autotune.spaces._gemm_splitk import SplitKTiles, workspace_problems
+from autotune.spaces.algorithm import smem_problems, thread_problems
 from autotune.spaces.base import Config, Param, ceil_div
 
 # PIPELINE value → (shared-memory stages, cp.async). "double" prefetches the next tile into registers.
@@ -119,10 +120,8 @@ class SimtGemm(SplitKTiles):
         if config["MIN_BLOCKS"] > 1:
             if config["MIN_BLOCKS"] * g["smem_bytes"] > device.smem_per_multiprocessor:
                 problems.append(f"MIN_BLOCKS={config['MIN_BLOCKS']} blocks do not fit the SM's shared memory")
-        if g["threads"] > device.max_threads_per_block:
-            problems.append(f"{g['threads']} threads per block > device limit {device.max_threads_per_block}")
-        if g["smem_bytes"] > device.smem_per_block_optin:
-            problems.append(f"{g['smem_bytes']} B of shared memory > device limit {device.smem_per_block_optin} B")
+        problems += thread_problems(g["threads"], device)
+        problems += smem_problems(g["smem_bytes"], device)
         if g["async"] and device.compute_capability < (8, 0):
             problems.append(f"cp.async needs compute capability 8.0, device has {device.cc}")
         return problems + workspace_problems(config["SPLIT_K"], shape[0], shape[1])

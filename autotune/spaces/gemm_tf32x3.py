@@ -21,7 +21,7 @@ from __future__ import annotations
 from autotune.device import DeviceInfo
 from autotune.shape import Shape
 from autotune.spaces._gemm_splitk import SplitKTiles, splits_of, workspace_problems
-from autotune.spaces.algorithm import Algorithm
+from autotune.spaces.algorithm import Algorithm, thread_problems
 from autotune.spaces.base import Config, Param, ceil_div
 
 FOLD_SPAN = 128  # at most this many K elements per level-1 window (template: FOLD·BK ≤ 128)
@@ -105,8 +105,7 @@ class Tf32x3Gemm(SplitKTiles):
                 f"about {g['registers']} registers per thread > {cap} ({g['threads']} threads x "
                 f"{config['MIN_BLOCKS']} blocks per SM): would spill"
             )
-        if g["threads"] > device.max_threads_per_block:
-            problems.append(f"{g['threads']} threads per block > device limit {device.max_threads_per_block}")
+        problems += thread_problems(g["threads"], device)
         if g["smem_bytes"] > device.smem_per_block_optin:
             problems.append(f"{g['smem_bytes']} B of shared memory > device limit {device.smem_per_block_optin} B")
         elif config["MIN_BLOCKS"] * (g["smem_bytes"] + BLOCK_SMEM_RESERVED) > device.smem_per_multiprocessor:

@@ -29,7 +29,7 @@ from autotune.spaces._gemm_splitk import (
     split_workspace,
     splits_of,
 )
-from autotune.spaces.algorithm import Algorithm
+from autotune.spaces.algorithm import Algorithm, smem_problems
 from autotune.spaces.base import BufferSpec, Config, Launch, Param, Step, TensorMap, ceil_div
 
 BK = 64  # one 128-byte swizzle row of 16-bit elements: the TMA box's inner extent
@@ -102,8 +102,7 @@ class WgmmaTmaGemm(Algorithm):
             problems.append(f"{g['consumer_rows']} rows per consumer: one or two m64 slices (64 or 128 rows)")
         if g["accumulators"] > MAX_ACCUMULATORS:
             problems.append(f"{g['accumulators']} accumulators per thread (> {MAX_ACCUMULATORS}) would spill")
-        if g["smem_bytes"] > device.smem_per_block_optin:
-            problems.append(f"{g['smem_bytes']} B of shared memory > device limit {device.smem_per_block_optin} B")
+        problems += smem_problems(g["smem_bytes"], device)
         splits, (m, n, k) = config["SPLIT_K"], shape
         if splits > 1 and partial_bytes(splits, m, n) > MAX_PARTIAL_BYTES:
             problems.append(f"SPLIT_K={splits} needs {partial_bytes(splits, m, n) >> 20} MiB of fp32 partials")
