@@ -321,6 +321,10 @@ class Liveness:
             self.storage.record_heartbeat(self._trial_ids[key])
 
     def sweep(self, study: optuna.Study) -> int:
+        if study.study_name not in self._study_ids:  # looked up now, before any trial is asked, rather than at the
+            # first heartbeat, between an ask and its suggestions (where it would widen the window in which two
+            # processes that popped the same enqueued trial race to settle it)
+            self._study_ids[study.study_name] = self.storage.get_study_id_from_name(study.study_name)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # optuna marks fail_stale_trials experimental
             optuna.storages.fail_stale_trials(study)
