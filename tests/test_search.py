@@ -108,6 +108,33 @@ def test_failures_are_recorded_and_never_best(tmp_path, recording_file):
     assert all(config_key(r.config) not in failed_keys for r in report.ranking)
 
 
+def test_hooks_are_told_every_measurement_in_order(tmp_path, recording_file, monkeypatch):
+    """`Search.on_trial_finished`: a hook a caller appends sees each measurement of the run once, after the study
+    holds it, in trial order; the built-in hooks (report, profile, progress) ran before it."""
+    from autotune.tuning import search as search_module, tune as tune_module
+
+    seen = []
+
+    class Observed(search_module.Search):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.on_trial_finished.append(lambda t: seen.append((t, self.report.measured_now, self.profile.measured)))
+
+    monkeypatch.setattr(tune_module, "Search", Observed)
+    progress = []
+    report = tune("gemm", trials=30, db=str(tmp_path / "h.db"), replay=str(recording_file), seed=2,
+                  sampler="random", on_progress=progress.append)  # fmt: skip
+    study = load_study(tmp_path / "h.db", report)
+    measured = {t.number: t for t in study.trials if studies.is_measured(t)}
+    assert [t.number for t, _, _ in seen] == sorted(measured) and all(t.told for t, _, _ in seen)
+    assert [(now, profiled) for _, now, profiled in seen] == [(i, i) for i in range(1, 31)]
+    assert len(progress) == 31, "one progress line before the first trial, then one per measurement"
+    for t, _, _ in seen:
+        assert config_key(t.config) == config_key(config_of(get_space("gemm"), measured[t.number].params))
+        assert t.failed == (measured[t.number].state == TrialState.FAIL)
+    assert sum(report.failures.values()) == sum(t.failed for t, _, _ in seen) > 0
+
+
 def test_best_is_the_fastest_retimed_and_is_stored(tmp_path, recording_file):
     db = tmp_path / "b.db"
     report = tune("gemm", trials=40, db=str(db), replay=str(recording_file), seed=11)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import optuna
 import pytest
+import sqlalchemy
 from optuna.trial import TrialState
 
 from autotune.results.studies import LocalTrials
@@ -76,3 +77,59 @@ def test_a_trial_settled_by_another_process_is_refused_and_then_read_from_the_da
     with pytest.raises(optuna.exceptions.UpdateFinishedTrialError):
         study.tell(trial, 1.0)
     assert local.get_trial(trial._trial_id).state == TrialState.FAIL
+
+
+def test_heartbeats_find_the_trial_by_public_api(tmp_path):
+    """`studies.trial_id` (Optuna's public storage API) names the trial `optuna.Trial` keeps privately: heartbeats
+    land on it, through the cache as through the database."""
+    from autotune.results.studies import Liveness, trial_id
+
+    url = f"sqlite:///{tmp_path / 'h.db'}"
+    with pytest.warns(optuna.exceptions.ExperimentalWarning):
+        backend = optuna.storages.RDBStorage(url, heartbeat_interval=1)
+    for storage in (LocalTrials(backend, refresh_s=60.0), backend):
+        study = optuna.create_study(storage=storage, study_name=f"h{len(storage.get_all_studies())}")
+        with pytest.warns(UserWarning, match="Heartbeat of storage"):
+            trials = [study.ask() for _ in range(3)]
+        assert [trial_id(t) for t in trials] == [t._trial_id for t in trials]  # the private id, for this check only
+        Liveness(backend, heartbeat_s=1).beat(trials[1:])
+        with backend.engine.connect() as conn:
+            rows = conn.execute(sqlalchemy.text("SELECT trial_id FROM trial_heartbeats")).fetchall()
+        assert {t._trial_id for t in trials[1:]} <= {r[0] for r in rows}
+        assert trials[0]._trial_id not in {r[0] for r in rows}
+
+
+def test_a_result_for_a_trial_another_process_failed_is_dropped(tmp_path):
+    """`TrialWriter.tell_measured` where a stale sweep elsewhere failed the trial meanwhile: the database refuses the
+    result, `settled_elsewhere` finds the trial finished (by Optuna's public storage API), and the result is
+    dropped (None) instead of raising."""
+    from autotune.results.studies import trial_id
+    from autotune.tuning.claims import Unshared
+    from autotune.tuning.evaluation.base import Measurement
+    from autotune.tuning.trial_writer import TrialWriter
+
+    local, other = _storages(tmp_path)
+    study = optuna.create_study(storage=local, study_name="s")
+    trial, kept = study.ask(), study.ask()
+    other.set_trial_state_values(trial_id(trial), TrialState.FAIL)  # a stale sweep elsewhere
+    writer = TrialWriter(study, Unshared(), ledger=None, sampler="random")
+    measured = Measurement.failed("wrong", "synthetic")
+    assert writer.tell_measured(trial, measured, {"outcome": "measured"}) is None
+    assert writer.settled_elsewhere(trial) and not writer.settled_elsewhere(kept)
+    assert writer.tell_measured(kept, measured, {"outcome": "measured"}).state == TrialState.FAIL
+
+
+def test_the_optuna_version_the_private_api_was_checked_against():
+    """autotune uses Optuna's private API in one place, `autotune.results.studies.LocalTrials` (no public API caches
+    a storage's trials or batches its writes). It was written and checked against Optuna 5.0. On another version,
+    re-check before changing the pin: ``optuna.storages._cached_storage._CachedStorage`` (its ``_lock``,
+    ``_studies``, ``_trial_id_to_study_id_and_number``, ``_read_trials_from_remote_storage``, and how its
+    ``get_trial`` / ``set_trial_*`` / ``create_new_trial`` behave), ``optuna.storages._rdb.storage.
+    _create_scoped_session``, ``optuna.storages._rdb.models`` (TrialModel.find_or_raise_by_id, TrialParamModel,
+    TrialUserAttributeModel) and ``RDBStorage._set_trial_attr_without_commit``; then run tests/test_studies.py."""
+    tested = (5, 0)
+    major_minor = tuple(int(part) for part in optuna.__version__.split(".")[:2])
+    assert major_minor == tested, (
+        f"Optuna {optuna.__version__} is installed; autotune's private-API use (LocalTrials) was checked against "
+        f"{tested[0]}.{tested[1]}: re-check what this test's docstring lists, then update `tested`"
+    )

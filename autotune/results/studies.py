@@ -17,6 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 import optuna
 import sqlalchemy as sa
+
+# Optuna's private API, used by `LocalTrials` alone (it has no public counterpart; see the class). Written against
+# the Optuna version that tests/test_studies.py::test_the_optuna_version_the_private_api_was_checked_against names:
+# on another version, re-check what that test lists before changing it.
 from optuna.storages._cached_storage import _CachedStorage
 from optuna.storages._rdb import models as rdb_models
 from optuna.storages._rdb.storage import _create_scoped_session
@@ -125,6 +129,15 @@ def is_interrupted(trial: optuna.trial.FrozenTrial) -> bool:
         REJECTED, DUPLICATE)
 
 
+def trial_id(trial: optuna.Trial, study_id: int | None = None) -> int:
+    """The storage's id of a trial, through Optuna's public storage API (`optuna.Trial` keeps its own private).
+    ``study_id``: its study's id where known (else looked up by the study's name)."""
+    storage = trial.storage
+    if study_id is None:
+        study_id = storage.get_study_id_from_name(trial.study.study_name)
+    return storage.get_trial_id_from_study_id_trial_number(study_id, trial.number)
+
+
 class LocalTrials(_CachedStorage):
     """Optuna's cached storage that reads the database at most every ``refresh_s`` seconds.
 
@@ -135,10 +148,18 @@ class LocalTrials(_CachedStorage):
     ``refresh_s`` late, which the samplers tolerate as they tolerate trials still in flight. A running trial
     this process asked for is read from the cache (it alone writes it); settling one twice is still caught, by the
     database, which refuses to update a finished trial.
+
+    Private API, unavoidably: Optuna offers no public way to cache a storage's trials, to hold writes back or to
+    batch them. This class extends ``_CachedStorage`` (its lock, ``_studies`` and ``_trial_id_to_study_id_and_number``
+    caches, and the ``_read_trials_from_remote_storage`` hook it overrides) and writes a trial's held-back
+    parameters and attributes in one transaction through the RDB storage's private session helper, models and
+    ``_set_trial_attr_without_commit``. Everything else it calls is public (`optuna.storages.BaseStorage`'s
+    methods, `FrozenTrial`'s properties). The test that pins Optuna's version lists what to re-check.
     """
 
     def __init__(self, backend: optuna.storages.RDBStorage, refresh_s: float) -> None:
         super().__init__(backend)
+        self.backend = backend  # the database (our reference: _CachedStorage keeps its own private)
         self.refresh_s = refresh_s
         self._read_at: dict[int, float] = {}
         self._unwritten: dict[int, list[tuple[str, float, Any]]] = {}  # trial id → parameters to write
@@ -173,17 +194,18 @@ class LocalTrials(_CachedStorage):
             attrs = self._unwritten_attrs.pop(trial_id, None)
         if not params and not attrs:
             return
-        with _create_scoped_session(self._backend.scoped_session, True) as session:
+        # Private: one transaction for all of them (Optuna's public storage API commits each write on its own).
+        with _create_scoped_session(self.backend.scoped_session, True) as session:
             trial = rdb_models.TrialModel.find_or_raise_by_id(trial_id, session)
-            self._backend.check_trial_is_updatable(trial_id, trial.state)
+            self.backend.check_trial_is_updatable(trial_id, trial.state)
             if params:
                 rows = [{"trial_id": trial_id, "param_name": name, "param_value": value,
                          "distribution_json": optuna.distributions.distribution_to_json(distribution)}
                         for name, value, distribution in params]  # fmt: skip
                 session.execute(sa.insert(rdb_models.TrialParamModel), rows)
             for key, value in (attrs or {}).items():
-                self._backend._set_trial_attr_without_commit(session, rdb_models.TrialUserAttributeModel, trial_id,
-                                                             key, value)  # fmt: skip
+                self.backend._set_trial_attr_without_commit(session, rdb_models.TrialUserAttributeModel, trial_id,
+                                                            key, value)  # fmt: skip
 
     def write_pending(self) -> None:
         """Write everything held back (of all trials)."""
@@ -213,6 +235,7 @@ class LocalTrials(_CachedStorage):
         return super().get_best_trial(study_id)
 
     def _cached(self, trial_id: int) -> optuna.trial.FrozenTrial | None:
+        """The cached copy of a trial (private: _CachedStorage's caches), None where there is none."""
         where = self._trial_id_to_study_id_and_number.get(trial_id)
         return None if where is None else self._studies[where[0]].trials.get(where[1])
 
@@ -229,8 +252,8 @@ class LocalTrials(_CachedStorage):
         with self._lock:
             trial = self._cached(trial_id)
             if trial is not None:
-                trial._params[param_name] = distribution.to_external_repr(param_value_internal)
-                trial._distributions[param_name] = distribution
+                trial.params = {**trial.params, param_name: distribution.to_external_repr(param_value_internal)}
+                trial.distributions = {**trial.distributions, param_name: distribution}
 
     def set_trial_user_attr(self, trial_id: int, key: str, value: Any) -> None:
         json.dumps(value)  # refused here, as Optuna would, rather than at the trial's next write
@@ -238,7 +261,7 @@ class LocalTrials(_CachedStorage):
             self._unwritten_attrs.setdefault(trial_id, {})[key] = value
             trial = self._cached(trial_id)
             if trial is not None:
-                trial._user_attrs[key] = value
+                trial.user_attrs = {**trial.user_attrs, key: value}
 
     def set_trial_system_attr(self, trial_id: int, key: str, value: Any) -> None:
         self._write_held(trial_id)
@@ -246,7 +269,7 @@ class LocalTrials(_CachedStorage):
         with self._lock:
             trial = self._cached(trial_id)
             if trial is not None:
-                trial._system_attrs[key] = value
+                trial.system_attrs = {**trial.system_attrs, key: value}
 
     def set_trial_state_values(self, trial_id: int, state: TrialState, values: Any = None) -> bool:
         try:
@@ -284,12 +307,24 @@ class Liveness:
     def __init__(self, storage: Any, heartbeat_s: int) -> None:
         self.storage = storage  # optuna.storages.RDBStorage with heartbeat_interval=heartbeat_s
         self.grace_s = 4 * heartbeat_s
+        self._study_ids: dict[str, int] = {}  # by name: looked up once
+        self._trial_ids: dict[tuple[str, int], int] = {}  # by (study name, trial number): looked up once
 
     def beat(self, trials: list[optuna.Trial]) -> None:
         for trial in trials:
-            self.storage.record_heartbeat(trial._trial_id)
+            name = trial.study.study_name
+            if name not in self._study_ids:
+                self._study_ids[name] = trial.storage.get_study_id_from_name(name)
+            key = (name, trial.number)
+            if key not in self._trial_ids:
+                self._trial_ids[key] = trial_id(trial, self._study_ids[name])
+            self.storage.record_heartbeat(self._trial_ids[key])
 
     def sweep(self, study: optuna.Study) -> int:
+        if study.study_name not in self._study_ids:  # looked up now, before any trial is asked, rather than at the
+            # first heartbeat, between an ask and its suggestions (where it would widen the window in which two
+            # processes that popped the same enqueued trial race to settle it)
+            self._study_ids[study.study_name] = self.storage.get_study_id_from_name(study.study_name)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # optuna marks fail_stale_trials experimental
             optuna.storages.fail_stale_trials(study)

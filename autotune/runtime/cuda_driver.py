@@ -41,68 +41,78 @@ CUDA_ERROR_INVALID_VALUE = 1
 CUDA_ERROR_NOT_INITIALIZED = 3
 
 
+def _signatures() -> dict[str, tuple]:
+    """The argument types of the driver functions `Driver` calls (cuda.h); each returns a CUresult."""
+    p, i, u, sz = ctypes.c_void_p, ctypes.c_int, ctypes.c_uint, ctypes.c_size_t
+    return {
+        "cuInit": (u,),
+        "cuDriverGetVersion": (ctypes.POINTER(i),),
+        "cuDeviceGetCount": (ctypes.POINTER(i),),
+        "cuDeviceGet": (ctypes.POINTER(i), i),
+        "cuDeviceGetName": (ctypes.c_char_p, i, i),
+        "cuDeviceGetAttribute": (ctypes.POINTER(i), i, i),
+        "cuDeviceTotalMem_v2": (ctypes.POINTER(sz), i),
+        "cuDevicePrimaryCtxRetain": (ctypes.POINTER(p), i),
+        "cuCtxGetCurrent": (ctypes.POINTER(p),),
+        "cuCtxSetCurrent": (p,),
+        "cuCtxSynchronize": (),
+        "cuModuleLoadData": (ctypes.POINTER(p), p),
+        "cuModuleGetFunction": (ctypes.POINTER(p), p, ctypes.c_char_p),
+        "cuModuleUnload": (p,),
+        "cuFuncSetAttribute": (p, i, i),
+        "cuLaunchKernel": (p, u, u, u, u, u, u, u, p, ctypes.POINTER(p), ctypes.POINTER(p)),
+        "cuMemAlloc_v2": (ctypes.POINTER(CUdeviceptr), sz),
+        "cuMemFree_v2": (CUdeviceptr,),
+        "cuMemcpyHtoDAsync_v2": (CUdeviceptr, p, sz, p),
+        "cuMemcpyDtoHAsync_v2": (p, CUdeviceptr, sz, p),
+        "cuMemsetD8Async": (CUdeviceptr, ctypes.c_ubyte, sz, p),
+        "cuMemGetAddressRange_v2": (ctypes.POINTER(CUdeviceptr), ctypes.POINTER(sz), CUdeviceptr),
+        "cuPointerGetAttribute": (p, i, CUdeviceptr),
+        "cuStreamSynchronize": (p,),
+        "cuGetErrorName": (i, ctypes.POINTER(ctypes.c_char_p)),
+        "cuGetErrorString": (i, ctypes.POINTER(ctypes.c_char_p)),
+    }
+
+
+def load_libcuda() -> ctypes.CDLL:
+    """libcuda, with the signatures of the functions `Driver` calls declared; `DeviceError` where the machine
+    has no NVIDIA driver. ``cuTensorMapEncodeTiled`` (TMA, CUDA 12 drivers and newer) is declared where it
+    exists, so that an older driver still launches everything else."""
+    lib = None
+    for name in ["libcuda.so.1", "libcuda.so", ctypes.util.find_library("cuda")]:
+        if not name:
+            continue
+        try:
+            lib = ctypes.CDLL(name)
+            break
+        except OSError:
+            continue
+    if lib is None:
+        raise DeviceError("the CUDA driver (libcuda.so) is not installed: no NVIDIA GPU driver on this machine")
+    for name, argtypes in _signatures().items():
+        fn = getattr(lib, name)
+        fn.argtypes = list(argtypes)
+        fn.restype = CUresult
+    encode_tiled = getattr(lib, "cuTensorMapEncodeTiled", None)
+    if encode_tiled is not None:
+        p, i, u = ctypes.c_void_p, ctypes.c_int, ctypes.c_uint
+        u64p, u32p = ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint32)
+        encode_tiled.argtypes = [p, i, u, p, u64p, u64p, u32p, u32p, i, i, i, i]
+        encode_tiled.restype = CUresult
+    return lib
+
+
 class Driver:
-    """libcuda, loaded once per process."""
+    """libcuda (`load_libcuda`), initialised once per process."""
 
     _instance: "Driver | None" = None
     _lock = threading.Lock()
 
     def __init__(self) -> None:
-        names = ["libcuda.so.1", "libcuda.so", ctypes.util.find_library("cuda")]
-        self.lib = None
-        for name in names:
-            if not name:
-                continue
-            try:
-                self.lib = ctypes.CDLL(name)
-                break
-            except OSError:
-                continue
-        if self.lib is None:
-            raise DeviceError("the CUDA driver (libcuda.so) is not installed: no NVIDIA GPU driver on this machine")
-        lib = self.lib
-        p, i, u, sz = ctypes.c_void_p, ctypes.c_int, ctypes.c_uint, ctypes.c_size_t
-        signatures: dict[str, tuple] = {
-            "cuInit": (u,),
-            "cuDriverGetVersion": (ctypes.POINTER(i),),
-            "cuDeviceGetCount": (ctypes.POINTER(i),),
-            "cuDeviceGet": (ctypes.POINTER(i), i),
-            "cuDeviceGetName": (ctypes.c_char_p, i, i),
-            "cuDeviceGetAttribute": (ctypes.POINTER(i), i, i),
-            "cuDeviceTotalMem_v2": (ctypes.POINTER(sz), i),
-            "cuDevicePrimaryCtxRetain": (ctypes.POINTER(p), i),
-            "cuCtxGetCurrent": (ctypes.POINTER(p),),
-            "cuCtxSetCurrent": (p,),
-            "cuCtxSynchronize": (),
-            "cuModuleLoadData": (ctypes.POINTER(p), p),
-            "cuModuleGetFunction": (ctypes.POINTER(p), p, ctypes.c_char_p),
-            "cuModuleUnload": (p,),
-            "cuFuncSetAttribute": (p, i, i),
-            "cuLaunchKernel": (p, u, u, u, u, u, u, u, p, ctypes.POINTER(p), ctypes.POINTER(p)),
-            "cuMemAlloc_v2": (ctypes.POINTER(CUdeviceptr), sz),
-            "cuMemFree_v2": (CUdeviceptr,),
-            "cuMemcpyHtoDAsync_v2": (CUdeviceptr, p, sz, p),
-            "cuMemcpyDtoHAsync_v2": (p, CUdeviceptr, sz, p),
-            "cuMemsetD8Async": (CUdeviceptr, ctypes.c_ubyte, sz, p),
-            "cuMemGetAddressRange_v2": (ctypes.POINTER(CUdeviceptr), ctypes.POINTER(sz), CUdeviceptr),
-            "cuPointerGetAttribute": (p, i, CUdeviceptr),
-            "cuStreamSynchronize": (p,),
-            "cuGetErrorName": (i, ctypes.POINTER(ctypes.c_char_p)),
-            "cuGetErrorString": (i, ctypes.POINTER(ctypes.c_char_p)),
-        }
-        for name, argtypes in signatures.items():
-            fn = getattr(lib, name)
-            fn.argtypes = list(argtypes)
-            fn.restype = CUresult
-        self._launch = lib.cuLaunchKernel
-        # Tensor maps (TMA, CUDA 12 drivers and newer): looked up apart, so that an older driver still launches
-        # everything else.
-        self._encode_tiled = getattr(lib, "cuTensorMapEncodeTiled", None)
-        if self._encode_tiled is not None:
-            u64p, u32p = ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint32)
-            self._encode_tiled.argtypes = [p, i, u, p, u64p, u64p, u32p, u32p, i, i, i, i]
-            self._encode_tiled.restype = CUresult
-        self.check(lib.cuInit(0), "cuInit")
+        self.lib = load_libcuda()
+        self._launch = self.lib.cuLaunchKernel
+        self._encode_tiled = getattr(self.lib, "cuTensorMapEncodeTiled", None)  # None: a driver older than CUDA 12
+        self.check(self.lib.cuInit(0), "cuInit")
 
     @classmethod
     def get(cls) -> "Driver":

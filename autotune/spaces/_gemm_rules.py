@@ -94,13 +94,34 @@ def _valid(space: "KernelSpace", config: Config, shape: Shape, device: DeviceInf
     return not space.violations(config, shape, device)
 
 
+def _defaults(space: "KernelSpace", name: str) -> Config | None:
+    """The default configuration of algorithm ``name`` where the space offers it, else None (its rule does not
+    apply): a narrowed space keeps every algorithm in `algos`, but offers only those of its ``ALGO`` domain."""
+    if name not in space.domain(ALGO):
+        return None
+    return {ALGO: name, **space.algos[name].default_config}
+
+
+def _within_domains(space: "KernelSpace", config: Config) -> bool:
+    algo = config[ALGO]
+    return all(key == ALGO or value in space.domain(f"{algo}.{key}") for key, value in config.items())
+
+
+def _tile_splits(space: "KernelSpace", config: Config, shape: Shape, device: DeviceInfo) -> int:
+    """The split of K (`_splits`) for the configuration's BM×BN output tiles of ``shape``."""
+    m, n, k = shape
+    blocks = ceil_div(m, config["BM"]) * ceil_div(n, config["BN"])
+    return _splits(space.domain(f"{config[ALGO]}.SPLIT_K"), blocks, k, device)
+
+
 def gemv_rule(space: "KernelSpace", shape: Shape, device: DeviceInfo) -> Config | None:
-    if "gemv" not in space.domain(ALGO):  # offered (a narrowed space keeps every algorithm in `algos`)
+    config = _defaults(space, "gemv")
+    if config is None:
         return None
     algo = space.algos["gemv"]
     m, n, k = shape
     itemsize = 4 if space.dtype == "float32" else 2
-    config: Config = {ALGO: "gemv", **algo.default_config, "VEC": 16 // itemsize, "UNROLL": 4, "STREAM": 1}
+    config.update(VEC=16 // itemsize, UNROLL=4, STREAM=1)
     if n == 1:  # rows of A: a warp per row, or several where rows are long and few
         config.update(BLOCK=256, KTHREADS=32 if m >= 4 * device.multiprocessors else 128)
         blocks = ceil_div(m, config["BLOCK"] // config["KTHREADS"])
@@ -115,37 +136,27 @@ def gemv_rule(space: "KernelSpace", shape: Shape, device: DeviceInfo) -> Config 
 
 
 def simt_rule(space: "KernelSpace", shape: Shape, device: DeviceInfo) -> Config | None:
-    if "simt" not in space.domain(ALGO):
+    config = _defaults(space, "simt")
+    if config is None:
         return None
-    algo = space.algos["simt"]
-    m, n, k = shape
-    config: Config = {ALGO: "simt", **algo.default_config}
     for bound, tile in SIMT_TILES.items():
-        if m <= bound:
+        if shape[0] <= bound:
             config.update(tile)
             if device.compute_capability >= (8, 0):
                 config["PIPELINE"] = "cp.async-3"  # deep prefetch: small tiles are bound by streaming B
             break
-    blocks = ceil_div(m, config["BM"]) * ceil_div(n, config["BN"])
-    config["SPLIT_K"] = _splits(space.domain("simt.SPLIT_K"), blocks, k, device)
-    if any(key != ALGO and value not in space.domain(f"simt.{key}") for key, value in config.items()):
-        config = {ALGO: "simt", **algo.default_config}  # a narrowed space: its default, unsplit
+    config["SPLIT_K"] = _tile_splits(space, config, shape, device)
+    if not _within_domains(space, config):
+        config = _defaults(space, "simt")  # a narrowed space: its default, unsplit
     return config if _valid(space, config, shape, device) else None
-
-
-def _within_domains(space: "KernelSpace", config: Config) -> bool:
-    algo = config[ALGO]
-    return all(key == ALGO or value in space.domain(f"{algo}.{key}") for key, value in config.items())
 
 
 def _tma_tile_rule(space: "KernelSpace", name: str, tiles_by_size: tuple, shape: Shape,
                    device: DeviceInfo) -> Config | None:
     """The largest tile of ``tiles_by_size`` ((BM, BN, WG, STAGES), largest first) of TMA algorithm ``name`` that
     fills the GPU with its tiles; else the largest whose tiles, split along K, do."""
-    if name not in space.domain(ALGO):
-        return None
-    algo = space.algos[name]
-    if algo.unfit(shape, device):
+    defaults = _defaults(space, name)
+    if defaults is None or space.algos[name].unfit(shape, device):
         return None
     m, n, k = shape
     fill = TMA_FILL * device.multiprocessors
@@ -162,8 +173,7 @@ def _tma_tile_rule(space: "KernelSpace", name: str, tiles_by_size: tuple, shape:
                 splits = next((s for s in usable if tiles * s >= fill), 0)
                 if not splits:
                     continue
-            config: Config = {ALGO: name, **algo.default_config, "BM": bm, "BN": bn, "WG": wg, "STAGES": stages,
-                              "SPLIT_K": splits}  # fmt: skip
+            config = {**defaults, "BM": bm, "BN": bn, "WG": wg, "STAGES": stages, "SPLIT_K": splits}
             if _within_domains(space, config) and _valid(space, config, shape, device):
                 return config
     return None
@@ -195,24 +205,21 @@ TF32X3_TILE = {"BM": 64, "BN": 64, "BK": 32, "WARPS_M": 2, "WARPS_N": 2, "STAGES
 
 
 def tf32x3_rule(space: "KernelSpace", shape: Shape, device: DeviceInfo) -> Config | None:
-    if "tf32x3" not in space.domain(ALGO) or shape[0] <= 64 or space.algos["tf32x3"].unfit(shape, device):
+    config = _defaults(space, "tf32x3")
+    if config is None or shape[0] <= 64 or space.algos["tf32x3"].unfit(shape, device):
         return None
-    algo = space.algos["tf32x3"]
-    m, n, k = shape
-    config: Config = {ALGO: "tf32x3", **algo.default_config, **TF32X3_TILE}
-    blocks = ceil_div(m, config["BM"]) * ceil_div(n, config["BN"])
-    config["SPLIT_K"] = _splits(space.domain("tf32x3.SPLIT_K"), blocks, k, device)
+    config.update(TF32X3_TILE)
+    config["SPLIT_K"] = _tile_splits(space, config, shape, device)
     if not _within_domains(space, config) or not _valid(space, config, shape, device):
         return None
     return config
 
 
 def mma_rule(space: "KernelSpace", shape: Shape, device: DeviceInfo) -> Config | None:
-    if "mma" not in space.domain(ALGO):
+    config = _defaults(space, "mma")
+    if config is None:
         return None
-    algo = space.algos["mma"]
     m, n, k = shape
-    config: Config = {ALGO: "mma", **algo.default_config}
     tile = next((t for bound, t in MMA_TILES.items() if m <= bound), None)
     if tile is None and ceil_div(m, config["BM"]) * ceil_div(n, config["BN"]) < device.multiprocessors:
         tile = MMA_TILES[64]  # a small output (narrow N, deep K): many small tiles, then split K
@@ -220,10 +227,9 @@ def mma_rule(space: "KernelSpace", shape: Shape, device: DeviceInfo) -> Config |
         config.update(tile)
         if n <= 64 or ceil_div(m, config["BM"]) * ceil_div(n, config["BN"]) < device.multiprocessors // 8:
             config.update(BN=64, WN=32)  # narrow, or a small output: more, narrower tiles before splitting K
-    blocks = ceil_div(m, config["BM"]) * ceil_div(n, config["BN"])
-    config["SPLIT_K"] = _splits(space.domain("mma.SPLIT_K"), blocks, k, device)
+    config["SPLIT_K"] = _tile_splits(space, config, shape, device)
     if not _within_domains(space, config):
-        config = {ALGO: "mma", **algo.default_config}
+        config = _defaults(space, "mma")
     return config if _valid(space, config, shape, device) else None
 
 
@@ -240,7 +246,7 @@ def rule_default(space: "KernelSpace", shape: Shape, device: DeviceInfo) -> Conf
         if config is not None:
             return config
     for name in space.domain(ALGO):
-        candidate = {ALGO: name, **space.algos[name].default_config}
+        candidate = _defaults(space, name)
         if _valid(space, candidate, shape, device):
             return candidate
     return dict(space.default_config)

@@ -19,6 +19,7 @@ from autotune.device import DeviceInfo
 from autotune.errors import InvalidArgument
 from autotune.shape import Shape
 from autotune.spaces._precision import dtype_code, infer_dtype_by_specs, output_tolerance, widest_vec
+from autotune.spaces._vectors import block_problems, vector_problems
 from autotune.spaces.base import BufferSpec, Config, KernelSpace, Param, ceil_div
 
 MAPPINGS = {"warp": 0, "block": 1, "cluster": 2}
@@ -91,16 +92,13 @@ class RowSpace(KernelSpace):
 
     def row_constraints(self, config: Config, shape: Shape, device: DeviceInfo) -> list[str]:
         rows, cols = shape
-        problems = []
-        if config["BLOCK"] > device.max_threads_per_block:
-            problems.append(f"{config['BLOCK']} threads per block > device limit")
+        problems = block_problems(config["BLOCK"], device)
         if config["MAPPING"] == "cluster":
             if tuple(device.compute_capability) < CLUSTER_MIN_CC:
                 problems.append(f"MAPPING=cluster needs compute capability 9.0; {device.name} has {device.cc}")
         elif config["CLUSTER"] != ROW_DEFAULT["CLUSTER"]:
             problems.append("CLUSTER only matters with MAPPING=cluster")
-        if config["VEC"] * self.itemsize > 16:
-            problems.append(f"VEC={config['VEC']} {self.dtype} is {config['VEC'] * self.itemsize} B per access (> 16)")
+        problems += vector_problems(config["VEC"], self.dtype)
         if config["CACHE"]:
             where = "register" if config["CACHE"] == 1 else "shared-memory"
             capacity = self.threads_per_row(config) * config["VEC"] * config["ITEMS"]

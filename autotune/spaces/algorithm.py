@@ -22,6 +22,20 @@ if TYPE_CHECKING:
     from autotune.spaces.base import BufferSpec, Config, KernelSpace, Param, Step
 
 
+def thread_problems(threads: int, device: DeviceInfo) -> list[str]:
+    """Why a block of ``threads`` threads cannot run on ``device`` (empty when it can)."""
+    if threads > device.max_threads_per_block:
+        return [f"{threads} threads per block > device limit {device.max_threads_per_block}"]
+    return []
+
+
+def smem_problems(smem_bytes: int, device: DeviceInfo) -> list[str]:
+    """Why a block of ``smem_bytes`` of dynamic shared memory cannot run on ``device`` (empty when it can)."""
+    if smem_bytes > device.smem_per_block_optin:
+        return [f"{smem_bytes} B of shared memory > device limit {device.smem_per_block_optin} B"]
+    return []
+
+
 class Algorithm(ABC):
     name: ClassVar[str]  # the value of the family's ALGO parameter
     template: ClassVar[str | Path]  # a file of kernel_templates/

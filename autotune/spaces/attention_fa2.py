@@ -7,21 +7,21 @@ tiles per warp, so the block's query rows BR = 16·MT·WARPS and the warp-to-row
 
 from __future__ import annotations
 
-import numpy as np
-
 from autotune.device import DeviceInfo
 from autotune.shape import Shape
-from autotune.spaces.algorithm import Algorithm
-from autotune.spaces.base import Config, Launch, Param, Step, ceil_div
+from autotune.spaces._attention import OnePassAttention
+from autotune.spaces.algorithm import smem_problems, thread_problems
+from autotune.spaces.base import Config, Param
 
 MAX_TILE_REGISTERS = 136  # O + S + Q fragments per thread (the template's static_assert). ptxas, sm_90: ≤ 136
 # compiles without spills (up to 254 registers), 160 spills.
 SWIZZLE_DIMS = (64, 128)  # the XOR swizzle permutes 8 chunks of 16 bytes: rows of a multiple of 64 elements
 
 
-class Fa2Attention(Algorithm):
+class Fa2Attention(OnePassAttention):
     name = "fa2"
     template = "attention_fa2.cu"
+    kernel = "attention_fa2"
     dtypes = ("float16", "bfloat16")
     min_cc = (8, 0)  # mma.sync bf16, ldmatrix, cp.async
 
@@ -60,24 +60,8 @@ class Fa2Attention(Algorithm):
             problems.append(f"SWIZZLE needs head_dim 64 or 128, not {d}")
         if config["REVERSE"] and not self.space.causal:
             problems.append("REVERSE only matters for causal attention")
-        if g["smem_bytes"] > device.smem_per_block_optin:
-            problems.append(f"{g['smem_bytes']} B of shared memory > device limit {device.smem_per_block_optin} B")
-        if g["threads"] > device.max_threads_per_block:
-            problems.append(f"{g['threads']} threads per block > device limit {device.max_threads_per_block}")
-        return problems
-
-    def launches(self, config: Config, shape: Shape, device: DeviceInfo) -> list[Step]:
-        b, h, sq, skv, d = shape
-        g = self.geometry(config, d)
-        return [
-            Launch(
-                kernel="attention_fa2",
-                grid=(ceil_div(sq, g["BR"]), h, b),
-                block=(g["threads"], 1, 1),
-                shared_bytes=g["smem_bytes"],
-                args=("q", "k", "v", "o", "lse", np.int32(sq), np.int32(skv), np.float32(self.space.scale_log2(d))),
-            )
-        ]
+        problems += smem_problems(g["smem_bytes"], device)
+        return problems + thread_problems(g["threads"], device)
 
     def describe(self, config: Config) -> str:
         c = self.local(config)

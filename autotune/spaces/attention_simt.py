@@ -3,19 +3,19 @@ and the reference kernel. Lanes own keys for the scores and head dimensions for 
 
 from __future__ import annotations
 
-import numpy as np
-
 from autotune.device import DeviceInfo
 from autotune.shape import Shape
-from autotune.spaces.algorithm import Algorithm
-from autotune.spaces.base import Config, Launch, Param, Step, ceil_div
+from autotune.spaces._attention import OnePassAttention
+from autotune.spaces.algorithm import smem_problems
+from autotune.spaces.base import Config, Param
 
 MAX_LANE_STATE = 128  # scores + output accumulators per lane (the template's static_assert)
 
 
-class SimtAttention(Algorithm):
+class SimtAttention(OnePassAttention):
     name = "simt"
     template = "attention_simt.cu"
+    kernel = "attention_simt"
     dtypes = ("float32",)
 
     parameters = (
@@ -44,19 +44,4 @@ class SimtAttention(Algorithm):
             problems.append(f"the SIMT kernel needs head_dim a multiple of 32, not {d}")
         if g["lane_state"] > MAX_LANE_STATE:
             problems.append(f"{g['lane_state']} values of state per lane (> {MAX_LANE_STATE}) would spill")
-        if g["smem_bytes"] > device.smem_per_block_optin:
-            problems.append(f"{g['smem_bytes']} B of shared memory > device limit {device.smem_per_block_optin} B")
-        return problems
-
-    def launches(self, config: Config, shape: Shape, device: DeviceInfo) -> list[Step]:
-        b, h, sq, skv, d = shape
-        g = self.geometry(config, d)
-        return [
-            Launch(
-                kernel="attention_simt",
-                grid=(ceil_div(sq, g["BR"]), h, b),
-                block=(g["threads"], 1, 1),
-                shared_bytes=g["smem_bytes"],
-                args=("q", "k", "v", "o", "lse", np.int32(sq), np.int32(skv), np.float32(self.space.scale_log2(d))),
-            )
-        ]
+        return problems + smem_problems(g["smem_bytes"], device)

@@ -12,7 +12,7 @@ import numpy as np
 
 from autotune.device import DeviceInfo
 from autotune.shape import Shape
-from autotune.spaces.algorithm import Algorithm
+from autotune.spaces.algorithm import Algorithm, smem_problems
 from autotune.spaces.attention_fa2 import SWIZZLE_DIMS
 from autotune.spaces.base import BufferSpec, Config, Launch, Param, Step, ceil_div
 
@@ -69,9 +69,7 @@ class SplitKvAttention(Algorithm):
             problems.append(f"{g['tile_registers']} registers of tiles per thread would spill")
         if config["SWIZZLE"] and d not in SWIZZLE_DIMS:
             problems.append(f"SWIZZLE needs head_dim 64 or 128, not {d}")
-        if g["smem_bytes"] > device.smem_per_block_optin:
-            problems.append(f"{g['smem_bytes']} B of shared memory > device limit {device.smem_per_block_optin} B")
-        return problems
+        return problems + smem_problems(g["smem_bytes"], device)
 
     def workspace(self, config: Config, shape: Shape) -> dict[str, BufferSpec]:
         b, h, sq, skv, d = shape

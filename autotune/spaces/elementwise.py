@@ -9,33 +9,26 @@ thread, grid-stride loop (with its grid size in blocks per SM) or one step per t
 from __future__ import annotations
 
 import math
-from typing import ClassVar, Mapping
 
 import numpy as np
 
 from autotune import dtypes
 from autotune.device import DeviceInfo
-from autotune.errors import InvalidArgument
 from autotune.shape import Shape
-from autotune.spaces._precision import dtype_code, output_tolerance, widest_vec
-from autotune.spaces.base import BufferSpec, Config, KernelSpace, Launch, Param, Step, ceil_div
+from autotune.spaces._precision import output_tolerance, widest_vec
+from autotune.spaces._vectors import BLOCK, ITEMS, VectorSpace, block_problems, vector_problems
+from autotune.spaces.base import BufferSpec, Config, Launch, Param, Step
 
 BLOCKS_PER_SM = (1, 2, 4, 8, 16, 32)
 
 
-class _Elementwise(KernelSpace):
+class _Elementwise(VectorSpace):
     template = "elementwise.cu"
-    dims = ("n",)
-    default_shape = (1 << 24,)
-    metric_unit = "GB/s"
-    dtypes = dtypes.FLOAT_DTYPES
-    op: ClassVar[int]
-    arity: ClassVar[int] = 1
 
     parameters = (
-        Param("BLOCK", (64, 128, 256, 512, 1024), "threads per block"),
+        BLOCK,
         Param("VEC", (1, 2, 4, 8), "elements per load, 16 B at most (scalar fall-back where a pointer is not aligned)"),
-        Param("ITEMS", (1, 2, 4, 8), "vectors per thread per step"),
+        ITEMS,
         Param("GRID_STRIDE", (0, 1), "1: a fixed grid strides over the data; 0: one step per thread"),
         Param("BLOCKS_PER_SM", BLOCKS_PER_SM, "grid of the grid-stride loop, in blocks per SM"),
         Param("STREAM", (0, 1), "streaming loads/stores (__ldcs/__stcs)"),
@@ -46,18 +39,7 @@ class _Elementwise(KernelSpace):
         problems = []
         if not config["GRID_STRIDE"] and config["BLOCKS_PER_SM"] != BLOCKS_PER_SM[0]:
             problems.append("BLOCKS_PER_SM only matters with GRID_STRIDE=1")
-        if config["BLOCK"] > device.max_threads_per_block:
-            problems.append(f"{config['BLOCK']} threads per block > device limit")
-        itemsize = dtypes.dtype(self.dtype).itemsize
-        if config["VEC"] * itemsize > 16:
-            problems.append(f"VEC={config['VEC']} {self.dtype} is {config['VEC'] * itemsize} B per access (> 16)")
-        return problems
-
-    def defines(self, config: Config) -> dict[str, int | str]:
-        out: dict[str, int | str] = {k: v for k, v in config.items() if k != "BLOCKS_PER_SM"}
-        out["OP"] = self.op
-        out["DTYPE"] = dtype_code(self.dtype)
-        return out
+        return problems + block_problems(config["BLOCK"], device) + vector_problems(config["VEC"], self.dtype)
 
     def rule_default(self, shape: Shape, device: DeviceInfo) -> Config:
         """16-byte vectors, two per thread per step where the array is large (more loads in flight)."""
@@ -67,18 +49,11 @@ class _Elementwise(KernelSpace):
 
     def launches(self, config: Config, shape: Shape, device: DeviceInfo) -> list[Step]:
         (n,) = shape
-        per_block = config["BLOCK"] * config["ITEMS"]
-        blocks = max(1, ceil_div(max(n // config["VEC"], 1), per_block))
+        blocks = max(1, self.blocks_needed(config, n))
         if config["GRID_STRIDE"]:
             blocks = min(blocks, config["BLOCKS_PER_SM"] * device.multiprocessors)
         y = "y" if self.arity == 2 else "x"
         return [Launch("elementwise", (blocks, 1, 1), (config["BLOCK"], 1, 1), 0, ("x", y, "out", np.int64(n)))]
-
-    def input_specs(self, shape: Shape) -> dict[str, BufferSpec]:
-        specs = {"x": BufferSpec(shape, self.dtype)}
-        if self.arity == 2:
-            specs["y"] = BufferSpec(shape, self.dtype)
-        return specs
 
     def inputs(self, shape: Shape, rng: np.random.Generator) -> dict[str, np.ndarray]:
         # Normal, so that relu/sigmoid/gelu see both signs and their interesting region.
@@ -87,16 +62,6 @@ class _Elementwise(KernelSpace):
 
     def outputs(self, shape: Shape) -> dict[str, BufferSpec]:
         return {"out": BufferSpec(shape, self.dtype)}
-
-    def infer_shape(self, inputs: Mapping[str, tuple[int, ...]]) -> Shape:
-        x = inputs["x"]
-        if len(x) != 1:
-            raise InvalidArgument(f"x must be 1-D (flatten it: x.reshape(-1)), got shape {tuple(x)}")
-        if x[0] == 0:
-            raise InvalidArgument("x is empty")
-        if self.arity == 2 and tuple(inputs["y"]) != tuple(x):
-            raise InvalidArgument(f"y has shape {tuple(inputs['y'])}, x has {tuple(x)}: they must match")
-        return (x[0],)
 
     def tolerance(self, output: str, shape: Shape) -> float:
         return output_tolerance(self.dtype, 1e-5)

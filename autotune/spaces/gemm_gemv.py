@@ -19,8 +19,8 @@ import numpy as np
 from autotune import dtypes
 from autotune.device import DeviceInfo
 from autotune.shape import Shape
-from autotune.spaces._gemm_splitk import MAX_PARTIAL_BYTES, PARTIAL, partial_bytes, partial_spec, reduce_launch
-from autotune.spaces.algorithm import Algorithm
+from autotune.spaces._gemm_splitk import MAX_PARTIAL_BYTES, PARTIAL, partial_bytes, reduce_launch, split_workspace
+from autotune.spaces.algorithm import Algorithm, thread_problems
 from autotune.spaces.base import BufferSpec, Config, Launch, Param, Step, ceil_div
 
 MAX_VECTOR_BYTES = 16
@@ -60,8 +60,7 @@ class GemvGemm(Algorithm):
         itemsize = dtypes.dtype(self.dtype).itemsize
         if c["VEC"] * itemsize > MAX_VECTOR_BYTES:
             problems.append(f"VEC={c['VEC']} {self.dtype} elements are more than a 16-byte load")
-        if c["BLOCK"] > device.max_threads_per_block:
-            problems.append(f"{c['BLOCK']} threads per block > device limit {device.max_threads_per_block}")
+        problems += thread_problems(c["BLOCK"], device)
         splits = c["SPLIT_K"]
         if splits > 1 and partial_bytes(splits, shape[0], shape[1]) > MAX_PARTIAL_BYTES:
             problems.append(f"SPLIT_K={splits} needs more than {MAX_PARTIAL_BYTES >> 20} MiB of workspace")
@@ -85,8 +84,7 @@ class GemvGemm(Algorithm):
         return [gemv] if splits == 1 else [gemv, reduce_launch(splits, m, n, device)]
 
     def workspace(self, config: Config, shape: Shape) -> dict[str, BufferSpec]:
-        splits = self.local(config)["SPLIT_K"]
-        return {} if splits == 1 else {PARTIAL: partial_spec(splits, shape[0], shape[1])}
+        return split_workspace(self.local(config)["SPLIT_K"], shape[0], shape[1])
 
     def describe(self, config: Config) -> str:
         c = self.local(config)

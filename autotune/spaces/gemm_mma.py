@@ -4,7 +4,7 @@ kernel_templates/gemm_mma.cu).
 ``mma.sync.aligned.m16n8k16`` fed by ``ldmatrix`` from a multistage ``cp.async`` pipeline (sm_80+). The tiling
 is block tile (BM×BN, stepping BK) → warp tile (WM×WN, (BM/WM)·(BN/WN) warps) → 16×8 mma tiles. SPLIT_K > 1
 spreads K over gridDim.z blocks that write fp32 partial tiles to a workspace, summed (in a fixed order) by
-``gemm_splitk_reduce``: thin problems such as 127×4096×4096 then fill the GPU.
+``gemm_splitk_reduce`` (`autotune.spaces._gemm_splitk`): thin problems such as 127×4096×4096 then fill the GPU.
 
 The constraints mirror the template's static_asserts (tile divisibility, warp-tile granularity, accumulator
 count, thread count) and add the device's limits: shared memory and a register estimate that keeps ptxas from
@@ -13,12 +13,11 @@ spilling (calibrated on sm_90 compiles: see tests/test_spaces_gemm_mma.py).
 
 from __future__ import annotations
 
-import numpy as np
-
 from autotune.device import DeviceInfo
 from autotune.shape import Shape
-from autotune.spaces.algorithm import Algorithm
-from autotune.spaces.base import BufferSpec, Config, Launch, Param, Step, ceil_div
+from autotune.spaces._gemm_splitk import SplitKTiles
+from autotune.spaces.algorithm import smem_problems
+from autotune.spaces.base import Config, Param, ceil_div
 
 ELEMENT_BYTES = 2  # float16 and bfloat16
 MAX_ACCUMULATORS = 128  # fp32 accumulators per thread (the template's static_assert: WM·WN ≤ 4096)
@@ -29,13 +28,12 @@ MAX_ACCUMULATORS = 128  # fp32 accumulators per thread (the template's static_as
 # unspilled, 251 with BK = 64; with a second fragment set it spills).
 BASE_REGISTERS = 36
 MAX_CHUNKS_PER_THREAD = 12  # 16-byte copies per thread per stage: beyond, too few threads for the tile (spills)
-REDUCE_THREADS = 256  # gemm_splitk.cuh's default
-REDUCE_BLOCKS_PER_SM = 8
 
 
-class MmaGemm(Algorithm):
+class MmaGemm(SplitKTiles):
     name = "mma"
     template = "gemm_mma.cu"
+    kernel = "gemm_mma"
     dtypes = ("float16", "bfloat16")
     min_cc = (8, 0)
 
@@ -105,40 +103,7 @@ class MmaGemm(Algorithm):
             problems.append(f"about {need} registers per thread > {cap} for {what}: would spill")
         if blocks > 1 and blocks * (g["smem_bytes"] + 1024) > device.smem_per_multiprocessor:
             problems.append(f"MIN_BLOCKS={blocks} blocks of {g['smem_bytes']} B do not fit the SM's shared memory")
-        if g["smem_bytes"] > device.smem_per_block_optin:
-            problems.append(f"{g['smem_bytes']} B of shared memory > device limit {device.smem_per_block_optin} B")
-        return problems
-
-    def launches(self, config: Config, shape: Shape, device: DeviceInfo) -> list[Step]:
-        m, n, k = shape
-        g = self.geometry(config)
-        splits = config["SPLIT_K"]
-        blocks = ceil_div(m, config["BM"]) * ceil_div(n, config["BN"])
-        dims = (np.int32(m), np.int32(n), np.int32(k))
-        gemm = Launch(
-            kernel="gemm_mma",
-            grid=(blocks, 1, splits),
-            block=(g["threads"], 1, 1),
-            shared_bytes=g["smem_bytes"],
-            args=("A", "B", "C" if splits == 1 else "partial", *dims),
-        )
-        if splits == 1:
-            return [gemm]
-        reduce_blocks = min(ceil_div(m * n, REDUCE_THREADS), REDUCE_BLOCKS_PER_SM * device.multiprocessors)
-        reduce = Launch(
-            kernel="gemm_splitk_reduce",
-            grid=(reduce_blocks, 1, 1),
-            block=(REDUCE_THREADS, 1, 1),
-            shared_bytes=0,
-            args=("partial", "C", np.int64(m * n), np.int32(splits)),
-        )
-        return [gemm, reduce]
-
-    def workspace(self, config: Config, shape: Shape) -> dict[str, BufferSpec]:
-        m, n, _ = shape
-        if config["SPLIT_K"] == 1:
-            return {}
-        return {"partial": BufferSpec((config["SPLIT_K"], m, n), "float32")}
+        return problems + smem_problems(g["smem_bytes"], device)
 
     def describe(self, config: Config) -> str:
         c = config

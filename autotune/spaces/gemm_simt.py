@@ -12,13 +12,11 @@ order (`autotune.spaces._gemm_splitk`): a 127-row GEMM has too few output tiles 
 
 from __future__ import annotations
 
-import numpy as np
-
 from autotune.device import DeviceInfo
 from autotune.shape import Shape
-from autotune.spaces._gemm_splitk import MAX_PARTIAL_BYTES, PARTIAL, partial_bytes, partial_spec, reduce_launch
-from autotune.spaces.algorithm import Algorithm
-from autotune.spaces.base import BufferSpec, Config, Launch, Param, Step, ceil_div
+from autotune.spaces._gemm_splitk import SplitKTiles, workspace_problems
+from autotune.spaces.algorithm import smem_problems, thread_problems
+from autotune.spaces.base import Config, Param, ceil_div
 
 # PIPELINE value → (shared-memory stages, cp.async). "double" prefetches the next tile into registers.
 PIPELINES = {
@@ -33,9 +31,10 @@ MAX_ACCUMULATORS = 128  # C elements per thread; beyond this ptxas spills on eve
 MAX_EST_REGISTERS = 232  # accumulators + fragments + staging registers, leaving room for addressing
 
 
-class SimtGemm(Algorithm):
+class SimtGemm(SplitKTiles):
     name = "simt"
     template = "gemm_simt.cu"
+    kernel = "sgemm"
     dtypes = ("float32",)
 
     parameters = (
@@ -121,17 +120,11 @@ class SimtGemm(Algorithm):
         if config["MIN_BLOCKS"] > 1:
             if config["MIN_BLOCKS"] * g["smem_bytes"] > device.smem_per_multiprocessor:
                 problems.append(f"MIN_BLOCKS={config['MIN_BLOCKS']} blocks do not fit the SM's shared memory")
-        if g["threads"] > device.max_threads_per_block:
-            problems.append(f"{g['threads']} threads per block > device limit {device.max_threads_per_block}")
-        if g["smem_bytes"] > device.smem_per_block_optin:
-            problems.append(f"{g['smem_bytes']} B of shared memory > device limit {device.smem_per_block_optin} B")
+        problems += thread_problems(g["threads"], device)
+        problems += smem_problems(g["smem_bytes"], device)
         if g["async"] and device.compute_capability < (8, 0):
             problems.append(f"cp.async needs compute capability 8.0, device has {device.cc}")
-        splits = config["SPLIT_K"]
-        if splits > 1 and partial_bytes(splits, shape[0], shape[1]) > MAX_PARTIAL_BYTES:
-            problems.append(f"SPLIT_K={splits} needs {partial_bytes(splits, shape[0], shape[1]) >> 20} MiB of "
-                            f"workspace (> {MAX_PARTIAL_BYTES >> 20} MiB)")  # fmt: skip
-        return problems
+        return problems + workspace_problems(config["SPLIT_K"], shape[0], shape[1])
 
     def defines(self, config: Config) -> dict[str, int | str]:
         stages, use_async = PIPELINES[config["PIPELINE"]]
@@ -140,24 +133,6 @@ class SimtGemm(Algorithm):
         out["STAGES"] = stages
         out["ASYNC"] = use_async
         return out
-
-    def launches(self, config: Config, shape: Shape, device: DeviceInfo) -> list[Step]:
-        m, n, k = shape
-        g = self.geometry(config)
-        blocks = ceil_div(m, config["BM"]) * ceil_div(n, config["BN"])
-        splits = config.get("SPLIT_K", 1)  # absent from configurations stored before split-K existed
-        gemm = Launch(
-            kernel="sgemm",
-            grid=(blocks, 1, splits),
-            block=(g["threads"], 1, 1),
-            shared_bytes=g["smem_bytes"],
-            args=("A", "B", "C" if splits == 1 else PARTIAL, np.int32(m), np.int32(n), np.int32(k)),
-        )
-        return [gemm] if splits == 1 else [gemm, reduce_launch(splits, m, n, device)]
-
-    def workspace(self, config: Config, shape: Shape) -> dict[str, BufferSpec]:
-        splits = config.get("SPLIT_K", 1)
-        return {} if splits == 1 else {PARTIAL: partial_spec(splits, shape[0], shape[1])}
 
     def describe(self, config: Config) -> str:
         c = config

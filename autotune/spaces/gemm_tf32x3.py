@@ -18,13 +18,11 @@ estimate registers so that what is proposed does not spill.
 
 from __future__ import annotations
 
-import numpy as np
-
 from autotune.device import DeviceInfo
 from autotune.shape import Shape
-from autotune.spaces._gemm_splitk import MAX_PARTIAL_BYTES, PARTIAL, partial_bytes, partial_spec, reduce_launch
-from autotune.spaces.algorithm import Algorithm
-from autotune.spaces.base import BufferSpec, Config, Launch, Param, Step, ceil_div
+from autotune.spaces._gemm_splitk import SplitKTiles, splits_of, workspace_problems
+from autotune.spaces.algorithm import Algorithm, thread_problems
+from autotune.spaces.base import Config, Param, ceil_div
 
 FOLD_SPAN = 128  # at most this many K elements per level-1 window (template: FOLD·BK ≤ 128)
 # Registers besides accumulators and one k-step's fragments: the next k-step's fragments (ptxas preloads them),
@@ -34,9 +32,10 @@ DEEP_TILE_REGISTERS = 24  # BK = 64: ptxas keeps more fragments live (the defaul
 BLOCK_SMEM_RESERVED = 1024  # shared memory the system reserves per block on sm_80+
 
 
-class Tf32x3Gemm(Algorithm):
+class Tf32x3Gemm(SplitKTiles):
     name = "tf32x3"
     template = "gemm_tf32x3.cu"
+    kernel = "gemm_tf32"
     dtypes = ("float32",)
     min_cc = (8, 0)  # mma.sync tf32, cp.async
     compensate = 1  # the template's COMPENSATE
@@ -106,17 +105,12 @@ class Tf32x3Gemm(Algorithm):
                 f"about {g['registers']} registers per thread > {cap} ({g['threads']} threads x "
                 f"{config['MIN_BLOCKS']} blocks per SM): would spill"
             )
-        if g["threads"] > device.max_threads_per_block:
-            problems.append(f"{g['threads']} threads per block > device limit {device.max_threads_per_block}")
+        problems += thread_problems(g["threads"], device)
         if g["smem_bytes"] > device.smem_per_block_optin:
             problems.append(f"{g['smem_bytes']} B of shared memory > device limit {device.smem_per_block_optin} B")
         elif config["MIN_BLOCKS"] * (g["smem_bytes"] + BLOCK_SMEM_RESERVED) > device.smem_per_multiprocessor:
             problems.append(f"MIN_BLOCKS={config['MIN_BLOCKS']} blocks do not fit the SM's shared memory")
-        splits = config.get("SPLIT_K", 1)
-        if splits > 1 and partial_bytes(splits, shape[0], shape[1]) > MAX_PARTIAL_BYTES:
-            problems.append(f"SPLIT_K={splits} needs {partial_bytes(splits, shape[0], shape[1]) >> 20} MiB of "
-                            f"workspace (> {MAX_PARTIAL_BYTES >> 20} MiB)")  # fmt: skip
-        return problems
+        return problems + workspace_problems(splits_of(config), shape[0], shape[1])
 
     def compiled(self, config: Config) -> dict[str, int | str]:
         """The defines of the compiled kernel: the parameters less the launch-only ones, and DTYPE."""
@@ -124,24 +118,6 @@ class Tf32x3Gemm(Algorithm):
 
     def defines(self, config: Config) -> dict[str, int | str]:
         return {**self.compiled(config), "COMPENSATE": self.compensate}
-
-    def launches(self, config: Config, shape: Shape, device: DeviceInfo) -> list[Step]:
-        m, n, k = shape
-        g = self.geometry(config)
-        blocks = ceil_div(m, config["BM"]) * ceil_div(n, config["BN"])
-        splits = config.get("SPLIT_K", 1)  # absent from configurations stored before split-K existed
-        gemm = Launch(
-            kernel="gemm_tf32",
-            grid=(blocks, 1, splits),
-            block=(g["threads"], 1, 1),
-            shared_bytes=g["smem_bytes"],
-            args=("A", "B", "C" if splits == 1 else PARTIAL, np.int32(m), np.int32(n), np.int32(k)),
-        )
-        return [gemm] if splits == 1 else [gemm, reduce_launch(splits, m, n, device)]
-
-    def workspace(self, config: Config, shape: Shape) -> dict[str, BufferSpec]:
-        splits = config.get("SPLIT_K", 1)
-        return {} if splits == 1 else {PARTIAL: partial_spec(splits, shape[0], shape[1])}
 
     def describe(self, config: Config) -> str:
         c = config

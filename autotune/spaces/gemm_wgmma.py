@@ -16,7 +16,7 @@ import numpy as np
 
 from autotune.device import DeviceInfo
 from autotune.shape import Shape
-from autotune.spaces.algorithm import Algorithm
+from autotune.spaces.algorithm import Algorithm, smem_problems
 from autotune.spaces.base import Config, Launch, Param, Step, ceil_div
 
 BK = 64
@@ -63,9 +63,7 @@ class WgmmaGemm(Algorithm):
             problems.append(f"{g['m_tiles']} m64 slices per warpgroup (> 2)")
         if g["accumulators"] > MAX_ACCUMULATORS:
             problems.append(f"{g['accumulators']} accumulators per thread (> {MAX_ACCUMULATORS}) would spill")
-        if g["smem_bytes"] > device.smem_per_block_optin:
-            problems.append(f"{g['smem_bytes']} B of shared memory > device limit {device.smem_per_block_optin} B")
-        return problems
+        return problems + smem_problems(g["smem_bytes"], device)
 
     def launches(self, config: Config, shape: Shape, device: DeviceInfo) -> list[Step]:
         m, n, k = shape

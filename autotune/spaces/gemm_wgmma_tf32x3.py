@@ -19,7 +19,7 @@ import numpy as np
 
 from autotune.device import DeviceInfo
 from autotune.shape import Shape
-from autotune.spaces._gemm_splitk import PARTIAL, partial_spec
+from autotune.spaces._gemm_splitk import split_workspace, splits_of
 from autotune.spaces.base import BufferSpec, Config, Launch, Param, Step, TensorMap, ceil_div
 from autotune.spaces.gemm_wgmma_tma import WgmmaTmaGemm
 
@@ -101,7 +101,4 @@ class WgmmaTf32x3Gemm(WgmmaTmaGemm):
         m, n, k = shape
         spaces = {name: BufferSpec((m, padded(k)), "float32") for name in WORKSPACE["A"]}
         spaces.update({name: BufferSpec((n, padded(k)), "float32") for name in WORKSPACE["B"]})
-        splits = config.get("SPLIT_K", 1)
-        if splits > 1:
-            spaces[PARTIAL] = partial_spec(splits, m, n)
-        return spaces
+        return {**spaces, **split_workspace(splits_of(config), m, n)}

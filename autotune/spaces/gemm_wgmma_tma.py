@@ -21,8 +21,15 @@ import numpy as np
 
 from autotune.device import DeviceInfo
 from autotune.shape import Shape
-from autotune.spaces._gemm_splitk import MAX_PARTIAL_BYTES, PARTIAL, partial_bytes, partial_spec, reduce_launch
-from autotune.spaces.algorithm import Algorithm
+from autotune.spaces._gemm_splitk import (
+    MAX_PARTIAL_BYTES,
+    PARTIAL,
+    partial_bytes,
+    reduce_launch,
+    split_workspace,
+    splits_of,
+)
+from autotune.spaces.algorithm import Algorithm, smem_problems
 from autotune.spaces.base import BufferSpec, Config, Launch, Param, Step, TensorMap, ceil_div
 
 BK = 64  # one 128-byte swizzle row of 16-bit elements: the TMA box's inner extent
@@ -95,8 +102,7 @@ class WgmmaTmaGemm(Algorithm):
             problems.append(f"{g['consumer_rows']} rows per consumer: one or two m64 slices (64 or 128 rows)")
         if g["accumulators"] > MAX_ACCUMULATORS:
             problems.append(f"{g['accumulators']} accumulators per thread (> {MAX_ACCUMULATORS}) would spill")
-        if g["smem_bytes"] > device.smem_per_block_optin:
-            problems.append(f"{g['smem_bytes']} B of shared memory > device limit {device.smem_per_block_optin} B")
+        problems += smem_problems(g["smem_bytes"], device)
         splits, (m, n, k) = config["SPLIT_K"], shape
         if splits > 1 and partial_bytes(splits, m, n) > MAX_PARTIAL_BYTES:
             problems.append(f"SPLIT_K={splits} needs {partial_bytes(splits, m, n) >> 20} MiB of fp32 partials")
@@ -132,8 +138,7 @@ class WgmmaTmaGemm(Algorithm):
         return launches
 
     def workspace(self, config: Config, shape: Shape) -> dict[str, BufferSpec]:
-        splits = config.get("SPLIT_K", 1)
-        return {} if splits == 1 else {PARTIAL: partial_spec(splits, shape[0], shape[1])}
+        return split_workspace(splits_of(config), shape[0], shape[1])
 
     def describe(self, config: Config) -> str:
         c = config

@@ -22,6 +22,7 @@ import numpy as np
 from autotune.device import DeviceInfo
 from autotune.errors import InvalidArgument
 from autotune.shape import Shape
+from autotune.spaces._vectors import block_problems
 from autotune.spaces.base import BufferSpec, Config, KernelSpace, Launch, Param, Step, ceil_div
 
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1
@@ -50,9 +51,7 @@ class HistogramSpace(KernelSpace):
 
     def constraints(self, config: Config, shape: Shape, device: DeviceInfo) -> list[str]:
         n, bins = shape
-        problems = []
-        if config["BLOCK"] > device.max_threads_per_block:
-            problems.append(f"{config['BLOCK']} threads per block > device limit")
+        problems = block_problems(config["BLOCK"], device)
         if not config["SMEM"] and config["REPLICAS"] != 1:
             problems.append("REPLICAS only matters with SMEM=1")
         smem = self.shared_bytes(config, bins)

@@ -22,6 +22,7 @@ from autotune.errors import InvalidArgument
 from autotune.shape import Shape
 from autotune.spaces._precision import dtype_code, widest_vec
 from autotune.spaces._rows import RowSpace
+from autotune.spaces._vectors import block_problems, vector_problems
 from autotune.spaces.base import BufferSpec, Config, Launch, Param, Step, Zero, ceil_div
 from autotune.spaces.layernorm import EPS, layernorm_inputs, row_stats
 
@@ -46,9 +47,7 @@ class LayerNormBackwardSpace(RowSpace):
 
     def constraints(self, config: Config, shape: Shape, device: DeviceInfo) -> list[str]:
         rows, cols = shape
-        problems = []
-        if config["BLOCK"] > device.max_threads_per_block:
-            problems.append(f"{config['BLOCK']} threads per block > device limit")
+        problems = block_problems(config["BLOCK"], device)
         tile = config["BLOCK"] * config["VEC"] * config["ITEMS"]
         if not config["SPLIT"] and cols > tile:
             problems.append(f"rows of {cols} do not fit one tile of {tile} columns (SPLIT=0)")
@@ -58,8 +57,7 @@ class LayerNormBackwardSpace(RowSpace):
                             f"{config['BLOCK']}-thread block")  # fmt: skip
         if config["SPLIT"] and ceil_div(cols, tile) > 65535:
             problems.append("more than 65535 column tiles")
-        if config["VEC"] * self.itemsize > 16:
-            problems.append(f"VEC={config['VEC']} {self.dtype} is {config['VEC'] * self.itemsize} B per access (> 16)")
+        problems += vector_problems(config["VEC"], self.dtype)
         if config["ATOMIC"] and self.wdtype != "float32":
             problems.append(f"ATOMIC=1 accumulates into fp32 only; dweight is {self.wdtype}")
         return problems

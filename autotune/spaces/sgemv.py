@@ -17,6 +17,7 @@ from autotune.device import DeviceInfo
 from autotune.errors import InvalidArgument
 from autotune.shape import Shape
 from autotune.spaces._precision import dtype_code, output_tolerance, widest_vec
+from autotune.spaces._vectors import BLOCK, VEC, access_problems
 from autotune.spaces.base import BufferSpec, Config, KernelSpace, Launch, Param, Step, ceil_div
 
 
@@ -28,9 +29,9 @@ class SgemvSpace(KernelSpace):
     metric_unit = "GB/s"
     dtypes = dtypes.FLOAT_DTYPES
     parameters = (
-        Param("BLOCK", (64, 128, 256, 512, 1024), "threads per block"),
+        BLOCK,
         Param("TPR", (4, 8, 16, 32, 64, 128, 256), "threads per row: sub-warp, a warp, or several warps"),
-        Param("VEC", (1, 2, 4, 8), "elements per load (16 B at most)"),
+        VEC,
         Param("ACCS", (1, 2, 4), "independent accumulators per thread (loads in flight)"),
         Param("STREAM_A", (0, 1), "read A with streaming loads (__ldcs)"),
     )
@@ -40,12 +41,7 @@ class SgemvSpace(KernelSpace):
         problems = []
         if config["TPR"] > config["BLOCK"]:
             problems.append(f"{config['TPR']} threads per row do not fit a block of {config['BLOCK']}")
-        if config["BLOCK"] > device.max_threads_per_block:
-            problems.append(f"{config['BLOCK']} threads per block > device limit")
-        itemsize = dtypes.dtype(self.dtype).itemsize
-        if config["VEC"] * itemsize > 16:
-            problems.append(f"VEC={config['VEC']} {self.dtype} is {config['VEC'] * itemsize} B per access (> 16)")
-        return problems
+        return problems + access_problems(config, self.dtype, device)
 
     def defines(self, config: Config) -> dict[str, int | str]:
         return {**config, "DTYPE": dtype_code(self.dtype)}

@@ -15,9 +15,12 @@ from __future__ import annotations
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from autotune.tuning.evaluation.base import Measurement
+
+if TYPE_CHECKING:
+    from autotune.tuning.search_report import FinishedTrial
 
 
 @dataclass
@@ -45,6 +48,10 @@ class Profile:
             validate = m.validate_s if m.validate_s is not None else m.evaluate_s
             self.validate_s += validate
             self.time_s += max(0.0, m.evaluate_s - validate)
+
+    def count_finished(self, trial: FinishedTrial) -> None:
+        """A `Search.on_trial_finished` hook: every measurement of this run, told or not."""
+        self.add(trial.measurement)
 
     @contextmanager
     def optuna(self) -> Iterator[None]:

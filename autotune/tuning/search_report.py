@@ -1,12 +1,16 @@
-"""What a search is asked (`SearchSettings`), what it shows while it runs (`Progress`) and what it answers at the
-end (`SearchReport`)."""
+"""What a search is asked (`SearchSettings`), what it shows while it runs (`Progress`), what its hooks are told of
+each measurement (`FinishedTrial`) and what it answers at the end (`SearchReport`)."""
 
 from __future__ import annotations
 
 import collections
 from dataclasses import dataclass, field
+from typing import Any
 
 from autotune.device import DeviceInfo
+from autotune.results import studies
+from autotune.spaces.base import Config
+from autotune.tuning.evaluation.base import Measurement
 from autotune.tuning.ranking import Ranked
 from autotune.tuning.samplers import DEFAULT_SAMPLER
 from autotune.tuning.search_profile import Profile
@@ -40,6 +44,22 @@ class Progress:
                    duplicates=report.duplicates_now, failures=sum(report.failures.values()), best=best)  # fmt: skip
 
 
+@dataclass(frozen=True)
+class FinishedTrial:
+    """A measurement of this run, once the search has told it to the study and settled it in its ledger: what
+    each of `autotune.tuning.search.Search.on_trial_finished` is called with."""
+
+    number: int  # the trial's number in the study
+    config: Config
+    measurement: Measurement
+    attrs: dict[str, Any]  # the user attributes written with it (`autotune.tuning.trial_writer.measured_attrs`)
+    told: bool  # False: another process had finished the trial first, and ours was dropped
+
+    @property
+    def failed(self) -> bool:
+        return studies.FAILURE in self.attrs
+
+
 @dataclass
 class SearchReport:
     study_name: str
@@ -69,6 +89,16 @@ class SearchReport:
     @property
     def best(self) -> Ranked | None:
         return self.ranking[0] if self.ranking else None
+
+    def count_finished(self, trial: FinishedTrial) -> None:
+        """A `Search.on_trial_finished` hook: this run's measurements, and its failures by kind (the progress
+        shows them; `TrialLedger.count_failures` recounts the study's at the end)."""
+        if trial.failed:
+            kind = trial.measurement.failure or "?"
+            self.failures[kind] += 1
+            self.failure_examples.setdefault(kind, trial.measurement.reason or "")
+        if trial.told:
+            self.measured_now += 1
 
     @property
     def speedup(self) -> float | None:

@@ -96,11 +96,6 @@ class TrialLedger:
         self.report.rejected_now += 1
         self.report.rejected_total += 1
 
-    def failed(self, kind: str | None, reason: str | None) -> None:
-        """A measurement of this run failed (the progress shows it; `count_failures` recounts the study's)."""
-        self.report.failures[kind or "?"] += 1
-        self.report.failure_examples.setdefault(kind or "?", reason or "")
-
     def answered_duplicate(self) -> None:
         self.report.duplicates_now += 1
 

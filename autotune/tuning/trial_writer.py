@@ -87,7 +87,7 @@ class TrialWriter:
         """Whether ``trial`` was finished by another process while we measured it (see the module); `read` of the
         ledger counts theirs."""
         try:
-            return self.study._storage.get_trial(trial._trial_id).state.is_finished()
+            return trial.storage.get_trial(studies.trial_id(trial)).state.is_finished()
         except Exception:
             return False
 
