@@ -3,6 +3,8 @@
 #
 #   ptx_same.sh record OUT.tsv [KEEP_DIR]    compile every (template, arch, defines) below to PTX, hash it
 #   ptx_same.sh compare BEFORE.tsv AFTER.tsv   every configuration that compiled before has the same hash after
+#   PTX_ONLY=a.cu,b.cu ptx_same.sh record …    only the configurations of those templates (a quick check while
+#                                              editing); compare … --subset then skips what AFTER does not hold
 #
 # What is compiled: for every kernel space (autotune.spaces.kernel_names()) at every dtype it supports, and for
 # each algorithm of a family, the template of
@@ -148,6 +150,9 @@ def record(path, keep=None):
     if keep:
         os.makedirs(keep, exist_ok=True)
     keys = configurations()
+    only = [t for t in os.environ.get("PTX_ONLY", "").split(",") if t]
+    if only:
+        keys = [k for k in keys if k[0] in only]
     print(f"{len(keys)} (template, arch, defines) configurations, {JOBS} nvcc at once", file=sys.stderr)
     with ThreadPoolExecutor(JOBS) as pool:
         results = list(pool.map(lambda k: compile_one(k, keep), keys))
@@ -166,8 +171,10 @@ def load(path):
     return rows
 
 
-def compare(before_path, after_path):
+def compare(before_path, after_path, subset=False):
     before, after = load(before_path), load(after_path)
+    if subset:
+        before = {k: v for k, v in before.items() if k in after}
     checked = same = 0
     failed_before = [k for k, (s, _) in before.items() if s != "ok"]
     problems = []
@@ -197,8 +204,8 @@ if __name__ == "__main__":
     args = sys.argv[1:]
     if args[:1] == ["record"] and len(args) in (2, 3):
         record(*args[1:])
-    elif args[:1] == ["compare"] and len(args) == 3:
-        sys.exit(compare(args[1], args[2]))
+    elif args[:1] == ["compare"] and len(args) in (3, 4) and args[3:] in ([], ["--subset"]):
+        sys.exit(compare(args[1], args[2], subset=args[3:] == ["--subset"]))
     else:
         sys.exit(__doc__ or "usage: ptx_same.sh record OUT.tsv [KEEP_DIR] | compare BEFORE.tsv AFTER.tsv")
 PY
