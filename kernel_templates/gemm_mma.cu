@@ -23,6 +23,7 @@
 // block-uniform choice). C is written in pairs where N is even, else element by element.
 #include "dtype.cuh"
 #include "gemm_splitk.cuh"
+#include "tile_raster.cuh"
 
 #ifndef BM
 #define BM 128
@@ -347,21 +348,9 @@ gemm_mma(const elem_t* __restrict__ A, const elem_t* __restrict__ B, void* __res
   extern __shared__ uint4 smem_u4[];
   const unsigned smem_s = static_cast<unsigned>(__cvta_generic_to_shared(smem_u4));
 
-  // Block → (tile_m, tile_n), sweeping GROUP_M tile rows at a time so that concurrent blocks share B tiles.
-  const int tiles_n = (N + BN - 1) / BN;
-  const int pid = blockIdx.x;
-#if GROUP_M > 1
-  const int tiles_m = (M + BM - 1) / BM;
-  const int width = GROUP_M * tiles_n;
-  const int first_m = (pid / width) * GROUP_M;
-  const int group_rows = min(tiles_m - first_m, GROUP_M);
-  const int tile_m = first_m + (pid % width) % group_rows;
-  const int tile_n = (pid % width) / group_rows;
-#else
-  const int tile_m = pid / tiles_n;
-  const int tile_n = pid % tiles_n;
-#endif
-  const int bm0 = tile_m * BM, bn0 = tile_n * BN;
+  // This block's tile, sweeping GROUP_M tile rows at a time so that concurrent blocks share B tiles.
+  int bm0, bn0;
+  block_tile_origin<BM, BN, GROUP_M>(M, N, bm0, bn0);
 
   // This block's share of the K tiles (split-K): tiles [kt0, kt0 + ktiles).
   const int k_tiles_all = (K + BK - 1) / BK;

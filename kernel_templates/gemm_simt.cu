@@ -22,6 +22,7 @@
 // Edges: every global load and store is bounds-checked; out-of-range elements load as 0. Vector paths are
 // taken only where the row length is a multiple of the vector width (then every vector is aligned).
 #include "gemm_splitk.cuh"
+#include "tile_raster.cuh"
 
 #ifndef BM
 #define BM 128
@@ -346,21 +347,9 @@ sgemm(const float* __restrict__ A, const float* __restrict__ B, float* __restric
   extern __shared__ float4 smem_f4[];  // float4: 16-byte alignment for vector and cp.async stores
   float* smem = reinterpret_cast<float*>(smem_f4);
 
-  // Block → (tile_m, tile_n), sweeping GROUP_M tile rows at a time so that concurrent blocks share B tiles.
-  const int tiles_n = (N + BN - 1) / BN;
-  const int pid = blockIdx.x;
-#if GROUP_M > 1
-  const int tiles_m = (M + BM - 1) / BM;
-  const int width = GROUP_M * tiles_n;
-  const int first_m = (pid / width) * GROUP_M;
-  const int group_rows = min(tiles_m - first_m, GROUP_M);
-  const int tile_m = first_m + (pid % width) % group_rows;
-  const int tile_n = (pid % width) / group_rows;
-#else
-  const int tile_m = pid / tiles_n;
-  const int tile_n = pid % tiles_n;
-#endif
-  const int bm0 = tile_m * BM, bn0 = tile_n * BN;
+  // This block's tile, sweeping GROUP_M tile rows at a time so that concurrent blocks share B tiles.
+  int bm0, bn0;
+  block_tile_origin<BM, BN, GROUP_M>(M, N, bm0, bn0);
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int warp_m = warp / WARPS_N, warp_n = warp % WARPS_N;

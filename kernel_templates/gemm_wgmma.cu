@@ -29,6 +29,7 @@
 // (kernel_templates/wgmma_epilogue.cuh): 16-byte vectors inside, guarded pairs at the edges.
 
 #include "dtype.cuh"
+#include "tile_raster.cuh"
 #include "wgmma_sm90.cuh"
 #include "wgmma_epilogue.cuh"
 
@@ -166,21 +167,9 @@ gemm_wgmma(const elem_t* __restrict__ A, const elem_t* __restrict__ B, elem_t* _
   const uint32_t ring = (raw + 1023) & ~1023u;  // descriptors assume 1024-byte aligned swizzle atoms
   char* ring_ptr = reinterpret_cast<char*>(smem_raw) + (ring - raw);
 
-  // Block → (tile_m, tile_n), sweeping GROUP_M tile rows at a time so that concurrent blocks share B tiles.
-  const int tiles_n = (N + BN - 1) / BN;
-  const int pid = blockIdx.x;
-#if GROUP_M > 1
-  const int tiles_m = (M + BM - 1) / BM;
-  const int width = GROUP_M * tiles_n;
-  const int first_m = (pid / width) * GROUP_M;
-  const int group_rows = min(tiles_m - first_m, GROUP_M);
-  const int tile_m = first_m + (pid % width) % group_rows;
-  const int tile_n = (pid % width) / group_rows;
-#else
-  const int tile_m = pid / tiles_n;
-  const int tile_n = pid % tiles_n;
-#endif
-  const int bm0 = tile_m * BM, bn0 = tile_n * BN;
+  // This block's tile, sweeping GROUP_M tile rows at a time so that concurrent blocks share B tiles.
+  int bm0, bn0;
+  block_tile_origin<BM, BN, GROUP_M>(M, N, bm0, bn0);
 
   const int wg = threadIdx.x / 128;
   // Block-uniform: one copy path per problem (the element-wise one for ragged rows only).
