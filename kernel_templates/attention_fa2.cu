@@ -22,12 +22,8 @@
 //   REVERSE   causal: 1 launches the longest (bottom) query blocks first (better tail), 0 in order
 // Problem constants (fixed by the shape, never tuned): HEAD_DIM, CAUSAL, DTYPE (1 fp16, 2 bf16).
 
-#ifndef HEAD_DIM
-#define HEAD_DIM 128
-#endif
-#ifndef CAUSAL
-#define CAUSAL 0
-#endif
+#include "attention_problem.cuh"
+
 #ifndef BC
 #define BC 64
 #endif

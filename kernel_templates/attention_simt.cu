@@ -13,14 +13,9 @@
 //
 // Tunables: WARPS (warps per block), ROWS (query rows per warp), KPL (keys per lane per tile).
 // Problem constants: HEAD_DIM (a multiple of 32), CAUSAL.
+#include "attention_problem.cuh"
 #include "dtype.cuh"
 
-#ifndef HEAD_DIM
-#define HEAD_DIM 128
-#endif
-#ifndef CAUSAL
-#define CAUSAL 0
-#endif
 #ifndef WARPS
 #define WARPS 4
 #endif

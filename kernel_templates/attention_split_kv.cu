@@ -15,12 +15,8 @@
 // STAGES (per-warp cp.async ring depth), SWIZZLE (XOR-swizzled or padded shared rows), COMBINE_THREADS.
 // Problem constants: HEAD_DIM, CAUSAL, DTYPE (1 fp16, 2 bf16).
 
-#ifndef HEAD_DIM
-#define HEAD_DIM 128
-#endif
-#ifndef CAUSAL
-#define CAUSAL 0
-#endif
+#include "attention_problem.cuh"
+
 #ifndef SPLITS
 #define SPLITS 16
 #endif

@@ -21,8 +21,10 @@
 // K add zeros. A row is copied in 16-byte chunks only where its length is a multiple of 8 elements (then every
 // chunk is aligned); otherwise (odd N or K) that operand's chunks are gathered element by element (a run-time,
 // block-uniform choice). C is written in pairs where N is even, else element by element.
+#include "cp_async.cuh"
 #include "dtype.cuh"
 #include "gemm_splitk.cuh"
+#include "mma_sm80.cuh"
 #include "tile_raster.cuh"
 
 #ifndef BM
@@ -111,48 +113,6 @@ __device__ __forceinline__ int tile_offset(int r, int c) {
 #endif
 }
 
-// ---- PTX wrappers ----------------------------------------------------------------------------------------
-__device__ __forceinline__ void cp_async16(unsigned dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
-
-__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], unsigned addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], unsigned addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-
-__device__ __forceinline__ void mma16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
-#if DTYPE == 1
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-               "{%0,%1,%2,%3};\n"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#else
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-               "{%0,%1,%2,%3};\n"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#endif
-}
-
-__device__ __forceinline__ unsigned pack2(float x, float y) {
-#if DTYPE == 1
-  __half2 h = __floats2half2_rn(x, y);
-#else
-  __nv_bfloat162 h = __floats2bfloat162_rn(x, y);
-#endif
-  return *reinterpret_cast<unsigned*>(&h);
-}
-
 // ---- global → shared ---------------------------------------------------------------------------------------
 // 8 elements of a row from column col on: one 16-byte copy (zero-filled where the chunk is out of range) when
 // rows are 16-byte aligned (`vec`), else a guarded element-by-element gather stored as one 16-byte chunk.
@@ -161,7 +121,7 @@ __device__ __forceinline__ void copy_chunk(unsigned dst_s, const elem_t* __restr
                                            int rows, int cols) {
   if constexpr (VEC) {
     const bool ok = row < rows && col < cols;  // cols % 8 == 0: an in-range chunk is whole
-    cp_async16(dst_s, ok ? base + (size_t)row * cols + col : base, ok ? 16 : 0);
+    cp_async16_l2_128(dst_s, ok ? base + (size_t)row * cols + col : base, ok ? 16 : 0);
   } else {
     // Raw 16-bit patterns (0 is +0.0 in both types), packed two per word: no local-memory array.
     const unsigned short* p = reinterpret_cast<const unsigned short*>(base) + (size_t)row * cols + col;

@@ -21,6 +21,7 @@
 //
 // Edges: every global load and store is bounds-checked; out-of-range elements load as 0. Vector paths are
 // taken only where the row length is a multiple of the vector width (then every vector is aligned).
+#include "cp_async.cuh"
 #include "gemm_splitk.cuh"
 #include "tile_raster.cuh"
 
@@ -147,22 +148,6 @@ __device__ __forceinline__ void load_global(float (&v)[VEC], const float* __rest
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
 #error "cp.async (ASYNC=1) needs sm_80 or newer"
 #endif
-// Copy `bytes` (4, 8 or 16) from global to shared; only the first src_bytes are read, the rest is zero-filled.
-template <int BYTES>
-__device__ __forceinline__ void cp_async(float* dst, const float* src, int src_bytes) {
-  unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  if (BYTES == 16) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "r"(src_bytes));
-  } else if (BYTES == 8) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(s), "l"(src), "r"(src_bytes));
-  } else {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(src), "r"(src_bytes));
-  }
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
-
 // Issue the copies of one (A, B) tile pair straight into shared memory.
 __device__ __forceinline__ void issue_tile_async(float* As, float* Bs, const float* __restrict__ A,
                                                  const float* __restrict__ B, int M, int N, int K, int bm0,

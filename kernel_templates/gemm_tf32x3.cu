@@ -40,6 +40,7 @@
 //
 // Edges: out-of-range elements are zero-filled by cp.async (src-size 0); rows whose length is not a multiple of 4
 // floats fall back to 4-byte copies; every store is bounds-checked.
+#include "cp_async.cuh"
 #include "dtype.cuh"
 #include "gemm_splitk.cuh"
 #include "tile_raster.cuh"
@@ -103,19 +104,6 @@ static_assert(COMPENSATE == 0 || (FOLD >= 1 && FOLD * BK <= 128),
 #endif
 
 // ---- primitives ----------------------------------------------------------------------------------------
-template <int BYTES>
-__device__ __forceinline__ void cp_async(float* dst, const float* src, int src_bytes) {
-  unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  if (BYTES == 16) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "r"(src_bytes));
-  } else {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(src), "r"(src_bytes));
-  }
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
-
 // x → (big, small), x ≈ big + small to ~2^-22 relative. big = x rounded to tf32 (round half away from zero on
 // the magnitude bits: add half a tf32 ulp, clear the 13 low bits), an exact tf32 value, so x − big is exact in
 // fp32. small gets the half ulp added but keeps its low bits: the mma reads tf32 operands by ignoring the 13 low

@@ -28,6 +28,7 @@
 // stored to the same swizzled places (synchronous, ragged shapes only). C is stored from registers
 // (kernel_templates/wgmma_epilogue.cuh): 16-byte vectors inside, guarded pairs at the edges.
 
+#include "cp_async.cuh"
 #include "dtype.cuh"
 #include "tile_raster.cuh"
 #include "wgmma_sm90.cuh"
@@ -77,13 +78,6 @@ static_assert(A_CHUNKS % LOADERS == 0 && B_CHUNKS % LOADERS == 0, "every loading
 static_assert(WS == 0 || WS == 1, "WS: 0 all threads copy and compute, 1 a producer warpgroup copies");
 
 // ---- copies ------------------------------------------------------------------------------------------------
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
-
 // Swizzled byte offsets of 16-byte chunk (row, chunk) within a stage's A tile and B tile.
 __device__ __forceinline__ uint32_t a_offset(int r, int c) { return r * 128 + ((c ^ (r & 7)) << 4); }
 __device__ __forceinline__ uint32_t b_offset(int k, int cn) {
@@ -130,7 +124,7 @@ __device__ __forceinline__ void load_tile(uint32_t stage, char* stage_ptr, const
     const int gr = bm0 + r, gc = k0 + ac * 8;
     if (ALIGNED) {
       const bool ok = gr < M && gc < K;  // K % 8 == 0: a chunk is wholly inside or wholly outside
-      cp_async16(stage + a_offset(r, ac), ok ? A + (size_t)gr * K + gc : A, ok);
+      cp_async16(stage + a_offset(r, ac), ok ? A + (size_t)gr * K + gc : A, ok ? 16 : 0);
     } else {
       *reinterpret_cast<uint4*>(stage_ptr + a_offset(r, ac)) = load8_guarded(A, gr, gc, M, K);
     }
@@ -141,7 +135,7 @@ __device__ __forceinline__ void load_tile(uint32_t stage, char* stage_ptr, const
     const int gr = k0 + r, gc = bn0 + bc * 8;
     if (ALIGNED) {
       const bool ok = gr < K && gc < N;
-      cp_async16(stage + A_STAGE_BYTES + b_offset(r, bc), ok ? B + (size_t)gr * N + gc : B, ok);
+      cp_async16(stage + A_STAGE_BYTES + b_offset(r, bc), ok ? B + (size_t)gr * N + gc : B, ok ? 16 : 0);
     } else {
       *reinterpret_cast<uint4*>(stage_ptr + A_STAGE_BYTES + b_offset(r, bc)) = load8_guarded(B, gr, gc, K, N);
     }
@@ -205,7 +199,7 @@ gemm_wgmma(const elem_t* __restrict__ A, const elem_t* __restrict__ B, elem_t* _
         mbar_arrive(full_bar + 8 * s);
       }
     }
-    asm volatile("cp.async.wait_all;\n" ::: "memory");  // exit with no copy of this thread in flight
+    cp_async_wait_all();  // exit with no copy of this thread in flight
   } else {  // the roles are the two branches of one if/else: ptxas then honours setmaxnreg
 #if WG == 2
     setmaxnreg_inc<224>();
