@@ -76,10 +76,6 @@
 #define A_STAGE (BM * (BK + 8))
 #define B_STAGE (BK * (BN + 8))
 #endif
-#define A_CHUNKS (BM * A_CPR)
-#define B_CHUNKS (BK * B_CPR)
-#define A_ITERS ((A_CHUNKS + NT - 1) / NT)
-#define B_ITERS ((B_CHUNKS + NT - 1) / NT)
 
 static_assert(DTYPE == 1 || DTYPE == 2, "mma GEMM takes float16 (DTYPE 1) or bfloat16 (DTYPE 2)");
 static_assert(BM % WM == 0 && BN % WN == 0, "block tile must split into warp tiles");
@@ -137,29 +133,30 @@ __device__ __forceinline__ void copy_chunk(unsigned dst_s, const elem_t* __restr
   }
 }
 
+// ROWS rows of CPR 16-byte chunks each, from row r0 and column c0 of a rows×cols matrix, into the tile at shared
+// address dst_s (chunks placed by tile_offset).
+template <bool VEC, int ROWS, int CPR>
+__device__ __forceinline__ void copy_tile(unsigned dst_s, const elem_t* __restrict__ src, int r0, int c0, int rows,
+                                          int cols) {
+  constexpr int CHUNKS = ROWS * CPR;
+#pragma unroll
+  for (int i = 0; i < (CHUNKS + NT - 1) / NT; ++i) {
+    const int e = threadIdx.x + i * NT;
+    if (CHUNKS % NT == 0 || e < CHUNKS) {
+      const int r = e / CPR, c = e % CPR;
+      const int off = tile_offset<CPR>(r, c);
+      copy_chunk<VEC>(dst_s + 2 * off, src, r0 + r, c0 + 8 * c, rows, cols);
+    }
+  }
+}
+
 // One stage: the A tile at shared address sa_s, the B tile at sb_s.
 template <bool VEC>
 __device__ __forceinline__ void load_stage(unsigned sa_s, unsigned sb_s, const elem_t* __restrict__ A,
                                            const elem_t* __restrict__ B, int M, int N, int K, int bm0, int bn0,
                                            int k0) {
-#pragma unroll
-  for (int i = 0; i < A_ITERS; ++i) {
-    const int e = threadIdx.x + i * NT;
-    if (A_CHUNKS % NT == 0 || e < A_CHUNKS) {
-      const int r = e / A_CPR, c = e % A_CPR;
-      const int off = tile_offset<A_CPR>(r, c);
-      copy_chunk<VEC>(sa_s + 2 * off, A, bm0 + r, k0 + 8 * c, M, K);
-    }
-  }
-#pragma unroll
-  for (int i = 0; i < B_ITERS; ++i) {
-    const int e = threadIdx.x + i * NT;
-    if (B_CHUNKS % NT == 0 || e < B_CHUNKS) {
-      const int r = e / B_CPR, c = e % B_CPR;
-      const int off = tile_offset<B_CPR>(r, c);
-      copy_chunk<VEC>(sb_s + 2 * off, B, k0 + r, bn0 + 8 * c, K, N);
-    }
-  }
+  copy_tile<VEC, BM, A_CPR>(sa_s, A, bm0, k0, M, K);
+  copy_tile<VEC, BK, B_CPR>(sb_s, B, k0, bn0, K, N);
 }
 
 // ---- shared → fragments ------------------------------------------------------------------------------------

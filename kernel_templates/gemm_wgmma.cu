@@ -153,6 +153,24 @@ __device__ __forceinline__ void load_stage(bool aligned, int k_tile, uint32_t ri
   }
 }
 
+// The wgmma of one stage (at shared address `stage`) for consumer warpgroup cw: its WG_ROWS rows of A times all BN
+// columns of B, into acc; issued asynchronously as one commit group.
+__device__ __forceinline__ void mma_stage(float (&acc)[M_TILES][ACC], uint32_t stage, int cw) {
+  const uint32_t a_base = stage + cw * (WG_ROWS * 128);
+  const uint32_t b_base = stage + A_STAGE_BYTES;
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < BK / 16; ++kk) {
+    const uint64_t db = sw128_desc(b_base + kk * 2048, BK * 128, 1024);
+#pragma unroll
+    for (int m = 0; m < M_TILES; ++m) {
+      const uint64_t da = sw128_desc(a_base + m * 64 * 128 + kk * 32, 16, 1024);
+      wgmma_m64k16<BN>(acc[m], da, db);
+    }
+  }
+  wgmma_commit();
+}
+
 extern "C" __global__ void __launch_bounds__(NT, 1)
 gemm_wgmma(const elem_t* __restrict__ A, const elem_t* __restrict__ B, elem_t* __restrict__ C, int M, int N,
            int K) {
@@ -211,19 +229,7 @@ gemm_wgmma(const elem_t* __restrict__ A, const elem_t* __restrict__ B, elem_t* _
       const int s = t % STAGES;
       mbar_wait(full_bar + 8 * s, (t / STAGES) & 1);
       fence_proxy_async();  // the copies (generic proxy) before the tensor cores' reads (async proxy)
-      const uint32_t a_base = ring + s * STAGE_BYTES + cw * (WG_ROWS * 128);
-      const uint32_t b_base = ring + s * STAGE_BYTES + A_STAGE_BYTES;
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < BK / 16; ++kk) {
-        const uint64_t db = sw128_desc(b_base + kk * 2048, BK * 128, 1024);
-#pragma unroll
-        for (int m = 0; m < M_TILES; ++m) {
-          const uint64_t da = sw128_desc(a_base + m * 64 * 128 + kk * 32, 16, 1024);
-          wgmma_m64k16<BN>(acc[m], da, db);
-        }
-      }
-      wgmma_commit();
+      mma_stage(acc, ring + s * STAGE_BYTES, cw);
       wgmma_wait<1>();  // the wgmma of tile t-1 have retired: release its stage
       if (t > 0) mbar_arrive(empty_bar + 8 * ((t - 1) % STAGES));
     }
@@ -246,19 +252,7 @@ gemm_wgmma(const elem_t* __restrict__ A, const elem_t* __restrict__ B, elem_t* _
     __syncthreads();              // ... everyone's; and every warpgroup has retired the wgmma of tile t-2
 
     const int s = t % STAGES;
-    const uint32_t a_base = ring + s * STAGE_BYTES + cw * (WG_ROWS * 128);
-    const uint32_t b_base = ring + s * STAGE_BYTES + A_STAGE_BYTES;
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < BK / 16; ++kk) {
-      const uint64_t db = sw128_desc(b_base + kk * 2048, BK * 128, 1024);
-#pragma unroll
-      for (int m = 0; m < M_TILES; ++m) {
-        const uint64_t da = sw128_desc(a_base + m * 64 * 128 + kk * 32, 16, 1024);
-        wgmma_m64k16<BN>(acc[m], da, db);
-      }
-    }
-    wgmma_commit();
+    mma_stage(acc, ring + s * STAGE_BYTES, cw);
 
     const int next = t + STAGES - 2;  // into the stage of tile t-2
     if (next < k_tiles) load_stage(aligned, next, ring, ring_ptr, A, B, M, N, K, bm0, bn0);
