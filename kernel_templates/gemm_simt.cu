@@ -345,10 +345,8 @@ sgemm(const float* __restrict__ A, const float* __restrict__ B, float* __restric
   const bool a_aligned = (K % VEC) == 0;
   const bool b_aligned = (N % VEC) == 0;
   // This block's share of the K tiles (all of them without split-K); its partial slice of the workspace.
-  const int all_tiles = (K + BK - 1) / BK;
-  const int per_split = (all_tiles + gridDim.z - 1) / gridDim.z;
-  const int kt0 = blockIdx.z * per_split;
-  const int k_tiles = max(0, min(all_tiles, kt0 + per_split) - kt0);
+  int kt0, k_tiles;
+  splitk_tiles<BK>(K, kt0, k_tiles);
   C += (size_t)blockIdx.z * M * N;
 
   float acc[WMITER * TM][WNITER * TN];

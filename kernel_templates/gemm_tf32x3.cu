@@ -244,6 +244,17 @@ __device__ __forceinline__ void compute_tile(float (&acc)[MI][NI][4], const floa
   }
 }
 
+// f(i, j, r) for each of this thread's accumulators: element r of mma tile (i, j) of its warp tile.
+template <class F>
+__device__ __forceinline__ void for_each_accumulator(F f) {
+#pragma unroll
+  for (int i = 0; i < MI; ++i)
+#pragma unroll
+    for (int j = 0; j < NI; ++j)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) f(i, j, r);
+}
+
 extern "C" __global__ void __launch_bounds__(NT, MIN_BLOCKS)
 gemm_tf32(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C, int M, int N, int K) {
   extern __shared__ float4 smem_f4[];  // float4: 16-byte alignment for cp.async and ldmatrix
@@ -260,27 +271,20 @@ gemm_tf32(const float* __restrict__ A, const float* __restrict__ B, float* __res
   const bool a_aligned = (K % 4) == 0;
   const bool b_aligned = (N % 4) == 0;
   // This block's share of the K tiles (all of them without split-K) and its slice of the partial workspace.
-  const int all_tiles = (K + BK - 1) / BK;
-  const int per_split = (all_tiles + gridDim.z - 1) / gridDim.z;
-  const int kt0 = blockIdx.z * per_split;
-  const int k_tiles = max(0, min(all_tiles, kt0 + per_split) - kt0);
+  int kt0, k_tiles;
+  splitk_tiles<BK>(K, kt0, k_tiles);
   C += (size_t)blockIdx.z * M * N;
 
   float acc[MI][NI][4];
 #if FOLD
   float total[MI][NI][4];
 #endif
-#pragma unroll
-  for (int i = 0; i < MI; ++i)
-#pragma unroll
-    for (int j = 0; j < NI; ++j)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        acc[i][j][r] = 0.f;
+  for_each_accumulator([&](int i, int j, int r) {
+    acc[i][j][r] = 0.f;
 #if FOLD
-        total[i][j][r] = 0.f;
+    total[i][j][r] = 0.f;
 #endif
-      }
+  });
 
   // STAGES-deep cp.async ring: tile t lives in stage t % STAGES. One barrier per tile: after it, every thread
   // has finished computing tile t-1, whose stage is the one refilled with tile t+STAGES-1.
@@ -305,15 +309,10 @@ gemm_tf32(const float* __restrict__ A, const float* __restrict__ B, float* __res
     compute_tile(acc, cur, cur + A_TILE, warp_m0, warp_n0, lane);
 #if FOLD
     if (FOLD == 1 || (t + 1) % FOLD == 0 || t + 1 == k_tiles) {
-#pragma unroll
-      for (int i = 0; i < MI; ++i)
-#pragma unroll
-        for (int j = 0; j < NI; ++j)
-#pragma unroll
-          for (int r = 0; r < 4; ++r) {
-            total[i][j][r] += acc[i][j][r];
-            acc[i][j][r] = 0.f;
-          }
+      for_each_accumulator([&](int i, int j, int r) {
+        total[i][j][r] += acc[i][j][r];
+        acc[i][j][r] = 0.f;
+      });
     }
 #endif
   }
