@@ -1,7 +1,7 @@
 // cp.async (sm_80+): copies from global to shared memory that run asynchronously, gathered in commit groups that a
 // thread waits for (only its own copies: a block barrier is still needed before other threads read them).
-// Zero-fill: a copy reads only its first src_bytes and fills the rest with zeros, so that out-of-range parts of a
-// tile (src_bytes 0: the whole chunk, from any valid address) cost no branch around the copy.
+// Zero-fill: the forms taking src_bytes read only the first src_bytes and fill the rest with zeros, so that
+// out-of-range parts of a tile (src_bytes 0: the whole chunk, from any valid address) cost no branch around the copy.
 #pragma once
 #include <stdint.h>
 
@@ -35,7 +35,7 @@ __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int sr
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
 }
 
-// The same, prefetching the whole 128-byte L2 line (a tile's rows are read line by line anyway).
+// The same with the L2::128B hint: L2 fetches 128 bytes around the chunk.
 __device__ __forceinline__ void cp_async16_l2_128(uint32_t dst, const void* src, int src_bytes) {
   asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
 }

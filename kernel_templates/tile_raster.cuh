@@ -17,14 +17,14 @@ __device__ __forceinline__ void grouped_tile(int pid, int tiles_m, int tiles_n, 
   }
 }
 
-// The first row and column of the BM×BN tile of C (M×N) that this block computes, one block per tile.
-template <int BM_, int BN_, int GROUP>
+// The first row and column of the TILE_M×TILE_N tile of C (M×N) that this block computes, one block per tile.
+template <int TILE_M, int TILE_N, int GROUP>
 __device__ __forceinline__ void block_tile_origin(int M, int N, int& bm0, int& bn0) {
-  const int tiles_n = (N + BN_ - 1) / BN_;
+  const int tiles_n = (N + TILE_N - 1) / TILE_N;
   const int pid = blockIdx.x;
-  const int tiles_m = (M + BM_ - 1) / BM_;
+  const int tiles_m = (M + TILE_M - 1) / TILE_M;
   int tile_m, tile_n;
   grouped_tile<GROUP>(pid, tiles_m, tiles_n, tile_m, tile_n);
-  bm0 = tile_m * BM_;
-  bn0 = tile_n * BN_;
+  bm0 = tile_m * TILE_M;
+  bn0 = tile_n * TILE_N;
 }
