@@ -22,12 +22,8 @@
 //   REVERSE   causal: 1 launches the longest (bottom) query blocks first (better tail), 0 in order
 // Problem constants (fixed by the shape, never tuned): HEAD_DIM, CAUSAL, DTYPE (1 fp16, 2 bf16).
 
-#ifndef HEAD_DIM
-#define HEAD_DIM 128
-#endif
-#ifndef CAUSAL
-#define CAUSAL 0
-#endif
+#include "attention_problem.cuh"
+
 #ifndef BC
 #define BC 64
 #endif
@@ -68,6 +64,7 @@ static_assert(BC % 16 == 0 && BC >= 16, "BC is a multiple of 16");
 static_assert(STAGES >= 1 && STAGES <= 4, "STAGES is 1..4");
 
 #include "attention_mma.cuh"
+#include "online_softmax.cuh"
 
 static_assert(MT * (DN * 4 + SN * 4 + (Q_REGS ? KT * 4 : 0)) <= 136, "register tiles would spill");  // measured with ptxas
 
@@ -214,10 +211,8 @@ extern "C" __global__ void __launch_bounds__(NT, 1)  // without the 1, ptxas cap
         for (int n = 0; n < SN; ++n) mx = fmaxf(mx, fmaxf(s[mt][n][2 * h], s[mt][n][2 * h + 1]));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float m_new = fmaxf(m[mt][h], mx * scale_log2);
-        const float m_use = m_new == -INFINITY ? 0.f : m_new;  // a row with no key yet: keep P = 0, not NaN
-        const float alpha = fast_exp2(m[mt][h] - m_use);
-        m[mt][h] = m_new;
+        float m_use;
+        const float alpha = online_max(m[mt][h], mx * scale_log2, m_use, [](float x) { return fast_exp2(x); });
         float sum = 0.f;
 #pragma unroll
         for (int n = 0; n < SN; ++n) {

@@ -13,14 +13,10 @@
 //
 // Tunables: WARPS (warps per block), ROWS (query rows per warp), KPL (keys per lane per tile).
 // Problem constants: HEAD_DIM (a multiple of 32), CAUSAL.
+#include "attention_problem.cuh"
 #include "dtype.cuh"
+#include "online_softmax.cuh"
 
-#ifndef HEAD_DIM
-#define HEAD_DIM 128
-#endif
-#ifndef CAUSAL
-#define CAUSAL 0
-#endif
 #ifndef WARPS
 #define WARPS 4
 #endif
@@ -100,10 +96,8 @@ extern "C" __global__ void __launch_bounds__(NT, 1)  // without the 1, ptxas cap
       }
 #pragma unroll
       for (int w = 16; w > 0; w >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, w));
-      const float m_new = fmaxf(m[r], mx);
-      const float m_use = m_new == -INFINITY ? 0.f : m_new;
-      const float alpha = exp2f(m[r] - m_use);
-      m[r] = m_new;
+      float m_use;
+      const float alpha = online_max(m[r], mx, m_use, [](float x) { return exp2f(x); });
       float sum = 0.f;
 #pragma unroll
       for (int c = 0; c < KPL; ++c) {

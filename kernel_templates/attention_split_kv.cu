@@ -15,12 +15,8 @@
 // STAGES (per-warp cp.async ring depth), SWIZZLE (XOR-swizzled or padded shared rows), COMBINE_THREADS.
 // Problem constants: HEAD_DIM, CAUSAL, DTYPE (1 fp16, 2 bf16).
 
-#ifndef HEAD_DIM
-#define HEAD_DIM 128
-#endif
-#ifndef CAUSAL
-#define CAUSAL 0
-#endif
+#include "attention_problem.cuh"
+
 #ifndef SPLITS
 #define SPLITS 16
 #endif
@@ -57,6 +53,7 @@ static_assert(STAGES >= 1 && STAGES <= 4, "STAGES is 1..4");
 static_assert(SPLITS >= 1, "SPLITS >= 1");
 
 #include "attention_mma.cuh"
+#include "online_softmax.cuh"
 
 static_assert(DN * 4 + SN * 8 + KT * 4 <= 128, "register tiles would spill");  // measured with ptxas
 
@@ -168,10 +165,8 @@ extern "C" __global__ void __launch_bounds__(NT, 1)
       for (int n = 0; n < SN; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * h], s[n][2 * h + 1]));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_new = fmaxf(m[h], mx * scale_log2);
-      const float m_use = m_new == -INFINITY ? 0.f : m_new;
-      const float alpha = fast_exp2(m[h] - m_use);
-      m[h] = m_new;
+      float m_use;
+      const float alpha = online_max(m[h], mx * scale_log2, m_use, [](float x) { return fast_exp2(x); });
       float sum = 0.f;
 #pragma unroll
       for (int n = 0; n < SN; ++n) {

@@ -6,16 +6,8 @@
 //               a second single-block launch adds them up (a fixed order: the same inputs give the same bits)
 //   (the grid: BLOCKS_PER_SM per SM, chosen on the host; blocks stride over the data)
 #include "common.cuh"
+#include "vector_tunables.cuh"
 
-#ifndef BLOCK
-#define BLOCK 256
-#endif
-#ifndef VEC
-#define VEC 4
-#endif
-#ifndef ITEMS
-#define ITEMS 2
-#endif
 #ifndef TWO_PASS
 #define TWO_PASS 0
 #endif

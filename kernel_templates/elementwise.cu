@@ -11,15 +11,10 @@
 #ifndef OP
 #define OP 1
 #endif
-#ifndef BLOCK
-#define BLOCK 256
-#endif
-#ifndef VEC
-#define VEC 4
-#endif
 #ifndef ITEMS
 #define ITEMS 1
 #endif
+#include "vector_tunables.cuh"
 #ifndef GRID_STRIDE
 #define GRID_STRIDE 0
 #endif

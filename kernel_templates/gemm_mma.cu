@@ -21,8 +21,11 @@
 // K add zeros. A row is copied in 16-byte chunks only where its length is a multiple of 8 elements (then every
 // chunk is aligned); otherwise (odd N or K) that operand's chunks are gathered element by element (a run-time,
 // block-uniform choice). C is written in pairs where N is even, else element by element.
+#include "cp_async.cuh"
 #include "dtype.cuh"
 #include "gemm_splitk.cuh"
+#include "mma_sm80.cuh"
+#include "tile_raster.cuh"
 
 #ifndef BM
 #define BM 128
@@ -73,10 +76,6 @@
 #define A_STAGE (BM * (BK + 8))
 #define B_STAGE (BK * (BN + 8))
 #endif
-#define A_CHUNKS (BM * A_CPR)
-#define B_CHUNKS (BK * B_CPR)
-#define A_ITERS ((A_CHUNKS + NT - 1) / NT)
-#define B_ITERS ((B_CHUNKS + NT - 1) / NT)
 
 static_assert(DTYPE == 1 || DTYPE == 2, "mma GEMM takes float16 (DTYPE 1) or bfloat16 (DTYPE 2)");
 static_assert(BM % WM == 0 && BN % WN == 0, "block tile must split into warp tiles");
@@ -110,48 +109,6 @@ __device__ __forceinline__ int tile_offset(int r, int c) {
 #endif
 }
 
-// ---- PTX wrappers ----------------------------------------------------------------------------------------
-__device__ __forceinline__ void cp_async16(unsigned dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
-
-__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], unsigned addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], unsigned addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-
-__device__ __forceinline__ void mma16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
-#if DTYPE == 1
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-               "{%0,%1,%2,%3};\n"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#else
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-               "{%0,%1,%2,%3};\n"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#endif
-}
-
-__device__ __forceinline__ unsigned pack2(float x, float y) {
-#if DTYPE == 1
-  __half2 h = __floats2half2_rn(x, y);
-#else
-  __nv_bfloat162 h = __floats2bfloat162_rn(x, y);
-#endif
-  return *reinterpret_cast<unsigned*>(&h);
-}
-
 // ---- global → shared ---------------------------------------------------------------------------------------
 // 8 elements of a row from column col on: one 16-byte copy (zero-filled where the chunk is out of range) when
 // rows are 16-byte aligned (`vec`), else a guarded element-by-element gather stored as one 16-byte chunk.
@@ -160,7 +117,7 @@ __device__ __forceinline__ void copy_chunk(unsigned dst_s, const elem_t* __restr
                                            int rows, int cols) {
   if constexpr (VEC) {
     const bool ok = row < rows && col < cols;  // cols % 8 == 0: an in-range chunk is whole
-    cp_async16(dst_s, ok ? base + (size_t)row * cols + col : base, ok ? 16 : 0);
+    cp_async16_l2_128(dst_s, ok ? base + (size_t)row * cols + col : base, ok ? 16 : 0);
   } else {
     // Raw 16-bit patterns (0 is +0.0 in both types), packed two per word: no local-memory array.
     const unsigned short* p = reinterpret_cast<const unsigned short*>(base) + (size_t)row * cols + col;
@@ -176,29 +133,30 @@ __device__ __forceinline__ void copy_chunk(unsigned dst_s, const elem_t* __restr
   }
 }
 
+// ROWS rows of CPR 16-byte chunks each, from row r0 and column c0 of a rows×cols matrix, into the tile at shared
+// address dst_s (chunks placed by tile_offset).
+template <bool VEC, int ROWS, int CPR>
+__device__ __forceinline__ void copy_tile(unsigned dst_s, const elem_t* __restrict__ src, int r0, int c0, int rows,
+                                          int cols) {
+  constexpr int CHUNKS = ROWS * CPR;
+#pragma unroll
+  for (int i = 0; i < (CHUNKS + NT - 1) / NT; ++i) {
+    const int e = threadIdx.x + i * NT;
+    if (CHUNKS % NT == 0 || e < CHUNKS) {
+      const int r = e / CPR, c = e % CPR;
+      const int off = tile_offset<CPR>(r, c);
+      copy_chunk<VEC>(dst_s + 2 * off, src, r0 + r, c0 + 8 * c, rows, cols);
+    }
+  }
+}
+
 // One stage: the A tile at shared address sa_s, the B tile at sb_s.
 template <bool VEC>
 __device__ __forceinline__ void load_stage(unsigned sa_s, unsigned sb_s, const elem_t* __restrict__ A,
                                            const elem_t* __restrict__ B, int M, int N, int K, int bm0, int bn0,
                                            int k0) {
-#pragma unroll
-  for (int i = 0; i < A_ITERS; ++i) {
-    const int e = threadIdx.x + i * NT;
-    if (A_CHUNKS % NT == 0 || e < A_CHUNKS) {
-      const int r = e / A_CPR, c = e % A_CPR;
-      const int off = tile_offset<A_CPR>(r, c);
-      copy_chunk<VEC>(sa_s + 2 * off, A, bm0 + r, k0 + 8 * c, M, K);
-    }
-  }
-#pragma unroll
-  for (int i = 0; i < B_ITERS; ++i) {
-    const int e = threadIdx.x + i * NT;
-    if (B_CHUNKS % NT == 0 || e < B_CHUNKS) {
-      const int r = e / B_CPR, c = e % B_CPR;
-      const int off = tile_offset<B_CPR>(r, c);
-      copy_chunk<VEC>(sb_s + 2 * off, B, k0 + r, bn0 + 8 * c, K, N);
-    }
-  }
+  copy_tile<VEC, BM, A_CPR>(sa_s, A, bm0, k0, M, K);
+  copy_tile<VEC, BK, B_CPR>(sb_s, B, k0, bn0, K, N);
 }
 
 // ---- shared → fragments ------------------------------------------------------------------------------------
@@ -347,21 +305,9 @@ gemm_mma(const elem_t* __restrict__ A, const elem_t* __restrict__ B, void* __res
   extern __shared__ uint4 smem_u4[];
   const unsigned smem_s = static_cast<unsigned>(__cvta_generic_to_shared(smem_u4));
 
-  // Block → (tile_m, tile_n), sweeping GROUP_M tile rows at a time so that concurrent blocks share B tiles.
-  const int tiles_n = (N + BN - 1) / BN;
-  const int pid = blockIdx.x;
-#if GROUP_M > 1
-  const int tiles_m = (M + BM - 1) / BM;
-  const int width = GROUP_M * tiles_n;
-  const int first_m = (pid / width) * GROUP_M;
-  const int group_rows = min(tiles_m - first_m, GROUP_M);
-  const int tile_m = first_m + (pid % width) % group_rows;
-  const int tile_n = (pid % width) / group_rows;
-#else
-  const int tile_m = pid / tiles_n;
-  const int tile_n = pid % tiles_n;
-#endif
-  const int bm0 = tile_m * BM, bn0 = tile_n * BN;
+  // This block's tile, sweeping GROUP_M tile rows at a time so that concurrent blocks share B tiles.
+  int bm0, bn0;
+  block_tile_origin<BM, BN, GROUP_M>(M, N, bm0, bn0);
 
   // This block's share of the K tiles (split-K): tiles [kt0, kt0 + ktiles).
   const int k_tiles_all = (K + BK - 1) / BK;

@@ -21,7 +21,9 @@
 //
 // Edges: every global load and store is bounds-checked; out-of-range elements load as 0. Vector paths are
 // taken only where the row length is a multiple of the vector width (then every vector is aligned).
+#include "cp_async.cuh"
 #include "gemm_splitk.cuh"
+#include "tile_raster.cuh"
 
 #ifndef BM
 #define BM 128
@@ -146,22 +148,6 @@ __device__ __forceinline__ void load_global(float (&v)[VEC], const float* __rest
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
 #error "cp.async (ASYNC=1) needs sm_80 or newer"
 #endif
-// Copy `bytes` (4, 8 or 16) from global to shared; only the first src_bytes are read, the rest is zero-filled.
-template <int BYTES>
-__device__ __forceinline__ void cp_async(float* dst, const float* src, int src_bytes) {
-  unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  if (BYTES == 16) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "r"(src_bytes));
-  } else if (BYTES == 8) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(s), "l"(src), "r"(src_bytes));
-  } else {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(src), "r"(src_bytes));
-  }
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
-
 // Issue the copies of one (A, B) tile pair straight into shared memory.
 __device__ __forceinline__ void issue_tile_async(float* As, float* Bs, const float* __restrict__ A,
                                                  const float* __restrict__ B, int M, int N, int K, int bm0,
@@ -346,21 +332,9 @@ sgemm(const float* __restrict__ A, const float* __restrict__ B, float* __restric
   extern __shared__ float4 smem_f4[];  // float4: 16-byte alignment for vector and cp.async stores
   float* smem = reinterpret_cast<float*>(smem_f4);
 
-  // Block → (tile_m, tile_n), sweeping GROUP_M tile rows at a time so that concurrent blocks share B tiles.
-  const int tiles_n = (N + BN - 1) / BN;
-  const int pid = blockIdx.x;
-#if GROUP_M > 1
-  const int tiles_m = (M + BM - 1) / BM;
-  const int width = GROUP_M * tiles_n;
-  const int first_m = (pid / width) * GROUP_M;
-  const int group_rows = min(tiles_m - first_m, GROUP_M);
-  const int tile_m = first_m + (pid % width) % group_rows;
-  const int tile_n = (pid % width) / group_rows;
-#else
-  const int tile_m = pid / tiles_n;
-  const int tile_n = pid % tiles_n;
-#endif
-  const int bm0 = tile_m * BM, bn0 = tile_n * BN;
+  // This block's tile, sweeping GROUP_M tile rows at a time so that concurrent blocks share B tiles.
+  int bm0, bn0;
+  block_tile_origin<BM, BN, GROUP_M>(M, N, bm0, bn0);
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int warp_m = warp / WARPS_N, warp_n = warp % WARPS_N;
@@ -371,10 +345,8 @@ sgemm(const float* __restrict__ A, const float* __restrict__ B, float* __restric
   const bool a_aligned = (K % VEC) == 0;
   const bool b_aligned = (N % VEC) == 0;
   // This block's share of the K tiles (all of them without split-K); its partial slice of the workspace.
-  const int all_tiles = (K + BK - 1) / BK;
-  const int per_split = (all_tiles + gridDim.z - 1) / gridDim.z;
-  const int kt0 = blockIdx.z * per_split;
-  const int k_tiles = max(0, min(all_tiles, kt0 + per_split) - kt0);
+  int kt0, k_tiles;
+  splitk_tiles<BK>(K, kt0, k_tiles);
   C += (size_t)blockIdx.z * M * N;
 
   float acc[WMITER * TM][WNITER * TN];

@@ -40,8 +40,10 @@
 //
 // Edges: out-of-range elements are zero-filled by cp.async (src-size 0); rows whose length is not a multiple of 4
 // floats fall back to 4-byte copies; every store is bounds-checked.
+#include "cp_async.cuh"
 #include "dtype.cuh"
 #include "gemm_splitk.cuh"
+#include "tile_raster.cuh"
 
 #ifndef BM
 #define BM 128
@@ -102,19 +104,6 @@ static_assert(COMPENSATE == 0 || (FOLD >= 1 && FOLD * BK <= 128),
 #endif
 
 // ---- primitives ----------------------------------------------------------------------------------------
-template <int BYTES>
-__device__ __forceinline__ void cp_async(float* dst, const float* src, int src_bytes) {
-  unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  if (BYTES == 16) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "r"(src_bytes));
-  } else {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(src), "r"(src_bytes));
-  }
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
-
 // x → (big, small), x ≈ big + small to ~2^-22 relative. big = x rounded to tf32 (round half away from zero on
 // the magnitude bits: add half a tf32 ulp, clear the 13 low bits), an exact tf32 value, so x − big is exact in
 // fp32. small gets the half ulp added but keeps its low bits: the mma reads tf32 operands by ignoring the 13 low
@@ -255,26 +244,25 @@ __device__ __forceinline__ void compute_tile(float (&acc)[MI][NI][4], const floa
   }
 }
 
+// f(i, j, r) for each of this thread's accumulators: element r of mma tile (i, j) of its warp tile.
+template <class F>
+__device__ __forceinline__ void for_each_accumulator(F f) {
+#pragma unroll
+  for (int i = 0; i < MI; ++i)
+#pragma unroll
+    for (int j = 0; j < NI; ++j)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) f(i, j, r);
+}
+
 extern "C" __global__ void __launch_bounds__(NT, MIN_BLOCKS)
 gemm_tf32(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C, int M, int N, int K) {
   extern __shared__ float4 smem_f4[];  // float4: 16-byte alignment for cp.async and ldmatrix
   float* smem = reinterpret_cast<float*>(smem_f4);
 
-  // Block → (tile_m, tile_n), sweeping GROUP_M tile rows at a time so that concurrent blocks share B tiles.
-  const int tiles_n = (N + BN - 1) / BN;
-  const int pid = blockIdx.x;
-#if GROUP_M > 1
-  const int tiles_m = (M + BM - 1) / BM;
-  const int width = GROUP_M * tiles_n;
-  const int first_m = (pid / width) * GROUP_M;
-  const int group_rows = min(tiles_m - first_m, GROUP_M);
-  const int tile_m = first_m + (pid % width) % group_rows;
-  const int tile_n = (pid % width) / group_rows;
-#else
-  const int tile_m = pid / tiles_n;
-  const int tile_n = pid % tiles_n;
-#endif
-  const int bm0 = tile_m * BM, bn0 = tile_n * BN;
+  // This block's tile, sweeping GROUP_M tile rows at a time so that concurrent blocks share B tiles.
+  int bm0, bn0;
+  block_tile_origin<BM, BN, GROUP_M>(M, N, bm0, bn0);
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int warp_m0 = (warp / WARPS_N) * WM, warp_n0 = (warp % WARPS_N) * WN;
@@ -283,27 +271,20 @@ gemm_tf32(const float* __restrict__ A, const float* __restrict__ B, float* __res
   const bool a_aligned = (K % 4) == 0;
   const bool b_aligned = (N % 4) == 0;
   // This block's share of the K tiles (all of them without split-K) and its slice of the partial workspace.
-  const int all_tiles = (K + BK - 1) / BK;
-  const int per_split = (all_tiles + gridDim.z - 1) / gridDim.z;
-  const int kt0 = blockIdx.z * per_split;
-  const int k_tiles = max(0, min(all_tiles, kt0 + per_split) - kt0);
+  int kt0, k_tiles;
+  splitk_tiles<BK>(K, kt0, k_tiles);
   C += (size_t)blockIdx.z * M * N;
 
   float acc[MI][NI][4];
 #if FOLD
   float total[MI][NI][4];
 #endif
-#pragma unroll
-  for (int i = 0; i < MI; ++i)
-#pragma unroll
-    for (int j = 0; j < NI; ++j)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        acc[i][j][r] = 0.f;
+  for_each_accumulator([&](int i, int j, int r) {
+    acc[i][j][r] = 0.f;
 #if FOLD
-        total[i][j][r] = 0.f;
+    total[i][j][r] = 0.f;
 #endif
-      }
+  });
 
   // STAGES-deep cp.async ring: tile t lives in stage t % STAGES. One barrier per tile: after it, every thread
   // has finished computing tile t-1, whose stage is the one refilled with tile t+STAGES-1.
@@ -328,15 +309,10 @@ gemm_tf32(const float* __restrict__ A, const float* __restrict__ B, float* __res
     compute_tile(acc, cur, cur + A_TILE, warp_m0, warp_n0, lane);
 #if FOLD
     if (FOLD == 1 || (t + 1) % FOLD == 0 || t + 1 == k_tiles) {
-#pragma unroll
-      for (int i = 0; i < MI; ++i)
-#pragma unroll
-        for (int j = 0; j < NI; ++j)
-#pragma unroll
-          for (int r = 0; r < 4; ++r) {
-            total[i][j][r] += acc[i][j][r];
-            acc[i][j][r] = 0.f;
-          }
+      for_each_accumulator([&](int i, int j, int r) {
+        total[i][j][r] += acc[i][j][r];
+        acc[i][j][r] = 0.f;
+      });
     }
 #endif
   }

@@ -28,7 +28,9 @@
 // stored to the same swizzled places (synchronous, ragged shapes only). C is stored from registers
 // (kernel_templates/wgmma_epilogue.cuh): 16-byte vectors inside, guarded pairs at the edges.
 
+#include "cp_async.cuh"
 #include "dtype.cuh"
+#include "tile_raster.cuh"
 #include "wgmma_sm90.cuh"
 #include "wgmma_epilogue.cuh"
 
@@ -76,13 +78,6 @@ static_assert(A_CHUNKS % LOADERS == 0 && B_CHUNKS % LOADERS == 0, "every loading
 static_assert(WS == 0 || WS == 1, "WS: 0 all threads copy and compute, 1 a producer warpgroup copies");
 
 // ---- copies ------------------------------------------------------------------------------------------------
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
-
 // Swizzled byte offsets of 16-byte chunk (row, chunk) within a stage's A tile and B tile.
 __device__ __forceinline__ uint32_t a_offset(int r, int c) { return r * 128 + ((c ^ (r & 7)) << 4); }
 __device__ __forceinline__ uint32_t b_offset(int k, int cn) {
@@ -129,7 +124,7 @@ __device__ __forceinline__ void load_tile(uint32_t stage, char* stage_ptr, const
     const int gr = bm0 + r, gc = k0 + ac * 8;
     if (ALIGNED) {
       const bool ok = gr < M && gc < K;  // K % 8 == 0: a chunk is wholly inside or wholly outside
-      cp_async16(stage + a_offset(r, ac), ok ? A + (size_t)gr * K + gc : A, ok);
+      cp_async16(stage + a_offset(r, ac), ok ? A + (size_t)gr * K + gc : A, ok ? 16 : 0);
     } else {
       *reinterpret_cast<uint4*>(stage_ptr + a_offset(r, ac)) = load8_guarded(A, gr, gc, M, K);
     }
@@ -140,7 +135,7 @@ __device__ __forceinline__ void load_tile(uint32_t stage, char* stage_ptr, const
     const int gr = k0 + r, gc = bn0 + bc * 8;
     if (ALIGNED) {
       const bool ok = gr < K && gc < N;
-      cp_async16(stage + A_STAGE_BYTES + b_offset(r, bc), ok ? B + (size_t)gr * N + gc : B, ok);
+      cp_async16(stage + A_STAGE_BYTES + b_offset(r, bc), ok ? B + (size_t)gr * N + gc : B, ok ? 16 : 0);
     } else {
       *reinterpret_cast<uint4*>(stage_ptr + A_STAGE_BYTES + b_offset(r, bc)) = load8_guarded(B, gr, gc, K, N);
     }
@@ -158,6 +153,24 @@ __device__ __forceinline__ void load_stage(bool aligned, int k_tile, uint32_t ri
   }
 }
 
+// The wgmma of one stage (at shared address `stage`) for consumer warpgroup cw: its WG_ROWS rows of A times all BN
+// columns of B, into acc; issued asynchronously as one commit group.
+__device__ __forceinline__ void mma_stage(float (&acc)[M_TILES][ACC], uint32_t stage, int cw) {
+  const uint32_t a_base = stage + cw * (WG_ROWS * 128);
+  const uint32_t b_base = stage + A_STAGE_BYTES;
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < BK / 16; ++kk) {
+    const uint64_t db = sw128_desc(b_base + kk * 2048, BK * 128, 1024);
+#pragma unroll
+    for (int m = 0; m < M_TILES; ++m) {
+      const uint64_t da = sw128_desc(a_base + m * 64 * 128 + kk * 32, 16, 1024);
+      wgmma_m64k16<BN>(acc[m], da, db);
+    }
+  }
+  wgmma_commit();
+}
+
 extern "C" __global__ void __launch_bounds__(NT, 1)
 gemm_wgmma(const elem_t* __restrict__ A, const elem_t* __restrict__ B, elem_t* __restrict__ C, int M, int N,
            int K) {
@@ -166,21 +179,9 @@ gemm_wgmma(const elem_t* __restrict__ A, const elem_t* __restrict__ B, elem_t* _
   const uint32_t ring = (raw + 1023) & ~1023u;  // descriptors assume 1024-byte aligned swizzle atoms
   char* ring_ptr = reinterpret_cast<char*>(smem_raw) + (ring - raw);
 
-  // Block → (tile_m, tile_n), sweeping GROUP_M tile rows at a time so that concurrent blocks share B tiles.
-  const int tiles_n = (N + BN - 1) / BN;
-  const int pid = blockIdx.x;
-#if GROUP_M > 1
-  const int tiles_m = (M + BM - 1) / BM;
-  const int width = GROUP_M * tiles_n;
-  const int first_m = (pid / width) * GROUP_M;
-  const int group_rows = min(tiles_m - first_m, GROUP_M);
-  const int tile_m = first_m + (pid % width) % group_rows;
-  const int tile_n = (pid % width) / group_rows;
-#else
-  const int tile_m = pid / tiles_n;
-  const int tile_n = pid % tiles_n;
-#endif
-  const int bm0 = tile_m * BM, bn0 = tile_n * BN;
+  // This block's tile, sweeping GROUP_M tile rows at a time so that concurrent blocks share B tiles.
+  int bm0, bn0;
+  block_tile_origin<BM, BN, GROUP_M>(M, N, bm0, bn0);
 
   const int wg = threadIdx.x / 128;
   // Block-uniform: one copy path per problem (the element-wise one for ragged rows only).
@@ -216,7 +217,7 @@ gemm_wgmma(const elem_t* __restrict__ A, const elem_t* __restrict__ B, elem_t* _
         mbar_arrive(full_bar + 8 * s);
       }
     }
-    asm volatile("cp.async.wait_all;\n" ::: "memory");  // exit with no copy of this thread in flight
+    cp_async_wait_all();  // exit with no copy of this thread in flight
   } else {  // the roles are the two branches of one if/else: ptxas then honours setmaxnreg
 #if WG == 2
     setmaxnreg_inc<224>();
@@ -228,19 +229,7 @@ gemm_wgmma(const elem_t* __restrict__ A, const elem_t* __restrict__ B, elem_t* _
       const int s = t % STAGES;
       mbar_wait(full_bar + 8 * s, (t / STAGES) & 1);
       fence_proxy_async();  // the copies (generic proxy) before the tensor cores' reads (async proxy)
-      const uint32_t a_base = ring + s * STAGE_BYTES + cw * (WG_ROWS * 128);
-      const uint32_t b_base = ring + s * STAGE_BYTES + A_STAGE_BYTES;
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < BK / 16; ++kk) {
-        const uint64_t db = sw128_desc(b_base + kk * 2048, BK * 128, 1024);
-#pragma unroll
-        for (int m = 0; m < M_TILES; ++m) {
-          const uint64_t da = sw128_desc(a_base + m * 64 * 128 + kk * 32, 16, 1024);
-          wgmma_m64k16<BN>(acc[m], da, db);
-        }
-      }
-      wgmma_commit();
+      mma_stage(acc, ring + s * STAGE_BYTES, cw);
       wgmma_wait<1>();  // the wgmma of tile t-1 have retired: release its stage
       if (t > 0) mbar_arrive(empty_bar + 8 * ((t - 1) % STAGES));
     }
@@ -263,19 +252,7 @@ gemm_wgmma(const elem_t* __restrict__ A, const elem_t* __restrict__ B, elem_t* _
     __syncthreads();              // ... everyone's; and every warpgroup has retired the wgmma of tile t-2
 
     const int s = t % STAGES;
-    const uint32_t a_base = ring + s * STAGE_BYTES + cw * (WG_ROWS * 128);
-    const uint32_t b_base = ring + s * STAGE_BYTES + A_STAGE_BYTES;
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < BK / 16; ++kk) {
-      const uint64_t db = sw128_desc(b_base + kk * 2048, BK * 128, 1024);
-#pragma unroll
-      for (int m = 0; m < M_TILES; ++m) {
-        const uint64_t da = sw128_desc(a_base + m * 64 * 128 + kk * 32, 16, 1024);
-        wgmma_m64k16<BN>(acc[m], da, db);
-      }
-    }
-    wgmma_commit();
+    mma_stage(acc, ring + s * STAGE_BYTES, cw);
 
     const int next = t + STAGES - 2;  // into the stage of tile t-2
     if (next < k_tiles) load_stage(aligned, next, ring, ring_ptr, A, B, M, N, K, bm0, bn0);

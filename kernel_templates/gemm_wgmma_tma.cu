@@ -54,6 +54,7 @@
 
 #include "dtype.cuh"
 #include "gemm_splitk.cuh"
+#include "tile_raster.cuh"
 #include "tma_sm90.cuh"
 #include "wgmma_epilogue.cuh"
 #include "wgmma_sm90.cuh"
@@ -138,16 +139,9 @@ static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "clusters of one or two blocks a
 // Cluster tile t of the persistent walk (CLUSTER_M tiles stacked along M) → the first row and column of this
 // block's tile (`rank` within the cluster), GROUP_M cluster-tile rows at a time.
 __device__ __forceinline__ void tile_origin(int t, int rows_m, int tiles_n, uint32_t rank, int& bm0, int& bn0) {
-#if GROUP_M > 1
-  const int width = GROUP_M * tiles_n;
-  const int first_m = (t / width) * GROUP_M;
-  const int rows = min(rows_m - first_m, GROUP_M);
-  const int row = first_m + (t % width) % rows;
-  bn0 = ((t % width) / rows) * BN;
-#else
-  const int row = t / tiles_n;
-  bn0 = (t % tiles_n) * BN;
-#endif
+  int row, col;
+  grouped_tile<GROUP_M>(t, rows_m, tiles_n, row, col);
+  bn0 = col * BN;
   bm0 = (row * CLUSTER_M + (int)rank) * BM;
 }
 

@@ -10,16 +10,8 @@
 //               where values crowd into few bins
 //   (the grid: BLOCKS_PER_SM per SM, chosen on the host; blocks stride over the data)
 #include "common.cuh"
+#include "vector_tunables.cuh"
 
-#ifndef BLOCK
-#define BLOCK 256
-#endif
-#ifndef VEC
-#define VEC 4
-#endif
-#ifndef ITEMS
-#define ITEMS 2
-#endif
 #ifndef SMEM
 #define SMEM 1
 #endif

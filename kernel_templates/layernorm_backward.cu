@@ -15,16 +15,8 @@
 //   ATOMIC  1: blocks add their dw/db sums into dw/db with atomics (zeroed first);
 //           0: blocks write partial sums, a last launch (layernorm_backward_reduce) adds them up
 #include "common.cuh"
+#include "vector_tunables.cuh"
 
-#ifndef BLOCK
-#define BLOCK 256
-#endif
-#ifndef VEC
-#define VEC 4
-#endif
-#ifndef ITEMS
-#define ITEMS 2
-#endif
 #ifndef RPB
 #define RPB 16
 #endif

@@ -8,18 +8,10 @@
 //               second single-block launch reduces them
 //   (the grid: BLOCKS_PER_SM per SM, chosen on the host; blocks stride over the data)
 #include "common.cuh"
+#include "vector_tunables.cuh"
 
 #ifndef OP
 #define OP 0
-#endif
-#ifndef BLOCK
-#define BLOCK 256
-#endif
-#ifndef VEC
-#define VEC 4
-#endif
-#ifndef ITEMS
-#define ITEMS 2
 #endif
 #ifndef TREE
 #define TREE 0

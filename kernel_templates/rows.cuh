@@ -17,15 +17,10 @@
 // Thread `lane` of the group owns chunks j = (lane + t*TPR)*VEC, t = 0, 1, …: a warp reads contiguous memory.
 #pragma once
 #include "common.cuh"
+#include "cp_async.cuh"
 
-#ifndef BLOCK
-#define BLOCK 256
-#endif
 #ifndef MAPPING
 #define MAPPING 0
-#endif
-#ifndef VEC
-#define VEC 4
 #endif
 #ifndef CACHE
 #define CACHE 0
@@ -33,6 +28,7 @@
 #ifndef ITEMS
 #define ITEMS 8
 #endif
+#include "vector_tunables.cuh"
 #ifndef WDTYPE
 #define WDTYPE DTYPE
 #endif
@@ -138,17 +134,6 @@ __device__ __forceinline__ T* row_slot(int t) {
   return reinterpret_cast<T*>(row_smem) + (size_t)(t * BLOCK + threadIdx.x) * VEC;
 }
 
-template <int BYTES>
-__device__ __forceinline__ void cp_async_bytes(void* smem, const void* gmem) {
-  static_assert(BYTES == 4 || BYTES == 8 || BYTES == 16, "cp.async copies 4, 8 or 16 bytes");
-  const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-  if (BYTES == 16) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
-  } else {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(s), "l"(gmem), "n"(BYTES) : "memory");
-  }
-}
-
 // VEC elements of T from shared memory (aligned to VEC elements) as fp32.
 template <class T>
 __device__ __forceinline__ Vec<VEC> load_slot(const T* p) {
@@ -197,7 +182,7 @@ __device__ __forceinline__ void cache_row(RowCache& rc, const T* row, int cols, 
       }
     }
   }
-  asm volatile("cp.async.wait_all;\n" ::: "memory");
+  cp_async_wait_all();
 #endif
 }
 

@@ -36,6 +36,18 @@ __device__ __forceinline__ void store_pair(elem_t* __restrict__ C, int M, int N,
   }
 }
 
+// One swap of a transpose across lanes l and l ^ mask: the `upper` lane trades its (a, b) for the other's (c, d),
+// which gets (a, b) in their place.
+__device__ __forceinline__ void trade_pairs(bool upper, int mask, uint32_t& a, uint32_t& b, uint32_t& c,
+                                            uint32_t& d) {
+  const uint32_t r0 = __shfl_xor_sync(0xffffffffu, upper ? a : c, mask);
+  const uint32_t r1 = __shfl_xor_sync(0xffffffffu, upper ? b : d, mask);
+  a = upper ? r0 : a;
+  b = upper ? r1 : b;
+  c = upper ? c : r0;
+  d = upper ? d : r1;
+}
+
 template <int MT, int TN>
 __device__ __forceinline__ void zero_fragments(float (&acc)[MT][TN / 2]) {
 #pragma unroll
@@ -65,24 +77,8 @@ __device__ __forceinline__ void store_fragments(const float (&acc)[MT][TN / 2], 
                    v3 = pack2(a[12], a[13]);
           // Lane q holds row q of a 4×4 matrix (group i, its column pair q); transposed in two swaps: 2×2 blocks
           // across lanes q^2, then elements across lanes q^1. Then lane q holds group q, pairs 0..3 in order.
-          {
-            const bool hi = lane & 2;
-            const uint32_t r0 = __shfl_xor_sync(0xffffffffu, hi ? v0 : v2, 2);
-            const uint32_t r1 = __shfl_xor_sync(0xffffffffu, hi ? v1 : v3, 2);
-            v0 = hi ? r0 : v0;
-            v1 = hi ? r1 : v1;
-            v2 = hi ? v2 : r0;
-            v3 = hi ? v3 : r1;
-          }
-          {
-            const bool odd = lane & 1;
-            const uint32_t r0 = __shfl_xor_sync(0xffffffffu, odd ? v0 : v1, 1);
-            const uint32_t r1 = __shfl_xor_sync(0xffffffffu, odd ? v2 : v3, 1);
-            v0 = odd ? r0 : v0;
-            v2 = odd ? r1 : v2;
-            v1 = odd ? v1 : r0;
-            v3 = odd ? v3 : r1;
-          }
+          trade_pairs(lane & 2, 2, v0, v1, v2, v3);
+          trade_pairs(lane & 1, 1, v0, v2, v1, v3);
           *reinterpret_cast<uint4*>(out + 8 * (4 * jb + q)) = make_uint4(v0, v1, v2, v3);
         }
       }
