@@ -178,8 +178,8 @@ def test_split_kv_matches_the_one_pass_kernel(kernel, shape, device, tmp_path):
 @pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("shape", [(2, 3, 77, 1031, 128), (1, 8, 1, 20000, 64)], ids=["prefill", "decode"])
 def test_dispatch_on_torch_tensors(kernel, shape, tmp_path):
-    """Nothing tuned: the rule default (fa2 for prefill, split_kv sized to the GPU for decoding) on bf16 tensors,
-    against float64 attention; bad input is one clear line."""
+    """Nothing tuned: the rule default (fa3 for prefill on Hopper, fa2 elsewhere; split_kv sized to the GPU for
+    decoding) on bf16 tensors, against float64 attention; bad input is one clear line."""
     torch = pytest.importorskip("torch")
     import math
 
