@@ -55,16 +55,11 @@
 // Not (yet) FA3: no persistent grid or longest-first tile scheduler, O not staged through shared memory for a
 // TMA store, no cluster multicast of K/V, no third consumer warpgroup (BM 192), head_dim 96 padded to 128.
 
+#include "attention_problem.cuh"
 #include "attention_sm90.cuh"
 #include "dtype.cuh"
 #include "wgmma_epilogue.cuh"
 
-#ifndef HEAD_DIM
-#define HEAD_DIM 128
-#endif
-#ifndef CAUSAL
-#define CAUSAL 0
-#endif
 #ifndef BN
 #define BN 128
 #endif
