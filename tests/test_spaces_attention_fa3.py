@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 
 from autotune.runtime.compiler import Compiler, find_nvcc
-from autotune.spaces import ALGO, Launch, config_key, get_space
+from autotune.spaces import ALGO, Launch, get_space
 from autotune.spaces.attention_fa3 import HEAD_DIMS, MAX_TILE_REGISTERS
 from autotune.spaces.base import TensorMap
 from autotune.spaces.enumeration import random_config
 from autotune.templates import template_path
 
-from space_checks import template_defaults
+from space_checks import sample_valid, template_defaults
 
 ALGORITHM = "fa3"
 SHAPE = (4, 16, 4096, 4096, 128)
@@ -168,19 +168,6 @@ def test_describe(space):
 
 
 # --- nvcc -------------------------------------------------------------------------------------------------------
-def sample(space, shape, device, n: int, seed: int) -> list[dict]:
-    rng = random.Random(seed)
-    seen, out = set(), []
-    for _ in range(20000):
-        config = random_config(space, rng)
-        if config_key(config) not in seen and not space.violations(config, shape, device):
-            seen.add(config_key(config))
-            out.append(config)
-            if len(out) == n:
-                break
-    return out
-
-
 def compile_jobs(jobs, cache_dir):
     compiler = Compiler("sm_90a", cache_dir=cache_dir)
     try:
@@ -205,7 +192,7 @@ def test_every_default_and_sampled_configs_compile_without_spills(h200, cache_di
         jobs.append((bf16, default(bf16, BN=bn), (2, 3, 1000, 1000, d)))
     for i, d in enumerate(HEAD_DIMS):
         for space in (bf16, causal):
-            jobs += [(space, c, (2, 3, 1000, 1000, d)) for c in sample(space, (2, 3, 1000, 1000, d), h200, 2, seed=i)]
+            jobs += [(space, c, (2, 3, 1000, 1000, d)) for c in sample_valid(space, h200, (2, 3, 1000, 1000, d), 2, seed=i)]
     results = compile_jobs(jobs, cache_dir)
     failed = [(s.name, s.dtype, c, sh[4], r.error) for (s, c, sh), r in zip(jobs, results) if not r.ok]
     assert not failed, failed[:2]
