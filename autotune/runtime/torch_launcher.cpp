@@ -92,6 +92,14 @@ struct Plan {
   py::object note;                 // called with no argument per call while recording
   std::mutex lock;                 // the parameter blocks are shared: fill and launch under it
 
+  // The first buffer a tensor map would read that is not 16-byte aligned (as TMA needs), or -1.
+  int misaligned(const std::vector<uint64_t>& pointers) const {
+    for (const Step& step : steps)
+      for (const TensorMapArg& map : step.maps)
+        if (pointers[map.buffer] % 16 != 0) return map.buffer;
+    return -1;
+  }
+
   void launch(const std::vector<uint64_t>& pointers, void* stream) {
     std::lock_guard<std::mutex> guard(lock);
     for (Step& step : steps) {
@@ -102,14 +110,7 @@ struct Plan {
       for (auto& [slot, buffer] : step.pointers) std::memcpy(slot, &pointers[buffer], sizeof(uint64_t));
       for (TensorMapArg& map : step.maps) {
         const uint64_t pointer = pointers[map.buffer];
-        if (pointer == map.bound) continue;
-        // ValueError in Python, which the Python side turns into InvalidArgument (our one error convention).
-        if (pointer % 16 != 0) {
-          std::ostringstream where;
-          where << std::hex << pointer;
-          TORCH_CHECK_VALUE(false, "autotune: a buffer at 0x", where.str(), " is not 16-byte aligned, which this "
-                            "configuration's TMA copies need: pass an aligned array (a fresh allocation is)");
-        }
+        if (pointer == map.bound) continue;  // `run` checked its alignment before anything was written
         check(driver.encode(map.where, map.dtype, map.rank, reinterpret_cast<void*>(pointer), map.dims.data(),
                             map.strides.data(), map.box.data(), map.element_strides.data(), 0, map.swizzle,
                             driver.l2_promotion, 0),
@@ -258,8 +259,11 @@ void note_call(Plan* plan) {
 
 // Launch `plan` on `inputs` and `outputs` (given, or allocated here when empty) on `stream` (nullptr: torch's
 // current stream of the inputs' device); the outputs.
+// The plan's launches on `inputs` (outputs allocated unless given). A buffer TMA cannot take: with `decline`, no
+// launch and an empty result (the caller's general path explains it); else a ValueError. Checked before any
+// parameter block or tensor map is touched, so the plan stays as it was.
 std::vector<at::Tensor> run(Plan* plan, const std::vector<const at::Tensor*>& inputs, std::vector<at::Tensor> outputs,
-                            bool current_stream, void* stream) {
+                            bool current_stream, void* stream, bool decline = false) {
   const at::Tensor& first = *inputs[0];
   const c10::DeviceIndex device = first.device().index();
   c10::cuda::CUDAGuard device_guard(device);
@@ -277,6 +281,14 @@ std::vector<at::Tensor> run(Plan* plan, const std::vector<const at::Tensor*>& in
   for (int64_t nbytes : plan->workspace) {
     scratch.push_back(at::empty({std::max<int64_t>(nbytes, 1)}, first.options().dtype(at::kByte)));
     pointers.push_back(reinterpret_cast<uint64_t>(scratch.back().data_ptr()));
+  }
+  const int bad = plan->misaligned(pointers);
+  if (bad >= 0) {
+    if (decline) return {};
+    std::ostringstream where;
+    where << std::hex << pointers[bad];
+    TORCH_CHECK_VALUE(false, "autotune: a buffer at 0x", where.str(), " is not 16-byte aligned, which this "
+                      "configuration's TMA copies need: pass an aligned array (a fresh allocation is)");
   }
   plan->launch(pointers, stream);
   return outputs;
@@ -434,7 +446,8 @@ py::object call(int64_t table, c10::DeviceIndex device, const py::tuple& arrays,
     }
   }
   note_call(plan);
-  std::vector<at::Tensor> outs = run(plan, inputs, std::move(given), current, handle);
+  std::vector<at::Tensor> outs = run(plan, inputs, std::move(given), current, handle, /*decline=*/true);
+  if (outs.empty()) return py::none();  // a buffer TMA cannot take: the general path raises InvalidArgument
   if (outs.size() == 1) return py::cast(outs[0]);
   py::tuple result(outs.size());
   for (size_t i = 0; i < outs.size(); ++i) result[i] = py::cast(outs[i]);
