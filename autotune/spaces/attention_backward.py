@@ -20,9 +20,11 @@ fp16 2e-3 and bf16 1.6e-2, four units of the dtype's rounding (2^-11 and 2^-8), 
 with fp32 accumulation. What a correct fp32-accumulating kernel loses: P and dS rounded to the dtype before the
 products that take them, the outputs' own rounding, and Δ = rowsum(dO∘o) from the rounded o (the inherent cost of
 a backward that takes o: with large logits, rows are nearly one-hot, dP − Δ cancels and o's rounding shows). A
-float64 emulation of exactly that arithmetic (`tests/test_spaces_attention_backward.py`) stays within 0.3 units
-on uniform inputs and 1 unit (fp16 9.4e-4, bf16 6.4e-3) on large logits over the validation cases. Validation
-inputs: uniform in [-1, 1) (do too), and large logits (q and k scaled by `WIDE_SCALE`).
+float64 emulation of exactly that arithmetic (`tests/test_spaces_attention_backward.py`) stays within 0.65 units
+on uniform inputs and 2 units on large logits (fp16 ≤ 9.4e-4, bf16 ≤ 6.4e-3) over the validation cases; fed the
+fp16/bf16 o and lse of an emulated fa2 forward instead of the exact ones, within 0.6 of the tolerance. An lse
+read in the dtype instead of fp32 fails the large-logit cases. Validation inputs: uniform in [-1, 1) (do too),
+and large logits (q and k scaled by the forward's `WIDE_SCALE`).
 """
 
 from __future__ import annotations
