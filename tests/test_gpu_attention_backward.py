@@ -72,7 +72,7 @@ def variants(space, d: int) -> list[dict]:
     changes = [{}, {"DQ_ATOMIC": 0}, {"STAGES": 1}, {"STAGES": 3}, {"STAGES": 1, "DQ_ATOMIC": 0},
                {"STAGES": 3, "DQ_ATOMIC": 0}, {"BR": 16}, {"BR": 16, "DQ_ATOMIC": 0},
                {"BC": 64, "WARPS": 4}, {"BC": 32, "WARPS": 2, "BR": 16}, {"BC": 32, "WARPS": 2, "DQ_ATOMIC": 0},
-               {"BC": 128, "WARPS": 4, "BR": 16}, {"BC": 64, "WARPS": 2, "BR": 16, "DQ_ATOMIC": 0},
+               {"BC": 128, "WARPS": 4, "BR": 16}, {"BC": 128, "WARPS": 4, "BR": 16, "DQ_ATOMIC": 0},
                {"BR": 64}, {"BR": 64, "DQ_ATOMIC": 0, "BC": 64, "WARPS": 4}]  # fmt: skip
     if d in (64, 128):
         changes += [{"SWIZZLE": 1}, {"SWIZZLE": 1, "DQ_ATOMIC": 0, "STAGES": 3}]
