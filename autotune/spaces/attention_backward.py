@@ -43,7 +43,6 @@ from autotune.spaces.attention_backward_fa2 import Fa2AttentionBackward
 from autotune.spaces.base import ALGO, UNIFORM, BufferSpec, Config
 
 GRAD_TOLERANCE = {"float16": 2e-3, "bfloat16": 1.6e-2}
-GRADIENTS = ("dq", "dk", "dv")
 FORWARD_INPUTS = ("q", "k", "v")  # the rest (o, do, lse) must agree with these
 REFERENCE_BLOCK = 1 << 22  # score elements per step of the float64 reference (each array of the step: 32 MiB)
 

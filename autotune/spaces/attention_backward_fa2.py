@@ -21,9 +21,9 @@ from autotune.spaces.attention_fa2 import SWIZZLE_DIMS
 from autotune.spaces.base import BufferSpec, Config, Launch, Param, Step, ceil_div
 
 # dK, dV, Sᵀ and dPᵀ fragments per thread (MT·(head_dim + BR)): the template's static_assert. Measured with ptxas
-# 13.0 for sm_80 and sm_90a over every BC, WARPS, BR, STAGES, DQ_ATOMIC, SWIZZLE, dtype and causality: none within
-# these bounds spills (the heaviest use 250-255 registers); 192 spills (two warps, or BR 64 at head_dim ≥ 64), and
-# two warps spill at 160 (head_dim 96, BR 64).
+# 13.0 for sm_80 and sm_90a over every head_dim, BC, WARPS and BR within these bounds, both DQ_ATOMIC, with STAGES
+# 1 and 3, SWIZZLE, bf16 and non-causal varied one at a time (780 compiles): none spills (the heaviest use 255
+# registers); 192 spills (two warps, or BR 64 at head_dim ≥ 64), and two warps spill at 160 (head_dim 96, BR 64).
 MAX_TILE_REGISTERS = 160
 MAX_TILE_REGISTERS_2_WARPS = 144
 PREP_ROWS = 32  # rows per block of attention_bwd_prep (8 threads a row)
