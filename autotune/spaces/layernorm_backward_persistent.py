@@ -32,6 +32,7 @@ STATIC_SHARED = 2048  # ptxas: the row groups' scratch (BLOCK/2 floats at most) 
 # Registers besides the data a thread holds (ptxas for sm_90 at its limit, 160 configurations of every dtype: 20 to
 # 40 with the rows in registers; with them in shared memory 24 to 48, more with more chunks; see `registers`)
 BASE_REGISTERS = 40
+MAX_SMEM_ITEMS = 8  # CACHE=2 with 12 or 16 chunks per thread: 7 of 182 sampled ones spilled (nvcc 13), none with fewer
 IN_FLIGHT_BYTES = 48 << 10  # rule: bytes of dy and x one SM's groups have in flight at once (Little's law, HBM3)
 
 
@@ -139,6 +140,9 @@ class PersistentBackward(Algorithm):
         elif config["BPS"] * (smem + STATIC_SHARED + SMEM_PER_BLOCK_RESERVED) > device.smem_per_multiprocessor:
             problems.append(f"{config['BPS']} blocks of {smem} B of shared memory do not fit one SM")
         if config["CACHE"] == 2:
+            if config["ITEMS"] > MAX_SMEM_ITEMS:
+                problems.append(f"CACHE=2 with {config['ITEMS']} chunks per thread (> {MAX_SMEM_ITEMS}): ptxas reads "
+                                "them ahead into more registers than it has, and spills")  # fmt: skip
             if tuple(device.compute_capability) < (8, 0):
                 problems.append(f"CACHE=2 (cp.async) needs compute capability 8.0; {device.name} has {device.cc}")
             if config["VEC"] * space.itemsize < 4:
