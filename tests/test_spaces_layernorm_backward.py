@@ -128,13 +128,14 @@ def test_persistent_constraints(h200):
     assert "named barriers" in space.violations(sixteen, shape, h200)[0]
     assert space.violations({**sixteen, "TPR": 32, "ITEMS": 3, "BPS": 1}, shape, h200) != []  # registers
     f32 = persistent("layernorm_backward", "float32")
-    assert "16" in f32.violations({**base, "ITEMS": 6}, shape, h200)[0]  # 8 floats: 32 B per access
+    assert "is 32 B per access (> 16)" in f32.violations({**base, "ITEMS": 6}, shape, h200)[0]  # 8 floats
     many = {**base, "BPS": 8}
     assert any("threads per SM" in p for p in space.violations(many, shape, h200))
     assert any("registers per thread" in p for p in space.violations({**base, "BPS": 4}, shape, h200))
     smem = {**base, "CACHE": 2, "BLOCK": 512, "TPR": 512, "ITEMS": 4}
     assert space.violations(smem, (8192, 16384), h200) == []
-    assert any("cp.async" in p for p in space.violations({**smem, "VEC": 1, "ITEMS": 32 // 1 // 2}, (8, 64), h200))
+    assert any("cp.async" in p for p in space.violations({**smem, "VEC": 1, "ITEMS": 8}, (8, 64), h200))  # 2 B
+    assert any("12 chunks per thread (> 8)" in p for p in space.violations({**smem, "ITEMS": 12}, (8, 64), h200))
     a100 = dataclasses.replace(h200, compute_capability=(8, 0), name="NVIDIA A100")
     v100 = dataclasses.replace(h200, compute_capability=(7, 0), name="Tesla V100")
     assert space.violations(smem, (8192, 16384), a100) == []
