@@ -17,9 +17,9 @@ Algorithms (``ALGO``):
 
 `rule_default`: persistent from as many rows as the device has SMs, where it holds the row; tiles otherwise.
 Below one row per SM the persistent grid leaves SMs idle (it never splits a row over blocks), where tiles splits
-long rows into column tiles; above it, persistent moves 3 elements per row element plus one fp32 row of dw (and
-db) per block, where tiles re-reads dy and x (SPLIT=1) or writes a partial row every RPB rows, and reduces them
-with one thread per column.
+long rows into column tiles; above it, persistent moves the least there is (dy and x read once, dx written once)
+plus one fp32 row of dw (and db) per block, where tiles re-reads dy and x (SPLIT=1) or writes a partial row every
+RPB rows, and reduces them with one thread per column.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ from autotune.spaces.base import BufferSpec, Config, Launch, Param, Step, ceil_d
 MAX_SMS = 192  # partial rows are allocated for BPS * MAX_SMS blocks at most (the workspace knows no device)
 THREADS_PER_SM = 2048  # resident threads per SM (sm_70 to sm_90)
 SMEM_PER_BLOCK_RESERVED = 1024  # shared memory the system keeps per resident block (sm_80 and later)
-STATIC_SHARED = 2048  # ptxas: the row groups' scratch (BLOCK/2 floats at most) and the barrier's
+STATIC_SHARED = 2048  # the row groups' scratch: BLOCK/4 floats at most (ptxas: up to 1 KB)
 # Registers besides the data a thread holds (ptxas for sm_90 at its limit, 160 configurations of every dtype: 20 to
 # 40 with the rows in registers; with them in shared memory 24 to 48, more with more chunks; see `registers`)
 BASE_REGISTERS = 40
