@@ -1,6 +1,11 @@
-"""--devices: parsing, grouping by GPU model, and (GPU tier) one study fed by two GPUs."""
+"""--devices: parsing, grouping by GPU model, eight stand-in GPUs fed from one queue (CPU), and (GPU tier) one study
+fed by every GPU of the host."""
 
 from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import Future
 
 import pytest
 from typer.testing import CliRunner
@@ -85,14 +90,17 @@ def test_bad_devices_are_one_line(tmp_path, monkeypatch, devices, message):
 
 
 @pytest.mark.gpu
-def test_two_gpus_feed_one_study(tmp_path):
+def test_every_gpu_of_the_host_feeds_one_study(tmp_path):
     from autotune.runtime import cuda_driver
     from autotune.tuning.tune import tune
 
-    if cuda_driver.Driver.get().device_count() < 2:
-        pytest.skip("needs two GPUs (nvidia-h200-x2)")
-    report = tune("gemm", "1024x1024x1024", trials=40, db=str(tmp_path / "m.db"), seed=1, devices=[0, 1])
-    assert report.measured_now == 40 and report.best is not None
+    count = cuda_driver.Driver.get().device_count()
+    if count < 2:
+        pytest.skip("needs two GPUs or more (nvidia-h100-x2, -x4, -x8)")
+    trials = 20 * count
+    report = tune("gemm", "1024x1024x1024", trials=trials, db=str(tmp_path / "m.db"), seed=1,
+                  devices=list(range(count)))  # fmt: skip
+    assert report.measured_now == trials and report.best is not None
     assert report.profile.validate_s + report.profile.time_s > 0
 
 
@@ -104,11 +112,111 @@ def test_a_crashing_candidate_restarts_only_its_gpu_worker(tmp_path):
 
     from faults.space import EXPECTED_FAILURE
 
-    if cuda_driver.Driver.get().device_count() < 2:
-        pytest.skip("needs two GPUs (nvidia-h200-x2)")
+    count = cuda_driver.Driver.get().device_count()
+    if count < 2:
+        pytest.skip("needs two GPUs or more (nvidia-h100-x2, -x4, -x8)")
     report = tune("faults.space:FaultyGemmSpace", trials=40, db=str(tmp_path / "f.db"), sampler="grid",
-                  timeout_s=3, seed=1, devices=[0, 1])  # fmt: skip
+                  timeout_s=3, seed=1, devices=list(range(count)))  # fmt: skip
     assert report.measured_total == 40 and report.best is not None
     assert report.best.config["FAULT"] == "none"
     assert report.restarts >= report.failures.get("crash", 0) + report.failures.get("timeout", 0) > 0
     assert set(report.failures) <= set(EXPECTED_FAILURE.values())
+
+
+class StandInWorker:
+    """A GPU worker without a GPU (`WorkerProcess`'s interface): set-up takes `SETUP_S`, each candidate
+    ``cost`` seconds (a config's ``COST`` times `STEP_S`), and every event is logged per ordinal."""
+
+    SETUP_S = 0.3
+    STEP_S = 0.004
+    log: list[tuple[str, int, float]] = []
+    lock = threading.Lock()
+
+    def __init__(self, device_ordinal: int) -> None:
+        self.device_ordinal = device_ordinal
+        self.restarts = 0
+
+    def _note(self, what: str) -> None:
+        with self.lock:
+            self.log.append((what, self.device_ordinal, time.perf_counter()))
+
+    def spawn(self):
+        from conftest import H200
+
+        return H200
+
+    def configure(self, setup) -> None:
+        self._note("setup")
+        time.sleep(self.SETUP_S)
+        self._note("ready")
+
+    def request(self, kind, payload, timeout):
+        assert kind == "evaluate"
+        time.sleep(payload["config"]["COST"] * self.STEP_S)
+        self._note("measured")
+        timing = {"median": 1.0, "minimum": 1.0, "q1": 1.0, "q3": 1.0, "maximum": 1.0, "reps": 1}
+        return ("measured", {"ok": True, "timing": timing, "evaluate_s": 0.01}, False)
+
+    def stop(self) -> None:
+        pass
+
+    kill = stop
+
+
+class StandInCompiler:
+    """Compiles nothing: answers at once with a cubin path that is never read."""
+
+    version = "stand-in"
+    flags = ()
+    jobs = 8
+
+    def __init__(self, arch: str, **_: object) -> None:
+        pass
+
+    def submit(self, template, defines) -> Future:
+        from autotune.runtime.compiler import CompileResult
+
+        future: Future = Future()
+        future.set_result(CompileResult(ok=True, key="k", cubin="/nonexistent.cubin"))
+        return future
+
+    def close(self) -> None:
+        pass
+
+
+def test_eight_gpus_start_side_by_side_and_none_idles_while_work_waits(monkeypatch):
+    """Eight stand-in GPUs behind one MultiGpuEvaluator: the workers after the first set up concurrently (not one
+    after another), and a queue of uneven candidates is shared so that every GPU measures and each finishes
+    close to the others (the first free GPU takes the next candidate)."""
+    from autotune.spaces import get_space
+    from autotune.tuning.evaluation import gpu
+    from autotune.tuning.evaluation.multi import MultiGpuEvaluator
+
+    monkeypatch.setattr(gpu, "WorkerProcess", StandInWorker)
+    monkeypatch.setattr(gpu, "Compiler", StandInCompiler)
+    monkeypatch.setattr(StandInWorker, "log", [])
+    space = get_space("gemm")
+    multi = MultiGpuEvaluator(space, (256, 256, 256), list(range(8)))
+    try:
+        log = StandInWorker.log
+        setups = {o: t for what, o, t in log if what == "setup"}
+        readies = {o: t for what, o, t in log if what == "ready"}
+        assert sorted(setups) == list(range(8))
+        assert setups[0] < readies[0] <= min(setups[o] for o in range(1, 8))  # the first alone, then the rest
+        assert max(setups[o] for o in range(1, 8)) < min(readies[o] for o in range(1, 8))  # side by side
+        start = time.perf_counter()
+        costs = [1 + (i * 7) % 10 for i in range(160)]  # uneven candidates: 1..10 steps each
+        futures = [multi.submit(dict(space.default_config, COST=c)) for c in costs]
+        measurements = [f.result(timeout=60) for f in futures]
+        wall = time.perf_counter() - start
+    finally:
+        multi.close()
+    assert all(m.ok for m in measurements)
+    done = [(o, t) for what, o, t in StandInWorker.log if what == "measured"]
+    per_gpu = {o: sum(1 for d, _ in done if d == o) for o in range(8)}
+    assert len(done) == 160 and min(per_gpu.values()) >= 8, per_gpu  # every GPU measured, none starved
+    last = {o: max(t for d, t in done if d == o) for o in range(8)}
+    # Work-conserving: no GPU ends while others still have more than one candidate's worth (10 steps) to do.
+    assert max(last.values()) - min(last.values()) <= 10 * StandInWorker.STEP_S + 0.05, last
+    ideal = sum(costs) * StandInWorker.STEP_S / 8
+    assert wall < 2 * ideal + 0.5, (wall, ideal)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from autotune.errors import InvalidArgument
 from autotune.runtime import torch_native
 from autotune.runtime.arrays import TORCH, ArrayArg, stream_handle
 from autotune.runtime.cuda_driver import Driver
@@ -66,7 +67,10 @@ class TorchCalls:
     def call(self, arrays: tuple, out: Any, stream: Any) -> Any:
         """The call's result, or `SLOW` (see the module)."""
         if self._native is not None:
-            result = self._native(self._table, self._ordinal, arrays, out, stream)
+            try:
+                result = self._native(self._table, self._ordinal, arrays, out, stream)
+            except ValueError as exc:  # the launcher's bad-argument check (TORCH_CHECK_VALUE): our convention's type
+                raise InvalidArgument(str(exc).splitlines()[0].removeprefix("autotune: ")) from None
             if result is not None:
                 return result
         tensor, ordinal = self._torch_type, self._ordinal

@@ -25,6 +25,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -102,8 +103,13 @@ struct Plan {
       for (TensorMapArg& map : step.maps) {
         const uint64_t pointer = pointers[map.buffer];
         if (pointer == map.bound) continue;
-        TORCH_CHECK(pointer % 16 == 0, "autotune: a buffer at ", pointer,
-                    " is not 16-byte aligned, which this configuration's TMA copies need");
+        // ValueError in Python, which the Python side turns into InvalidArgument (our one error convention).
+        if (pointer % 16 != 0) {
+          std::ostringstream where;
+          where << std::hex << pointer;
+          TORCH_CHECK_VALUE(false, "autotune: a buffer at 0x", where.str(), " is not 16-byte aligned, which this "
+                            "configuration's TMA copies need: pass an aligned array (a fresh allocation is)");
+        }
         check(driver.encode(map.where, map.dtype, map.rank, reinterpret_cast<void*>(pointer), map.dims.data(),
                             map.strides.data(), map.box.data(), map.element_strides.data(), 0, map.swizzle,
                             driver.l2_promotion, 0),

@@ -13,7 +13,7 @@ free GPU takes. Only GPUs of one model share a study: times of different models 
 from __future__ import annotations
 
 import queue
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any, Sequence
 
 from autotune.errors import DeviceError, InvalidArgument
@@ -88,11 +88,24 @@ class MultiGpuEvaluator(Evaluator):
         self._queue: "queue.Queue[tuple | None]" = queue.Queue()
         self.evaluators: list[GpuEvaluator] = []
         try:
+            # The first GPU's worker starts alone: it builds the compiler (whose architecture its GPU names), the
+            # validation kernel and the baseline, and writes the target shape's fp64 references to the disk
+            # cache. The others then start side by side, each finding those cached: start-up costs about two
+            # workers' time, not one per GPU (eight 8192³ set-ups in a row took minutes).
             first = GpuEvaluator(space, shape, device_ordinal=ordinals[0], work_queue=self._queue, **options)
             self.evaluators.append(first)
-            for ordinal in ordinals[1:]:
-                self.evaluators.append(GpuEvaluator(space, shape, device_ordinal=ordinal, work_queue=self._queue,
-                                                    compiler=first.compiler, **options))  # fmt: skip
+            if len(ordinals) > 1:
+                with ThreadPoolExecutor(len(ordinals) - 1, thread_name_prefix="gpu-start") as pool:
+                    starting = [pool.submit(GpuEvaluator, space, shape, device_ordinal=ordinal,
+                                            work_queue=self._queue, compiler=first.compiler, **options)
+                                for ordinal in ordinals[1:]]  # fmt: skip
+                    wait(starting)
+                for future in starting:  # every started worker is kept (closed below if another failed)
+                    if future.exception() is None:
+                        self.evaluators.append(future.result())
+                failed = next((f.exception() for f in starting if f.exception() is not None), None)
+                if failed is not None:
+                    raise failed
         except BaseException:
             self.close()
             raise
