@@ -204,6 +204,13 @@ class Driver:
         code = self.lib.cuFuncSetAttribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, nbytes)
         self.check(code, "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)")
 
+    def allow_dynamic_shared(self, function: int, nbytes: int) -> None:
+        """Let ``function`` launch with ``nbytes`` of dynamic shared memory. Without the attribute a kernel may
+        take 48 KiB less its *static* shared memory, so 48 KiB dynamic beside 1 KiB static already fails to launch
+        (CUDA_ERROR_INVALID_VALUE): the attribute is set for any dynamic size, once per loaded function."""
+        if nbytes > 0:
+            self.set_max_dynamic_shared(function, nbytes)
+
     def launch(self, function: int, grid: tuple[int, int, int], block: tuple[int, int, int], shared: int,
                stream: int, params: Any) -> None:  # fmt: skip
         code = self._launch(function, *grid, *block, shared, stream, params, None)

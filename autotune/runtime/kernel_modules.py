@@ -8,8 +8,6 @@ from autotune.runtime.cuda_driver import Driver
 from autotune.shape import Shape
 from autotune.spaces.base import Config, KernelSpace, config_key
 
-DEFAULT_SMEM_LIMIT = 48 * 1024  # dynamic shared memory above this needs an opt-in attribute
-
 
 class KernelModules:
     """The loaded modules of one `TunedKernel`, by dtype and defines (see the module)."""
@@ -38,6 +36,5 @@ class KernelModules:
         if kernel not in functions:
             self._driver.make_current(self._context)
             functions[kernel] = self._driver.function(module, kernel)
-            if shared_bytes > DEFAULT_SMEM_LIMIT:
-                self._driver.set_max_dynamic_shared(functions[kernel], shared_bytes)
+            self._driver.allow_dynamic_shared(functions[kernel], shared_bytes)
         return functions[kernel]

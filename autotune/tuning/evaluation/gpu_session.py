@@ -29,8 +29,6 @@ from autotune.tuning.evaluation.event_timer import EventTimer
 from autotune.tuning.evaluation.output_check import CandidateFailed, OutputCheck
 from autotune.tuning.evaluation.validation_data import DataSet, ValidationCases, target_dataset
 
-DEFAULT_SMEM_LIMIT = 48 * 1024  # dynamic shared memory above this needs an opt-in attribute
-
 
 @dataclass
 class Setup:
@@ -95,8 +93,7 @@ class GpuSession:
         def function_of(kernel: str, shared_bytes: int) -> int:
             if kernel not in functions:
                 functions[kernel] = driver.function(module, kernel)
-            if shared_bytes > DEFAULT_SMEM_LIMIT:
-                driver.set_max_dynamic_shared(functions[kernel], shared_bytes)
+            driver.allow_dynamic_shared(functions[kernel], shared_bytes)
             return functions[kernel]
 
         try:
