@@ -2,7 +2,7 @@
 
     python benchmarks/attention_vs_torch.py [--db PATH] [--trials 40] [--dtypes float16 bfloat16]
         [--head-dims 128 64] [--seqs 1024 4096 16384] [--causal 0 1] [--decode | --no-decode] [--prefill | --no-prefill]
-        [--reps 20] [--out FILE.json]
+        [--reps 20] [--out FILE.json] [--backward]
 
 Prefill: batch x heads = 64 (4x16 at head_dim 128, 2x32 at 64), seq_q = seq_kv, causal and not. Decode: seq_q 1,
 seq_kv 8192 and 65536, batch 1 and 16, 32 heads, head_dim 128. For each case the configuration stored for this GPU
@@ -12,6 +12,10 @@ FlashAttention-2 baseline; CUDNN_ATTENTION; EFFICIENT_ATTENTION) run on the same
 each repetition after an L2 flush, timed with CUDA events; medians. TFLOP/s = 4·b·h·sq·skv·d, halved for causal;
 decode also as GB/s of K and V read; the counts of HMMA, HGMMA and UTMALDG in each tensor-core winner's SASS. Errors: relative L2 against float64 attention on the first two heads.
 Causal cases have seq_q = seq_kv, where torch's is_causal (top-left) and ours (bottom-right) coincide.
+
+--backward: the prefill cases' backward instead (`attention_backward`, `attention_causal_backward`): ours from the
+o and lse of our forward, against each SDPA backend's backward (`torch.autograd.grad` of its own forward's output,
+graph kept), same inputs and dO; TFLOP/s = 2.5× the forward's count (five matrix products to the forward's two).
 """
 
 from __future__ import annotations
@@ -121,6 +125,62 @@ def measure(torch: Any, autotune: Any, kernel: str, space: Any, shape: tuple, co
     return row
 
 
+def measure_backward(torch: Any, autotune: Any, kernel: str, space: Any, shape: tuple, config: dict, args: Any,
+                     flush: Any) -> dict:  # fmt: skip
+    """Ours (`kernel`, a backward family) against each SDPA backend's backward on the same q, k, v, dO."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.functional import scaled_dot_product_attention as sdpa
+
+    b, h, sq, skv, d = shape
+    causal = kernel == "attention_causal_backward"
+    tdtype = getattr(torch, space.dtype)
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    q, k, v, do = ((torch.rand(b, h, n, d, device="cuda", generator=gen) * 2 - 1).to(tdtype)
+                   for n in (sq, skv, skv, sq))  # fmt: skip
+    o, lse = autotune.load(kernel.replace("_backward", ""), db=args.db)(q, k, v)
+    ours = autotune.load(kernel, db=args.db, strict=True)
+    contenders: dict[str, Any] = {"ours": lambda: ours(q, k, v, o, do, lse)}
+    grads = {"ours": ours(q, k, v, o, do, lse)}
+    for name in BACKENDS:
+        backend = getattr(SDPBackend, name, None)
+        if backend is None:
+            continue
+        leaves = [x.detach().clone().requires_grad_() for x in (q, k, v)]
+        try:
+            with sdpa_kernel(backend):
+                out = sdpa(*leaves, is_causal=causal)
+                grads[name] = torch.autograd.grad(out, leaves, do, retain_graph=True)
+        except RuntimeError as exc:
+            print(f"  {name}: unavailable ({str(exc).splitlines()[0][:80]})", flush=True)
+            continue
+
+        def run(out: Any = out, leaves: list = leaves, backend: Any = backend) -> None:
+            with sdpa_kernel(backend):
+                torch.autograd.grad(out, leaves, do, retain_graph=True)
+
+        contenders[name] = run
+    medians = interleaved_medians(contenders, args.reps, flush, torch)
+    work = space.work(shape)  # 2.5 forwards
+    torch_names = [n for n in medians if n != "ours"]
+    fastest = min(torch_names, key=lambda n: medians[n]) if torch_names else None
+    leaves = [x[0, :2].double().requires_grad_() for x in (q, k, v)]
+    s = leaves[0] @ leaves[1].transpose(-1, -2) / math.sqrt(d)
+    if causal:
+        s = s.masked_fill(torch.ones(sq, skv, dtype=torch.bool, device="cuda").triu(skv - sq + 1), float("-inf"))
+    (torch.softmax(s, -1) @ leaves[2]).backward(do[0, :2].double())
+    errors = {n: max(float(torch.linalg.norm(g[0, :2].double() - leaf.grad) / torch.linalg.norm(leaf.grad))
+                     for g, leaf in zip(gs, leaves)) for n, gs in grads.items()}  # fmt: skip
+    return {
+        "kernel": kernel, "dtype": space.dtype, "shape": space.format_shape(shape), "algorithm": config.get("ALGO"),
+        "config": space.describe(config), "ms": medians,
+        "tflops": {n: work / (t * 1e-3) / 1e12 for n, t in medians.items()},
+        "kv_gbps": {n: 0.0 for n in medians}, "fastest_torch": fastest,
+        "vs_flash": medians["FLASH_ATTENTION"] / medians["ours"] if "FLASH_ATTENTION" in medians else None,
+        "vs_fastest": medians[fastest] / medians["ours"] if fastest else None,
+        "rel_error": errors,
+    }  # fmt: skip
+
+
 def hmma_count(space: Any, config: dict, shape: tuple) -> dict | None:
     """Tensor-core instructions (HMMA for mma.sync, HGMMA for wgmma) and TMA loads (UTMALDG) in the SASS of the
     configuration's cubin (None without cuobjdump)."""
@@ -152,7 +212,10 @@ def main() -> None:
     parser.add_argument("--decode", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--backward", action="store_true", help="the prefill cases' backward (see the module)")
     args = parser.parse_args()
+    if args.backward:
+        args.decode = False
 
     import torch
 
@@ -168,6 +231,7 @@ def main() -> None:
     results = []
     for dtype in args.dtypes:
         for kernel, shape, label in cases(args):
+            kernel = kernel + "_backward" if args.backward else kernel
             space = get_space(kernel, dtype=dtype)
             shape_text = space.format_shape(shape)
             config = stored(kernel, space, shape_text, device, url)
@@ -178,7 +242,8 @@ def main() -> None:
             if config is None:
                 print(f"{kernel} {dtype} {shape_text}: no configuration passed validation", flush=True)
                 continue
-            row = measure(torch, autotune, kernel, space, shape, config, args, flush)
+            bench = measure_backward if args.backward else measure
+            row = bench(torch, autotune, kernel, space, shape, config, args, flush)
             row["case"] = label
             results.append(row)
             print(json.dumps(row), flush=True)

@@ -11,6 +11,12 @@ each repetition after an L2 flush, with CUDA events; medians. GB/s counts the by
 read + written. ``--untuned``: no search, and the dispatcher reads an empty database, so what runs is the space's
 rule-based default for the shape (what a user gets on a shape nobody tuned). Kernels a dtype does not apply to
 (histogram: int32 only) run once, at their own dtype.
+
+The norm backward kernels (``layernorm_backward``, ``rmsnorm_backward`` and their ``_mixed`` variants, fp32 weights
+with half dy and x) are timed against torch's own backward through autograd (``torch.autograd.grad`` of
+``F.layer_norm`` / ``F.rms_norm``, graph kept), on the mean and rstd torch's forward computed from the same x, so that
+both answer the same problem (the error column compares them). Where torch takes no fp32 weight with half x, its
+weights are cast to x's dtype (printed).
 """
 
 from __future__ import annotations
@@ -22,11 +28,19 @@ from pathlib import Path
 
 from _timing import interleaved_medians
 
+LN_EPS = 1e-5  # autotune.spaces.layernorm.EPS
+RMS_EPS = 1e-6  # autotune.spaces.rmsnorm.EPS
+
 ROW_SHAPES = ["8192x768", "4096x4096", "16384x8192", "65536x1024", "1024x65536", "4096x50257", "1x12288"]
+# Hidden sizes of 768 to 8192 at 8K rows and more (issue 22's targets), a ragged one, and the row suite's others
+NORM_BACKWARD_SHAPES = ["8192x768", "8192x1024", "16384x2048", "8192x4096", "4096x4096", "16384x8192", "65536x1024",
+                        "8193x3001", "1024x65536", "4096x50257", "1x12288"]
 VECTOR_SHAPES = [str(1 << 20), str(1 << 24), str(1 << 26), str(1 << 28)]
 SHAPES = {
-    "sgemv": ROW_SHAPES, "softmax": ROW_SHAPES, "layernorm": ROW_SHAPES, "layernorm_backward": ROW_SHAPES,
-    "rmsnorm": ROW_SHAPES, "rmsnorm_backward": ROW_SHAPES, "sum": VECTOR_SHAPES, "max": VECTOR_SHAPES,
+    "sgemv": ROW_SHAPES, "softmax": ROW_SHAPES, "layernorm": ROW_SHAPES, "rmsnorm": ROW_SHAPES,
+    "layernorm_backward": NORM_BACKWARD_SHAPES, "rmsnorm_backward": NORM_BACKWARD_SHAPES,
+    "layernorm_backward_mixed": NORM_BACKWARD_SHAPES, "rmsnorm_backward_mixed": NORM_BACKWARD_SHAPES,
+    "sum": VECTOR_SHAPES, "max": VECTOR_SHAPES,
     "add": VECTOR_SHAPES, "relu": VECTOR_SHAPES, "sigmoid": VECTOR_SHAPES, "gelu": VECTOR_SHAPES,
     "dot": VECTOR_SHAPES, "histogram": [f"{1 << 24}x256", f"{1 << 26}x256", f"{1 << 26}x4096"],
 }  # fmt: skip
@@ -52,17 +66,10 @@ def torch_op(kernel: str, t: dict, shape: tuple, torch):
         return lambda: torch.softmax(t["x"], dim=1, out=out)
     if kernel == "layernorm":
         return lambda: torch.native_layer_norm(t["x"], [shape[1]], t["weight"], t["bias"], 1e-5)
-    if kernel == "layernorm_backward":
-        bias = torch.zeros(shape[1], device="cuda", dtype=t["weight"].dtype)
-        return lambda: torch.ops.aten.native_layer_norm_backward(
-            t["dy"], t["x"], [shape[1]], t["mean"], t["rstd"], t["weight"], bias, [True, True, True])
+    if kernel.startswith(("layernorm_backward", "rmsnorm_backward")):
+        return norm_backward_through_autograd(kernel, t, shape, torch)
     if kernel == "rmsnorm":
         return lambda: F.rms_norm(t["x"], [shape[1]], t["weight"], 1e-6)
-    if kernel == "rmsnorm_backward":
-        xd = t["x"].detach().requires_grad_(True)
-        wd = t["weight"].detach().requires_grad_(True)
-        y = F.rms_norm(xd, [shape[1]], wd, 1e-6)  # torch recomputes rstd in its backward: it has no rstd input
-        return lambda: torch.autograd.grad(y, (xd, wd), t["dy"], retain_graph=True)
     if kernel == "add":
         out = torch.empty(shape, device="cuda", dtype=x.dtype)
         return lambda: torch.add(t["x"], t["y"], out=out)
@@ -74,6 +81,31 @@ def torch_op(kernel: str, t: dict, shape: tuple, torch):
     if kernel == "gelu":
         return lambda: F.gelu(t["x"])
     raise KeyError(kernel)
+
+
+def norm_backward_through_autograd(kernel: str, t: dict, shape: tuple, torch):
+    """torch's backward of its own layer_norm / rms_norm through autograd (the graph built once and kept), given
+    the same dy, x and weight; fp32 weights with half x where torch takes them, else cast to x's dtype."""
+    F = torch.nn.functional
+    rms = kernel.startswith("rmsnorm")
+    x = t["x"].detach().requires_grad_(True)
+    weights = [t["weight"]] if rms else [t["weight"], torch.zeros_like(t["weight"])]
+    for cast in (False, True):
+        params = [w.detach().to(x.dtype if cast else w.dtype).requires_grad_(True) for w in weights]
+        try:
+            if rms:
+                y = F.rms_norm(x, [shape[1]], params[0], RMS_EPS)
+            else:
+                y = F.layer_norm(x, [shape[1]], params[0], params[1], LN_EPS)
+            dy = t["dy"].to(y.dtype)
+            torch.autograd.grad(y, (x, *params), dy, retain_graph=True)
+        except RuntimeError as exc:
+            if cast or params[0].dtype == x.dtype:
+                raise
+            print(f"torch takes no {params[0].dtype} weights with {x.dtype} x ({str(exc).splitlines()[0]}): cast")
+            continue
+        return lambda: torch.autograd.grad(y, (x, *params), dy, retain_graph=True)
+    raise AssertionError("unreachable")
 
 
 def main() -> None:
@@ -120,7 +152,8 @@ def main() -> None:
 
 
 def make_inputs(space, shape, torch) -> dict:
-    """Random inputs in each buffer's dtype (positive rstd; histogram values inside [0, bins))."""
+    """Random inputs in each buffer's dtype (positive rstd; histogram values inside [0, bins)). The norm backward
+    kernels get the mean and rstd of their x, as torch's forward computes them (fp32 statistics)."""
     gen = torch.Generator(device="cuda").manual_seed(0)
     tensors = {}
     for name, spec in space.input_specs(shape).items():
@@ -133,6 +166,13 @@ def make_inputs(space, shape, torch) -> dict:
         tensor = torch.randn(spec.shape, device="cuda", generator=gen)
         tensor = tensor.abs() + 0.5 if name == "rstd" else tensor
         tensors[name] = tensor.to(getattr(torch, spec.dtype))
+    if space.name.startswith(("layernorm_backward", "rmsnorm_backward")):
+        x = tensors["x"].float()
+        if "mean" in tensors:
+            var, mean = torch.var_mean(x, dim=1, correction=0)
+            tensors["mean"], tensors["rstd"] = mean, torch.rsqrt(var + LN_EPS)
+        else:
+            tensors["rstd"] = torch.rsqrt(x.pow(2).mean(dim=1) + RMS_EPS)
     return tensors
 
 

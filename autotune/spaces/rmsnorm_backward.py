@@ -1,5 +1,5 @@
-"""RMSNorm backward: dx and dweight from dy, x, weight and the forward's rstd (template: layernorm_backward.cu
-with RMS=1, which drops the mean and dbias).
+"""RMSNorm backward: dx and dweight from dy, x, weight and the forward's rstd (LayerNorm's backward family, both
+algorithms, with RMS=1, which drops the mean and dbias).
 
 With x̂ = x·rstd and g = dy·w:  dx = rstd·(g − x̂·mean(g·x̂)),  dweight = Σ_rows dy·x̂.
 dtypes and tunables as LayerNorm's backward (`autotune.spaces.layernorm_backward`); ``rmsnorm_backward_mixed``
