@@ -2,7 +2,7 @@
 
     python benchmarks/attention_vs_torch.py [--db PATH] [--trials 40] [--dtypes float16 bfloat16]
         [--head-dims 128 64] [--seqs 1024 4096 16384] [--causal 0 1] [--decode | --no-decode] [--prefill | --no-prefill]
-        [--reps 20] [--out FILE.json] [--backward]
+        [--reps 20] [--out FILE.json] [--backward] [--untuned]
 
 Prefill: batch x heads = 64 (4x16 at head_dim 128, 2x32 at 64), seq_q = seq_kv, causal and not. Decode: seq_q 1,
 seq_kv 8192 and 65536, batch 1 and 16, 32 heads, head_dim 128. For each case the configuration stored for this GPU
@@ -12,6 +12,9 @@ FlashAttention-2 baseline; CUDNN_ATTENTION; EFFICIENT_ATTENTION) run on the same
 each repetition after an L2 flush, timed with CUDA events; medians. TFLOP/s = 4·b·h·sq·skv·d, halved for causal;
 decode also as GB/s of K and V read; the counts of HMMA, HGMMA and UTMALDG in each tensor-core winner's SASS. Errors: relative L2 against float64 attention on the first two heads.
 Causal cases have seq_q = seq_kv, where torch's is_causal (top-left) and ours (bottom-right) coincide.
+
+--untuned: no search; ours is the dispatcher's rule default for the shape (what a user gets on a shape nobody tuned),
+through `autotune.load` on an empty database.
 
 --backward: the prefill cases' backward instead (`attention_backward`, `attention_causal_backward`): ours from the
 o and lse of our forward, against each SDPA backend's backward (`torch.autograd.grad` of its own forward's output,
@@ -84,7 +87,7 @@ def measure(torch: Any, autotune: Any, kernel: str, space: Any, shape: tuple, co
     tdtype = getattr(torch, space.dtype)
     gen = torch.Generator(device="cuda").manual_seed(0)
     q, k, v = ((torch.rand(b, h, n, d, device="cuda", generator=gen) * 2 - 1).to(tdtype) for n in (sq, skv, skv))
-    ours = autotune.load(kernel, db=args.db, strict=True)
+    ours = autotune.load(kernel, db=args.db, strict=not args.untuned)
     o = torch.empty(b, h, sq, d, device="cuda", dtype=tdtype)
     lse = torch.empty(b, h, sq, device="cuda", dtype=torch.float32)
     contenders: dict[str, Any] = {"ours": lambda: ours(q, k, v, out=(o, lse))}
@@ -138,7 +141,7 @@ def measure_backward(torch: Any, autotune: Any, kernel: str, space: Any, shape: 
     q, k, v, do = ((torch.rand(b, h, n, d, device="cuda", generator=gen) * 2 - 1).to(tdtype)
                    for n in (sq, skv, skv, sq))  # fmt: skip
     o, lse = autotune.load(kernel.replace("_backward", ""), db=args.db)(q, k, v)
-    ours = autotune.load(kernel, db=args.db, strict=True)
+    ours = autotune.load(kernel, db=args.db, strict=not args.untuned)
     contenders: dict[str, Any] = {"ours": lambda: ours(q, k, v, o, do, lse)}
     grads = {"ours": ours(q, k, v, o, do, lse)}
     for name in BACKENDS:
@@ -213,9 +216,13 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--backward", action="store_true", help="the prefill cases' backward (see the module)")
+    parser.add_argument("--untuned", action="store_true", help="no search: the rule default, through an empty database")
     args = parser.parse_args()
     if args.backward:
         args.decode = False
+    if args.untuned:
+        args.db = str(Path(args.db).with_name("attention-untuned-empty.db"))
+        Path(args.db).unlink(missing_ok=True)
 
     import torch
 
@@ -234,7 +241,7 @@ def main() -> None:
             kernel = kernel + "_backward" if args.backward else kernel
             space = get_space(kernel, dtype=dtype)
             shape_text = space.format_shape(shape)
-            config = stored(kernel, space, shape_text, device, url)
+            config = space.rule_default(shape, device) if args.untuned else stored(kernel, space, shape_text, device, url)
             if config is None:
                 print(f"{kernel} {dtype} {shape_text}: searching {args.trials} trials", flush=True)
                 autotune.tune(kernel, shape_text, dtype=dtype, trials=args.trials, db=args.db, seed=0)
