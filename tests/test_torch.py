@@ -200,6 +200,57 @@ def test_attention_backward_gets_the_forwards_tensors_in_the_kernels_order(kerne
     assert q.grad is not None and k.grad is None and v.grad is not None
 
 
+def stand_in_kernels(monkeypatch, kernel: str) -> None:
+    """The forward and backward kernels replaced, on the CPU, by their formulas in fp32: the backward uses o (for
+    Δ = rowsum(dO∘o)) and lse (P = exp(S − lse)) as the CUDA kernel does, so a swapped or misread tensor shows."""
+    causal = kernel == "attention_causal"
+
+    def scores(q, k):
+        s = q.float() @ k.float().transpose(-1, -2) / q.shape[3] ** 0.5
+        if causal:
+            rows = torch.arange(q.shape[2])[:, None] + (k.shape[2] - q.shape[2])  # bottom-right
+            s = s.masked_fill(torch.arange(k.shape[2])[None, :] > rows, float("-inf"))
+        return s
+
+    def forward(tensors):
+        q, k, v = tensors
+        s = scores(q, k)
+        lse = torch.logsumexp(s, -1)
+        return (torch.exp(s - lse[..., None]) @ v.float()).to(q.dtype), lse
+
+    def backward(tensors):
+        q, k, v, o, do, lse = tensors
+        p = torch.exp(scores(q, k) - lse[..., None])
+        dp = do.float() @ v.float().transpose(-1, -2)
+        ds = p * (dp - (do.float() * o.float()).sum(-1, keepdim=True)) / q.shape[3] ** 0.5
+        return tuple(g.to(q.dtype) for g in (ds @ k.float(), ds.transpose(-1, -2) @ q.float(),
+                                              p.transpose(-1, -2) @ do.float()))  # fmt: skip
+
+    monkeypatch.setattr(att.OPS[kernel], "launcher", forward)
+    monkeypatch.setattr(att.OPS[kernel + "_backward"], "launcher", backward)
+
+
+@pytest.mark.parametrize("kernel", ATTENTION)
+def test_attention_gradients_through_stand_in_kernels(kernel, monkeypatch):
+    """The wiring end to end on CPU tensors (the kernels' formulas standing in): dq, dk, dv of a loss through a
+    transposed o equal float64 autograd of softmax attention (masked bottom-right) within the fp16 backward's
+    tolerance, 2e-3 (the stand-ins' own error is about 2e-4, the gradients' rounding; a swap of k and v, or o and
+    dO, errs by far more)."""
+    stand_in_kernels(monkeypatch, kernel)
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 3, n, 32, generator=g).half().requires_grad_() for n in (20, 45, 45))
+    w = torch.randn(2, 20, 3, 32, generator=g).half()
+    (att.op(kernel)(q, k, v)[0].transpose(1, 2) * w).float().sum().backward()
+    leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    s = leaves[0] @ leaves[1].transpose(-1, -2) / 32**0.5
+    if kernel == "attention_causal":
+        s = s.masked_fill(torch.arange(45)[None, :] > torch.arange(20)[:, None] + 25, float("-inf"))
+    ((torch.softmax(s, -1) @ leaves[2]).transpose(1, 2) * w.double()).sum().backward()
+    for name, got, leaf in zip("qkv", (q, k, v), leaves):
+        err = float((got.grad.double() - leaf.grad).norm() / leaf.grad.norm())
+        assert err < 2e-3, (name, err)
+
+
 def test_attention_has_no_backward_in_float32():
     """fp32 attention runs forward (simt) but no backward kernel takes fp32: one typed error at backward time,
     naming the forward the user called."""

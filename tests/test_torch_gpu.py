@@ -345,7 +345,8 @@ def test_a_model_trains_through_attention(att, kernel, dtype, compiled):
         assert rel(p.grad, r.grad) <= tolerance, (name, rel(p.grad, r.grad))
     # A step whose first-order decrease is 0.1% of the loss: far above the loss's rounding noise, and far enough
     # below the curvature's second-order term that the loss must fall.
+    before = float(loss.detach())
     squared = sum(float(p.grad.double().pow(2).sum()) for p in model.parameters())
-    torch.optim.SGD(model.parameters(), lr=1e-3 * float(loss) / squared).step()
+    torch.optim.SGD(model.parameters(), lr=1e-3 * before / squared).step()
     with torch.no_grad():
-        assert float(loss_of(run(x), target)) < float(loss)
+        assert float(loss_of(run(x), target)) < before
