@@ -34,7 +34,8 @@ OUTPUT_SHAPES = {
 
 def test_library_operators_are_registered():
     assert set(CASES) <= set(att.OPERATORS)
-    assert set(att.WITH_AUTOGRAD) == {"layernorm", "rmsnorm", "softmax", "gemm"}
+    assert {"attention", "attention_backward", "attention_causal", "attention_causal_backward"} <= set(att.OPERATORS)
+    assert set(att.WITH_AUTOGRAD) == {"layernorm", "rmsnorm", "softmax", "gemm", "attention", "attention_causal"}
     schema = str(torch.ops.autotune.layernorm.default._schema)
     assert schema == "autotune::layernorm(Tensor x, Tensor weight, Tensor bias) -> (Tensor, Tensor, Tensor)"
 
@@ -153,13 +154,122 @@ def test_a_users_kernel_becomes_an_operator():
     assert calls.calls == [(ref, (1000,), "float32")]
 
 
-def test_attention_is_an_operator_where_the_family_is_installed():
-    from autotune.spaces import kernel_names
+ATTENTION = ("attention", "attention_causal")
 
-    if "attention" not in kernel_names():
-        pytest.skip("no attention family in this installation")
-    q = meta(2, 3, 40, 64, dtype=torch.float16)
-    out = torch.ops.autotune.attention(q, q, q)
-    out = out if isinstance(out, tuple) else (out,)
-    assert out[0].shape == q.shape and out[0].dtype == torch.float16
-    assert "attention" not in att.WITH_AUTOGRAD  # forward only until a backward kernel lands
+
+def attention_inputs(sq=40, skv=72, dtype=torch.float16, grad=True):
+    """q, k, v on meta with seq_q < seq_kv (valid causal too, bottom-right), so q's and k's shapes differ."""
+    return tuple(meta(2, 3, n, 64, dtype=dtype, requires_grad=grad) for n in (sq, skv, skv))
+
+
+@pytest.mark.parametrize("kernel", ATTENTION)
+def test_attention_operators_and_their_backward_on_meta(kernel):
+    q, k, v = attention_inputs()
+    o, lse = att.op(kernel)(q, k, v)
+    assert (o.shape, o.dtype, lse.shape, lse.dtype) == (q.shape, torch.float16, (2, 3, 40), torch.float32)
+    assert str(att.op(kernel + "_backward").default._schema) == (
+        f"autotune::{kernel}_backward(Tensor q, Tensor k, Tensor v, Tensor o, Tensor do, Tensor lse) -> "
+        "(Tensor, Tensor, Tensor)")  # fmt: skip
+    assert o.requires_grad and not lse.requires_grad  # lse is a statistic for the backward (non-differentiable)
+    with autotune.record() as calls:
+        att.op(kernel)(q, k, v)[0].transpose(1, 2).sum().backward()  # a transposed, expanded dO: copied
+    assert [g.shape for g in (q.grad, k.grad, v.grad)] == [q.shape, k.shape, v.shape]
+    assert q.grad.dtype == torch.float16
+    assert calls.calls == [(kernel, (2, 3, 40, 72, 64), "float16"), (kernel + "_backward", (2, 3, 40, 72, 64),
+                                                                     "float16")]  # fmt: skip
+
+
+@pytest.mark.parametrize("kernel", ATTENTION)
+def test_attention_backward_gets_the_forwards_tensors_in_the_kernels_order(kernel, monkeypatch):
+    """The backward operator is called as its space's buffers are ordered, (q, k, v, o, do, lse), with the forward's
+    very tensors (same storage: the meta tensors hold no values to compare) and only needed gradients returned."""
+    info = att.OPS[kernel + "_backward"]
+    assert info.inputs == ("q", "k", "v", "o", "do", "lse") and info.outputs == ("dq", "dk", "dv")
+    got = []
+    real = info.op
+    monkeypatch.setattr(info, "op", lambda *tensors: got.append(tensors) or real(*tensors))
+    q, k, v = attention_inputs()
+    k.requires_grad_(False)
+    o, lse = att.op(kernel)(q, k, v)
+    do = meta(*o.shape, dtype=o.dtype)
+    torch.autograd.backward([o], [do])
+    (passed,) = got
+    storage = [t.untyped_storage()._cdata for t in passed]
+    assert storage == [t.untyped_storage()._cdata for t in (q, k, v, o, do, lse)]
+    assert all(t.is_contiguous() for t in passed)
+    assert q.grad is not None and k.grad is None and v.grad is not None
+
+
+def stand_in_kernels(monkeypatch, kernel: str) -> None:
+    """The forward and backward kernels replaced, on the CPU, by their formulas in fp32: the backward uses o (for
+    Δ = rowsum(dO∘o)) and lse (P = exp(S − lse)) as the CUDA kernel does, so a swapped or misread tensor shows."""
+    causal = kernel == "attention_causal"
+
+    def scores(q, k):
+        s = q.float() @ k.float().transpose(-1, -2) / q.shape[3] ** 0.5
+        if causal:
+            rows = torch.arange(q.shape[2])[:, None] + (k.shape[2] - q.shape[2])  # bottom-right
+            s = s.masked_fill(torch.arange(k.shape[2])[None, :] > rows, float("-inf"))
+        return s
+
+    def forward(tensors):
+        q, k, v = tensors
+        s = scores(q, k)
+        lse = torch.logsumexp(s, -1)
+        return (torch.exp(s - lse[..., None]) @ v.float()).to(q.dtype), lse
+
+    def backward(tensors):
+        q, k, v, o, do, lse = tensors
+        p = torch.exp(scores(q, k) - lse[..., None])
+        dp = do.float() @ v.float().transpose(-1, -2)
+        ds = p * (dp - (do.float() * o.float()).sum(-1, keepdim=True)) / q.shape[3] ** 0.5
+        return tuple(g.to(q.dtype) for g in (ds @ k.float(), ds.transpose(-1, -2) @ q.float(),
+                                              p.transpose(-1, -2) @ do.float()))  # fmt: skip
+
+    monkeypatch.setattr(att.OPS[kernel], "launcher", forward)
+    monkeypatch.setattr(att.OPS[kernel + "_backward"], "launcher", backward)
+
+
+@pytest.mark.parametrize("kernel", ATTENTION)
+def test_attention_gradients_through_stand_in_kernels(kernel, monkeypatch):
+    """The wiring end to end on CPU tensors (the kernels' formulas standing in): dq, dk, dv of a loss through a
+    transposed o equal float64 autograd of softmax attention (masked bottom-right) within the fp16 backward's
+    tolerance, 2e-3 (the stand-ins' own error is about 2e-4, the gradients' rounding; a swap of k and v, or o and
+    dO, errs by far more)."""
+    stand_in_kernels(monkeypatch, kernel)
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 3, n, 32, generator=g).half().requires_grad_() for n in (20, 45, 45))
+    w = torch.randn(2, 20, 3, 32, generator=g).half()
+    (att.op(kernel)(q, k, v)[0].transpose(1, 2) * w).float().sum().backward()
+    leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    s = leaves[0] @ leaves[1].transpose(-1, -2) / 32**0.5
+    if kernel == "attention_causal":
+        s = s.masked_fill(torch.arange(45)[None, :] > torch.arange(20)[:, None] + 25, float("-inf"))
+    ((torch.softmax(s, -1) @ leaves[2]).transpose(1, 2) * w.double()).sum().backward()
+    for name, got, leaf in zip("qkv", (q, k, v), leaves):
+        err = float((got.grad.double() - leaf.grad).norm() / leaf.grad.norm())
+        assert err < 2e-3, (name, err)
+
+
+def test_attention_has_no_backward_in_float32():
+    """fp32 attention runs forward (simt) but no backward kernel takes fp32: one typed error at backward time,
+    naming the forward the user called."""
+    q, k, v = attention_inputs(dtype=torch.float32)
+    o, _ = torch.ops.autotune.attention(q, k, v)
+    with pytest.raises(WrongDtype, match=r"autotune.attention: no backward kernel for float32 \(attention_backward "
+                                         r"takes float16, bfloat16\)") as err:  # fmt: skip
+        o.sum().backward()
+    assert isinstance(err.value, RuntimeError) and isinstance(err.value, autotune.AutotuneError)
+
+
+@pytest.mark.parametrize("kernel", ATTENTION)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_attention_opcheck_on_meta(kernel, dtype):
+    """opcheck with gradients: the autograd registration, and AOT dispatch tracing the backward operator."""
+    result = torch.library.opcheck(att.op(kernel), attention_inputs(dtype=dtype))
+    assert set(result.values()) == {"SUCCESS"} and "test_aot_dispatch_dynamic" in result
+
+
+def test_causal_attention_is_bottom_right_and_refuses_more_queries_than_keys():
+    with pytest.raises(WrongShape, match="bottom-right"):
+        torch.ops.autotune.attention_causal(*attention_inputs(sq=72, skv=40))

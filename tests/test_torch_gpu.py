@@ -1,11 +1,22 @@
 """GPU tier of autotune.torch: results against torch in float64, gradcheck, opcheck on CUDA tensors,
-torch.compile(fullgraph=True) with no graph breaks, CUDA graph capture, and bad input.
+torch.compile(fullgraph=True) with no graph breaks, CUDA graph capture, and bad input; attention's autograd
+(attention, attention_causal through their backward kernels) against float64 autograd, alone and in a model.
 
 Tolerances (relative Frobenius norm against float64 torch on the same fp32 values): the kernels' own validation
 tolerances — layernorm 2e-5 forward and backward, rmsnorm and softmax 2e-5, gemm 1e-5 at K ≤ 256 (SIMT FFMA,
-fp32 accumulation) — and 1e-4 where a result chains two kernels (a backward through a forward)."""
+fp32 accumulation) — and 1e-4 where a result chains two kernels (a backward through a forward).
+
+Attention is fp16/bf16 (no fp32 backward): gradcheck's finite differences are meaningless at that precision, so
+its gradients are compared with float64 autograd of a reference attention on the very (rounded) q, k, v and dO.
+Each of dq, dk, dv within the backward family's `GRAD_TOLERANCE` (fp16 2e-3, bf16 1.6e-2: four units of the
+dtype's rounding), o within the forward's `O_TOLERANCE` (same values): the backward's contract already covers an o
+and lse from a real fp16/bf16 forward (the tolerance's derivation in `autotune.spaces.attention_backward`).
+Through a model (fp16/bf16 linear layers from torch around our attention), twice that: the linears' own rounding
+of activations and of their gradients adds a few units more."""
 
 from __future__ import annotations
+
+import math
 
 import pytest
 
@@ -190,3 +201,152 @@ def test_the_operators_launch_from_cpp_asking_python_once_per_key(att):
         info.launcher.plan = plan
     assert asked == [(24, 80), (25, 80)]
     assert all(torch.equal(y, ys[0]) for y in ys) and rel(ys[0], torch.softmax(x.double(), -1)) < 2e-5
+
+
+# --- attention's autograd ---------------------------------------------------------------------------------------
+ATTENTION = ("attention", "attention_causal")
+DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
+# seq_q == seq_kv ragged against every tile; seq_q < seq_kv (where bottom-right and torch's top-left causal masks
+# differ); a decoding length (the forward's split_kv: its lse feeds the backward). Every head_dim the kernels compile
+# would multiply the compiles; 64 and 128 are the common ones.
+ATTENTION_SHAPES = [(2, 3, 77, 77, 64), (1, 2, 130, 1031, 128), (1, 4, 9, 500, 64)]
+
+
+def reference_attention(q, k, v, causal: bool):
+    """softmax(q·kᵀ/√d)·v, the causal mask aligned bottom-right as the kernels align it (query i sees key j iff
+    j ≤ i + seq_kv − seq_q); in whatever dtype it is given (float64 here)."""
+    sq, skv = q.shape[2], k.shape[2]
+    s = q @ k.transpose(-1, -2) / math.sqrt(q.shape[3])
+    if causal:
+        rows = torch.arange(sq, device=q.device)[:, None] + (skv - sq)
+        s = s.masked_fill(torch.arange(skv, device=q.device)[None, :] > rows, float("-inf"))
+    return torch.softmax(s, dim=-1) @ v
+
+
+@pytest.mark.parametrize("shape", ATTENTION_SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("dtype", sorted(DTYPES))
+@pytest.mark.parametrize("kernel", ATTENTION)
+def test_attention_gradients_against_float64(att, kernel, dtype, shape):
+    """q, k, v requiring grad through torch.ops.autotune.<kernel>; dq, dk, dv (the backward kernel, fed our own
+    forward's o and lse) against float64 autograd of the reference on the same rounded values."""
+    from autotune.spaces.attention import O_TOLERANCE
+    from autotune.spaces.attention_backward import GRAD_TOLERANCE
+
+    b, h, sq, skv, d = shape
+    causal = kernel == "attention_causal"
+    q, k, v = (cuda(b, h, n, d, seed=i).to(DTYPES[dtype]).requires_grad_() for i, n in enumerate((sq, skv, skv)))
+    do = cuda(b, h, sq, d, seed=3).to(DTYPES[dtype])
+    o, lse = att.op(kernel)(q, k, v)
+    assert not lse.requires_grad
+    grads = torch.autograd.grad(o, (q, k, v), do)
+    leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    ref = reference_attention(*leaves, causal)
+    ref_grads = torch.autograd.grad(ref, leaves, do.double())
+    assert rel(o, ref) <= O_TOLERANCE[dtype], rel(o, ref)
+    for name, g, r in zip(("dq", "dk", "dv"), grads, ref_grads):
+        assert g.dtype == DTYPES[dtype] and g.shape == r.shape, name
+        assert torch.isfinite(g).all(), name
+        assert rel(g, r) <= GRAD_TOLERANCE[dtype], (name, rel(g, r))
+    if causal and sq != skv:  # torch's is_causal aligns top-left: not what this operator computes (documented)
+        top_left = torch.nn.functional.scaled_dot_product_attention(*(t.detach() for t in leaves), is_causal=True)
+        assert rel(o, top_left) > 10 * O_TOLERANCE[dtype]
+    elif causal:  # seq_q == seq_kv: the two alignments agree
+        top_left = torch.nn.functional.scaled_dot_product_attention(*(t.detach() for t in leaves), is_causal=True)
+        assert rel(o, top_left) <= O_TOLERANCE[dtype]
+
+
+def test_attention_gradient_of_a_transposed_output_and_partial_needs(att):
+    """A dO that is a view (the usual transpose back to (batch, seq, heads, dim)) is copied for the kernel; only
+    the gradients asked for are returned."""
+    from autotune.spaces.attention_backward import GRAD_TOLERANCE
+
+    q, k, v = (cuda(2, 4, 100, 64, seed=i).half() for i in range(3))
+    q.requires_grad_()
+    v.requires_grad_()
+    o, _ = torch.ops.autotune.attention_causal(q, k, v)
+    w = cuda(2, 100, 4, 64, seed=5).half()
+    (o.transpose(1, 2) * w).sum().backward()
+    assert k.grad is None
+    leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    (reference_attention(*leaves, True).transpose(1, 2) * w.double()).sum().backward()
+    assert rel(q.grad, leaves[0].grad) <= GRAD_TOLERANCE["float16"]
+    assert rel(v.grad, leaves[2].grad) <= GRAD_TOLERANCE["float16"]
+
+
+def test_attention_in_float32_runs_forward_but_has_no_backward(att):
+    from autotune.spaces.attention import O_TOLERANCE
+
+    q, k, v = (cuda(1, 2, 33, 64, seed=i).requires_grad_() for i in range(3))
+    o, _ = torch.ops.autotune.attention(q, k, v)
+    ref = reference_attention(*(t.detach().double() for t in (q, k, v)), False)
+    assert rel(o, ref) <= O_TOLERANCE["float32"]
+    with pytest.raises(att.WrongDtype, match="no backward kernel for float32"):
+        o.sum().backward()
+
+
+class AttentionBlock(torch.nn.Module):
+    """A transformer's attention: a qkv projection, heads split by a view and transpose (copied to the contiguous
+    layout the raw operator takes), our attention, heads merged, an output projection."""
+
+    def __init__(self, width: int = 256, heads: int = 4, kernel: str = "attention_causal") -> None:
+        super().__init__()
+        self.heads, self.causal = heads, kernel == "attention_causal"
+        self.op = getattr(torch.ops.autotune, kernel)
+        self.qkv = torch.nn.Linear(width, 3 * width)
+        self.out = torch.nn.Linear(width, width)
+
+    def attend(self, q, k, v):
+        return self.op(q, k, v)[0]
+
+    def forward(self, x):
+        b, s, width = x.shape
+        qkv = self.qkv(x).view(b, s, 3, self.heads, width // self.heads).permute(2, 0, 3, 1, 4)
+        o = self.attend(*(t.contiguous() for t in qkv.unbind(0)))
+        return self.out(o.transpose(1, 2).reshape(b, s, width))
+
+
+class ReferenceBlock(AttentionBlock):
+    def attend(self, q, k, v):
+        return reference_attention(q, k, v, self.causal)
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+@pytest.mark.parametrize("dtype", sorted(DTYPES))
+@pytest.mark.parametrize("kernel", ATTENTION)
+def test_a_model_trains_through_attention(att, kernel, dtype, compiled):
+    """Gradients of every parameter and of the input, eager and under torch.compile(fullgraph=True), against the
+    same block in float64 with the reference attention (2x the backward's tolerance: see the module docstring);
+    then an SGD step along them lowers the loss."""
+    import torch._dynamo
+
+    from autotune.spaces.attention_backward import GRAD_TOLERANCE
+
+    torch.manual_seed(0)
+    model = AttentionBlock(kernel=kernel).cuda().to(DTYPES[dtype])
+    reference = ReferenceBlock(kernel=kernel).cuda().double()
+    reference.load_state_dict(model.state_dict())  # the same (rounded) values in float64
+    x = cuda(2, 200, 256, seed=1).to(DTYPES[dtype]).requires_grad_()
+    target = cuda(2, 200, 256, seed=2).to(DTYPES[dtype])
+    torch._dynamo.reset()
+    run = torch.compile(model, fullgraph=True) if compiled else model
+
+    def loss_of(y, t):
+        # A sum, not a mean: dL/dy = 2(y − t) stays O(1), where a mean's 1e-5 would be fp16 subnormals.
+        return ((y - t).float() ** 2).sum()
+
+    loss = loss_of(run(x), target)
+    loss.backward()
+    x_ref = x.detach().double().requires_grad_()
+    loss_of(reference(x_ref), target.double()).backward()
+    tolerance = 2 * GRAD_TOLERANCE[dtype]
+    assert rel(x.grad, x_ref.grad) <= tolerance, rel(x.grad, x_ref.grad)
+    for (name, p), r in zip(model.named_parameters(), reference.parameters()):
+        assert p.grad is not None and torch.isfinite(p.grad).all(), name
+        assert rel(p.grad, r.grad) <= tolerance, (name, rel(p.grad, r.grad))
+    # A step whose first-order decrease is 0.1% of the loss: far above the loss's rounding noise, and far enough
+    # below the curvature's second-order term that the loss must fall.
+    before = float(loss.detach())
+    squared = sum(float(p.grad.double().pow(2).sum()) for p in model.parameters())
+    torch.optim.SGD(model.parameters(), lr=1e-3 * before / squared).step()
+    with torch.no_grad():
+        assert float(loss_of(run(x), target)) < before

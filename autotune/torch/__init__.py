@@ -6,10 +6,11 @@ modules, and `patch`.
     y = att.functional.softmax(x)             # or the functions, or torch.ops.autotune.<kernel> directly
     torch.compile(model, fullgraph=True)      # no graph breaks: every operator has a fake implementation
 
-* Operators: ``torch.ops.autotune.{layernorm, layernorm_backward, rmsnorm, softmax, gemm}`` (and ``attention``
-  where that family is installed), each built from its kernel space (`autotune.torch.ops`).
-* Autograd: layernorm through the tuned backward kernel, gemm through gemm, rmsnorm and softmax through torch
-  (`autotune.torch.autograd`).
+* Operators: ``torch.ops.autotune.{layernorm, layernorm_backward, rmsnorm, softmax, gemm}``, ``attention`` and
+  ``attention_causal`` with their ``*_backward``, each built from its kernel space (`autotune.torch.ops`).
+* Autograd: layernorm and attention (fp16/bf16) through their tuned backward kernels, gemm through gemm, rmsnorm
+  and softmax through torch (`autotune.torch.autograd`). ``attention_causal`` masks bottom-right, torch's
+  ``is_causal=True`` top-left: the same only where seq_q == seq_kv.
 * CUDA graphs: after one warm-up call per shape, a call allocates only through torch's caching allocator and
   never synchronises (`autotune.torch.launch`).
 * Bad input: `WrongDevice` and `WrongDtype` (RuntimeError), `NotContiguous` and `WrongShape` (ValueError), each

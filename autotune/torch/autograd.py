@@ -2,10 +2,18 @@
 
 * layernorm: our tuned ``layernorm_backward`` kernel (dx, dweight, dbias from the saved mean and rstd);
 * gemm: two more GEMMs through the same operator (dA = dC·Bᵀ, dB = Aᵀ·dC; the transposes are copied);
+* attention, attention_causal: our tuned ``attention_backward`` / ``attention_causal_backward`` kernels (dq, dk,
+  dv from the saved q, k, v, o and lse), float16 and bfloat16 only: float32 attention has no backward kernel, and
+  its backward raises `WrongDtype` (the forward runs; torch's own SDPA trains in float32);
 * rmsnorm, softmax: no tuned backward kernel exists yet: torch's own operations, in the input's dtype;
-* a family with no entry here (attention until its backward lands) has no autograd: torch raises at backward.
+* a family with no entry here has no autograd: torch raises at backward.
 
-Only the first output of layernorm (y) is differentiable; mean and rstd are statistics for the backward pass.
+Only the first output of layernorm (y) and of attention (o) is differentiable; mean, rstd and lse are statistics
+for the backward pass. A forward whose backward is a kernel of its own gets no autograd at all where that family
+is not registered (`NEEDS`), rather than one that fails at its first backward.
+
+Causal attention masks bottom-right (query i sees key j iff j ≤ i + seq_kv − seq_q), and so do its gradients;
+torch's ``is_causal=True`` masks top-left. The two agree only where seq_q == seq_kv.
 """
 
 from __future__ import annotations
@@ -14,8 +22,10 @@ from typing import Any
 
 import torch
 
-from autotune.spaces.rmsnorm import EPS as RMS_EPS
 from autotune.runtime import torch_native as native
+from autotune.runtime.arrays import dtype_name
+from autotune.spaces.rmsnorm import EPS as RMS_EPS
+from autotune.torch.errors import WrongDtype
 from autotune.torch.ops import _LIBRARY, OPS
 
 
@@ -69,11 +79,49 @@ def _gemm_backward(ctx: Any, dc: torch.Tensor) -> tuple:
     return da, db
 
 
+def _attention_setup(ctx: Any, inputs: tuple, output: tuple) -> None:
+    q, k, v = inputs
+    o, lse = output
+    ctx.save_for_backward(q, k, v, o, lse)
+    ctx.mark_non_differentiable(lse)
+
+
+def _attention_grads(backward: str, ctx: Any, do: torch.Tensor) -> tuple:
+    """dq, dk, dv from the ``backward`` operator: (q, k, v, o, do, lse) -> (dq, dk, dv), its space's buffer order."""
+    q, k, v, o, lse = ctx.saved_tensors
+    info = OPS[backward]
+    if dtype_name(q.dtype) not in info.dtypes:
+        # Checked here, not left to the backward operator, so that the error names the forward the user called.
+        raise WrongDtype(f"autotune.{backward.replace('_backward', '')}: no backward kernel for {dtype_name(q.dtype)} "
+                         f"({backward} takes {', '.join(info.dtypes)}); train in one of those, or with torch's "
+                         f"scaled_dot_product_attention")  # fmt: skip
+    # do may be a view (a transpose after the op) or an expanded zero (o unused): the kernel reads contiguous.
+    dq, dk, dv = info.op(q, k, v, o, do.contiguous(), lse)
+    needs = ctx.needs_input_grad
+    return (dq if needs[0] else None, dk if needs[1] else None, dv if needs[2] else None)
+
+
+def _attention_backward(ctx: Any, do: torch.Tensor, _dlse: Any) -> tuple:
+    return _attention_grads("attention_backward", ctx, do)
+
+
+def _attention_causal_backward(ctx: Any, do: torch.Tensor, _dlse: Any) -> tuple:
+    return _attention_grads("attention_causal_backward", ctx, do)
+
+
 BACKWARDS = {
     "layernorm": (_layernorm_backward, _layernorm_setup),
     "rmsnorm": (_rmsnorm_backward, _rmsnorm_setup),
     "softmax": (_softmax_backward, _softmax_setup),
     "gemm": (_gemm_backward, _gemm_setup),
+    "attention": (_attention_backward, _attention_setup),
+    "attention_causal": (_attention_causal_backward, _attention_setup),
+}
+# The backward operator each of these forwards calls: without it registered, the forward gets no autograd.
+NEEDS = {
+    "layernorm": "layernorm_backward",
+    "attention": "attention_backward",
+    "attention_causal": "attention_causal_backward",
 }
 
 
@@ -107,11 +155,12 @@ def _fast_autograd(name: str, inputs: int, backward: Any, setup: Any) -> bool:
 
 
 def register_autograd() -> list[str]:
-    """Attach the backward of every registered operator that has one (layernorm's needs layernorm_backward)."""
+    """Attach the backward of every registered operator that has one (and whose backward operator, `NEEDS`, is
+    registered too)."""
     done = []
     for kernel, (backward, setup) in BACKWARDS.items():
         info = OPS.get(kernel)
-        if info is None or (kernel == "layernorm" and "layernorm_backward" not in OPS):
+        if info is None or NEEDS.get(kernel, kernel) not in OPS:
             continue
         if not _fast_autograd(info.name, len(info.inputs), backward, setup):
             torch.library.register_autograd(info.qualname, backward, setup_context=setup, lib=_LIBRARY)

@@ -2,11 +2,14 @@
 
 Each operator is built from its kernel space alone: the schema from the space's input and output buffers, the
 fake (meta) implementation from its shape inference and output specs, the real one from the dispatcher. So an
-operator exists for every family in `FAMILIES` that is present when this module is imported (``attention``
-appears once its space has landed) and for any space given to `register`.
+operator exists for every family in `FAMILIES` that is present when this module is imported and for any space
+given to `register`.
 
-The raw operators take the space's exact shapes (e.g. layernorm's x is 2-D (rows, cols)) and refuse
-non-contiguous tensors (`NotContiguous`); `autotune.torch.functional` reshapes and copies for you.
+The raw operators take the space's exact shapes (e.g. layernorm's x is 2-D (rows, cols); attention's q, k, v are
+(batch, heads, seq, head_dim)) and refuse non-contiguous tensors (`NotContiguous`); `autotune.torch.functional`
+reshapes and copies for you (the row kernels and GEMM). ``attention_causal`` masks bottom-right (query i sees
+key j iff j ≤ i + seq_kv − seq_q), where torch's ``is_causal=True`` masks top-left: the same only where seq_q ==
+seq_kv.
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ from autotune.torch.launch import Launcher
 log = logging.getLogger("autotune.torch")
 NAMESPACE = "autotune"
 # Library families offered as operators, where present (others' spaces may land later: see module docstring).
-FAMILIES = ("layernorm", "layernorm_backward", "rmsnorm", "softmax", "gemm", "attention", "attention_backward")
+FAMILIES = ("layernorm", "layernorm_backward", "rmsnorm", "softmax", "gemm", "attention", "attention_backward",
+            "attention_causal", "attention_causal_backward")
 
 
 @dataclass
