@@ -103,6 +103,14 @@ def test_functions_copy_non_contiguous_inputs():
     assert att.functional.matmul(meta(2, 3, 17), meta(65, 17).t()).shape == (2, 3, 65)
 
 
+def test_functions_copy_a_strided_weight_the_fast_path_leaves_unchecked():
+    """The 2-D fast path checks x alone; a strided weight or bias is refused by the operator and copied."""
+    strided = meta(2 * 1031)[::2]
+    assert att.functional.layer_norm(meta(37, 1031), (1031,), strided, meta(1031)).shape == (37, 1031)
+    assert att.functional.layer_norm(meta(37, 1031), 1031, meta(1031), strided).shape == (37, 1031)
+    assert att.functional.rms_norm(meta(37, 1031), strided).shape == (37, 1031)
+
+
 def test_modules_are_drop_in():
     ln = torch.nn.LayerNorm(64)
     mine = att.LayerNorm(64)

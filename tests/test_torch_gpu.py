@@ -172,6 +172,11 @@ def test_bad_input_on_the_gpu(att):
         torch.ops.autotune.softmax(x.double())
     y = att.functional.layer_norm(cuda(6, 40).t(), (6,), cuda(6), cuda(6))  # the function copies the view
     assert y.shape == (40, 6) and torch.isfinite(y).all()
+    # The 2-D fast path leaves weight and bias unchecked: the operator refuses a strided one, the function copies it.
+    x, w2 = cuda(40, 6), cuda(12)
+    assert torch.equal(att.functional.layer_norm(x, (6,), w2[::2], b[:6]),
+                       att.functional.layer_norm(x, (6,), w2[::2].contiguous(), b[:6]))  # fmt: skip
+    assert torch.equal(att.functional.rms_norm(x, w2[::2]), att.functional.rms_norm(x, w2[::2].contiguous()))
 
 
 def test_recording_sees_the_operators(att):

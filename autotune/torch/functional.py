@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 import torch
 
-from autotune.torch.errors import WrongShape
+from autotune.torch.errors import NotContiguous, WrongShape
 
 
 # The operators' overloads (``torch.ops.autotune.<name>.default``: the operator itself, without the overload
@@ -37,6 +37,14 @@ def layer_norm(x: torch.Tensor, normalized_shape: Sequence[int] | int, weight: t
                bias: torch.Tensor) -> torch.Tensor:  # fmt: skip
     """LayerNorm over the trailing ``normalized_shape`` dims (eps fixed at the kernel's 1e-5)."""
     shape = x.shape
+    # The common call first, with the fewest checks: rows of a contiguous matrix over its last dim.
+    if len(shape) == 2 and x.is_contiguous():
+        cols = normalized_shape if type(normalized_shape) is int else normalized_shape[0] if len(normalized_shape) == 1 else 0
+        if cols == shape[1]:
+            try:
+                return _LAYERNORM(x, weight, bias)[0]
+            except NotContiguous:  # a strided weight or bias (rare): copied below, not checked on every call
+                pass
     if type(normalized_shape) is int:
         cols, flat = normalized_shape, True
     elif len(normalized_shape) == 1:
@@ -59,6 +67,11 @@ def layer_norm(x: torch.Tensor, normalized_shape: Sequence[int] | int, weight: t
 def rms_norm(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """RMSNorm over the last dim (eps fixed at the kernel's 1e-6)."""
     shape = x.shape
+    if len(shape) == 2 and x.is_contiguous():
+        try:
+            return _RMSNORM(x, weight)
+        except NotContiguous:  # a strided weight (rare): copied below, not checked on every call
+            pass
     rows = x if len(shape) == 2 and x.is_contiguous() else x.reshape(-1, shape[-1]).contiguous()
     y = _RMSNORM(rows, weight if weight.is_contiguous() else weight.contiguous())
     return y if len(shape) == 2 else y.view(shape)
