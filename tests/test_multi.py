@@ -143,6 +143,8 @@ class StandInWorker:
     def spawn(self):
         from conftest import H200
 
+        self._note("spawn")
+        time.sleep(self.SETUP_S / 3)  # importing, creating the CUDA context
         return H200
 
     def configure(self, setup) -> None:
@@ -185,23 +187,26 @@ class StandInCompiler:
 
 
 def test_eight_gpus_start_side_by_side_and_none_idles_while_work_waits(monkeypatch):
-    """Eight stand-in GPUs behind one MultiGpuEvaluator: the workers after the first set up concurrently (not one
-    after another), and a queue of uneven candidates is shared so that every GPU measures and each finishes
+    """Eight stand-in GPUs behind one MultiGpuEvaluator: every worker process starts at once, those after the first
+    set up concurrently once it is ready (not one after another), and a queue of uneven candidates is shared so that every GPU measures and each finishes
     close to the others (the first free GPU takes the next candidate)."""
     from autotune.spaces import get_space
-    from autotune.tuning.evaluation import gpu
+    from autotune.tuning.evaluation import gpu, multi
     from autotune.tuning.evaluation.multi import MultiGpuEvaluator
 
     monkeypatch.setattr(gpu, "WorkerProcess", StandInWorker)
+    monkeypatch.setattr(multi, "WorkerProcess", StandInWorker)
     monkeypatch.setattr(gpu, "Compiler", StandInCompiler)
     monkeypatch.setattr(StandInWorker, "log", [])
     space = get_space("gemm")
     multi = MultiGpuEvaluator(space, (256, 256, 256), list(range(8)))
     try:
         log = StandInWorker.log
+        spawns = {o: t for what, o, t in log if what == "spawn"}
         setups = {o: t for what, o, t in log if what == "setup"}
         readies = {o: t for what, o, t in log if what == "ready"}
         assert sorted(setups) == list(range(8))
+        assert max(spawns.values()) < readies[0]  # every worker process started while the first was set up
         assert setups[0] < readies[0] <= min(setups[o] for o in range(1, 8))  # the first alone, then the rest
         assert max(setups[o] for o in range(1, 8)) < min(readies[o] for o in range(1, 8))  # side by side
         start = time.perf_counter()

@@ -17,6 +17,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, Sequence
 
+from autotune.device import DeviceInfo
 from autotune.errors import DeviceError, InvalidArgument
 from autotune.runtime.compiler import Compiler, CompileResult, cache_root
 from autotune.shape import Shape, format_shape
@@ -45,9 +46,11 @@ class GpuEvaluator(Evaluator):
         cache_dir: Path | None = None,
         compiler: Compiler | None = None,
         work_queue: "queue.Queue[tuple | None] | None" = None,
+        started: "tuple[WorkerProcess, DeviceInfo] | None" = None,
     ) -> None:
         """``compiler`` and ``work_queue``: shared with the evaluators of other GPUs (`MultiGpuEvaluator`), which
-        then owns them: compiled candidates go to whichever GPU's feeder is free first."""
+        then owns them: compiled candidates go to whichever GPU's feeder is free first. ``started``: a worker
+        already spawned for ``device_ordinal`` and the device it reported (its start-up overlapped another's)."""
         self.space = space
         self._owns_compiler = compiler is None
         self._owns_queue = work_queue is None
@@ -58,8 +61,11 @@ class GpuEvaluator(Evaluator):
         self._cache_dir = cache_dir or cache_root()
 
         # The worker tells us which GPU this is; only then do we know the architecture to compile for.
-        self.worker = WorkerProcess(device_ordinal)
-        self.device = self.worker.spawn()
+        if started is not None:
+            self.worker, self.device = started
+        else:
+            self.worker = WorkerProcess(device_ordinal)
+            self.device = self.worker.spawn()
         needed = space.device_bytes(space.default_config, self.shape)
         if needed > 0.9 * self.device.total_memory:
             self.worker.kill()

@@ -16,10 +16,12 @@ import queue
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any, Sequence
 
+from autotune.device import DeviceInfo
 from autotune.errors import DeviceError, InvalidArgument
 from autotune.shape import Shape
 from autotune.spaces.base import Config, KernelSpace
 from autotune.tuning.evaluation.base import Evaluator, Measurement, Timing
+from autotune.tuning.evaluation.process import WorkerProcess
 
 
 def device_syntax(text: str) -> list[int] | None:
@@ -87,28 +89,35 @@ class MultiGpuEvaluator(Evaluator):
             raise InvalidArgument(f"--devices: expected distinct GPUs, got {list(ordinals)}")
         self._queue: "queue.Queue[tuple | None]" = queue.Queue()
         self.evaluators: list[GpuEvaluator] = []
+        others = ordinals[1:]
+        pool = ThreadPoolExecutor(max(1, len(others)), thread_name_prefix="gpu-start")
+        # The other GPUs' worker processes start (import, CUDA context) while the first GPU's evaluator sets up.
+        spawning = [pool.submit(_spawn, ordinal) for ordinal in others]
         try:
-            # The first GPU's worker starts alone: it builds the compiler (whose architecture its GPU names), the
-            # validation kernel and the baseline, and writes the target shape's fp64 references to the disk
-            # cache. The others then start side by side, each finding those cached: start-up costs about two
-            # workers' time, not one per GPU (eight 8192³ set-ups in a row took minutes).
+            # The first GPU's worker is set up alone: it builds the compiler (whose architecture its GPU names),
+            # the validation kernel and the baseline, and writes the target shape's fp64 references to the disk
+            # cache. The others are then set up side by side, each finding those cached: start-up costs about
+            # two workers' time, not one per GPU (eight 8192³ set-ups in a row took minutes).
             first = GpuEvaluator(space, shape, device_ordinal=ordinals[0], work_queue=self._queue, **options)
             self.evaluators.append(first)
-            if len(ordinals) > 1:
-                with ThreadPoolExecutor(len(ordinals) - 1, thread_name_prefix="gpu-start") as pool:
-                    starting = [pool.submit(GpuEvaluator, space, shape, device_ordinal=ordinal,
-                                            work_queue=self._queue, compiler=first.compiler, **options)
-                                for ordinal in ordinals[1:]]  # fmt: skip
-                    wait(starting)
-                for future in starting:  # every started worker is kept (closed below if another failed)
-                    if future.exception() is None:
-                        self.evaluators.append(future.result())
-                failed = next((f.exception() for f in starting if f.exception() is not None), None)
-                if failed is not None:
-                    raise failed
+            starting = [pool.submit(_set_up, spawned, space, shape, ordinal, self._queue, first.compiler, options)
+                        for spawned, ordinal in zip(spawning, others)]  # fmt: skip
+            wait(starting)
+            for future in starting:  # every evaluator that started is kept (closed below if another failed)
+                if future.exception() is None:
+                    self.evaluators.append(future.result())
+            failed = next((f.exception() for f in starting if f.exception() is not None), None)
+            if failed is not None:
+                raise failed
         except BaseException:
+            wait(spawning)
+            for future in spawning:  # workers spawned but never handed to an evaluator
+                if future.exception() is None and not any(e.worker is future.result()[0] for e in self.evaluators):
+                    future.result()[0].kill()
             self.close()
             raise
+        finally:
+            pool.shutdown(wait=True)
         names = {e.device.name for e in self.evaluators}
         if len(names) > 1:
             self.close()
@@ -134,3 +143,17 @@ class MultiGpuEvaluator(Evaluator):
             e._feeder.join(60)
         for e in reversed(self.evaluators):  # the first owns the shared compiler: closed last
             e.close()
+
+
+def _spawn(ordinal: int) -> "tuple[WorkerProcess, DeviceInfo]":
+    """A worker process for GPU ``ordinal``, started, and the device it reports."""
+    worker = WorkerProcess(ordinal)
+    return worker, worker.spawn()
+
+
+def _set_up(spawned: "Future[tuple[WorkerProcess, DeviceInfo]]", space: KernelSpace, shape: Shape, ordinal: int,
+            work_queue: "queue.Queue[tuple | None]", compiler: Any, options: dict) -> "GpuEvaluator":  # fmt: skip
+    from autotune.tuning.evaluation.gpu import GpuEvaluator
+
+    return GpuEvaluator(space, shape, device_ordinal=ordinal, work_queue=work_queue, compiler=compiler,
+                        started=spawned.result(), **options)  # fmt: skip
