@@ -22,10 +22,20 @@ from typing import Any
 import numpy as np
 import optuna
 from optuna.distributions import BaseDistribution
+from optuna.samplers._tpe.sampler import _get_infeasible_trial_score, _get_pruned_trial_score, default_gamma
 from optuna.search_space.group_decomposed import _GroupDecomposedSearchSpace, _SearchSpaceGroup
+from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 _MISSING = object()
+
+
+def _by_key(ranked: tuple[FrozenTrial, Any]) -> Any:
+    return ranked[1]
+
+
+def _by_number(trial: FrozenTrial) -> int:
+    return trial.number
 
 
 class IncrementalGroups(_GroupDecomposedSearchSpace):
@@ -72,6 +82,75 @@ class CachingTPESampler(optuna.samplers.TPESampler):
         # (group's parameters and distributions) → trial number → the finished trial's internal values (None: the
         # trial lacks one of the parameters)
         self._internal: dict[tuple[tuple[str, BaseDistribution], ...], dict[int, tuple | None]] = {}
+        # finished trial number → (0 complete, 1 pruned, 2 infeasible; its sort key within those): how
+        # `_split_trials` ranks it
+        self._ranks: dict[int, tuple[int, Any]] = {}
+
+    def _sample(
+        self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
+    ) -> dict[str, Any]:
+        """Optuna 5.0's ``TPESampler._sample`` with its ``_split_trials`` replaced by `_split` (the same split, each
+        finished trial ranked once); a multi-objective or maximised study is left to Optuna's own."""
+        if len(study.directions) > 1 or study.direction != StudyDirection.MINIMIZE:
+            return super()._sample(study, trial, search_space)
+        if self._constant_liar:
+            states = [TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING]
+        else:
+            states = [TrialState.COMPLETE, TrialState.PRUNED]
+        trials = study._get_trials(deepcopy=False, states=states, use_cache=not self._constant_liar)
+        if self._constant_liar:  # the trial being sampled is not a lie about itself
+            trials = [t for t in trials if trial.number != t.number]
+        if self._gamma is None:
+            self._gamma = default_gamma
+        n = sum(t.state != TrialState.RUNNING for t in trials)
+        below_trials, above_trials = self._split(study, trials, self._gamma(n))
+        mpe_below = self._build_parzen_estimator(study, search_space, below_trials, handle_below=True)
+        mpe_above = self._build_parzen_estimator(study, search_space, above_trials, handle_below=False)
+        samples_below = mpe_below.sample(self._rng.rng, self._n_ei_candidates)
+        acq_func_vals = self._compute_acquisition_func(samples_below, mpe_below, mpe_above)
+        ret = optuna.samplers.TPESampler._compare(samples_below, acq_func_vals)
+        for param_name, dist in search_space.items():
+            ret[param_name] = dist.to_external_repr(ret[param_name])
+        return ret
+
+    def _split(
+        self, study: optuna.Study, trials: list[FrozenTrial], n_below: int
+    ) -> tuple[list[FrozenTrial], list[FrozenTrial]]:
+        """Optuna 5.0's ``_split_trials`` for a single objective to minimise: the ``n_below`` best complete trials,
+        then the best pruned, then the least infeasible, below; the rest and the running ones above; each side in
+        trial order. Python's sorts are stable, as Optuna's, so ties fall the same way."""
+        groups: tuple[list, list, list] = ([], [], [])  # complete, pruned, infeasible: (trial, key)
+        running = []
+        for t in trials:
+            if t.state == TrialState.RUNNING:
+                running.append(t)
+                continue
+            rank = self._ranks.get(t.number)
+            if rank is None:  # finished: its rank never changes
+                rank = self._ranks[t.number] = self._rank(t, study)
+            groups[rank[0]].append((t, rank[1]))
+        below: list[FrozenTrial] = []
+        above: list[FrozenTrial] = []
+        for group in groups:
+            ranked = [t for t, _ in sorted(group, key=_by_key)]
+            n = max(0, min(n_below, len(ranked)))
+            below += ranked[:n]
+            above += ranked[n:]
+            n_below = max(0, n_below - n)
+        above += running
+        below.sort(key=_by_number)
+        above.sort(key=_by_number)
+        return below, above
+
+    @staticmethod
+    def _rank(trial: FrozenTrial, study: optuna.Study) -> tuple[int, Any]:
+        infeasible = _get_infeasible_trial_score(trial)
+        if infeasible > 0:
+            return 2, infeasible
+        if trial.state == TrialState.COMPLETE:
+            return 0, trial.value
+        assert trial.state == TrialState.PRUNED
+        return 1, _get_pruned_trial_score(trial, study)
 
     def _get_internal_repr(
         self, trials: list[FrozenTrial], search_space: dict[str, BaseDistribution], study: optuna.Study
