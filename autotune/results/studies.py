@@ -13,7 +13,7 @@ import json
 import time
 import traceback
 import warnings
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Container
 
 import optuna
 import sqlalchemy as sa
@@ -253,6 +253,17 @@ class LocalTrials(_CachedStorage):
                     return copy.deepcopy(trial)
         self._write_held(trial_id)
         return super().get_trial(trial_id)
+
+    def get_all_trials(self, study_id: int, deepcopy: bool = True,
+                       states: Container[TrialState] | None = None) -> list[optuna.trial.FrozenTrial]:  # fmt: skip
+        # As _CachedStorage's (in trial order), but sorting the numbers, which key the cache, rather than the
+        # trials by a Python key function: TPE reads all trials once per parameter group of every proposal.
+        self._read_trials_from_remote_storage(study_id)
+        with self._lock:
+            cached = self._studies[study_id].trials
+            ordered = [cached[number] for number in sorted(cached)]
+            trials = ordered if states is None else [t for t in ordered if t.state in states]
+        return copy.deepcopy(trials) if deepcopy else trials
 
     def get_best_trial(self, study_id: int) -> optuna.trial.FrozenTrial:
         self.write_pending()

@@ -158,7 +158,7 @@ class CachingTPESampler(optuna.samplers.TPESampler):
         memo = self._internal.setdefault(tuple(search_space.items()), {})
         rows = []
         for trial in trials:
-            row = memo.get(trial.number, _MISSING) if trial.state.is_finished() else _MISSING
+            row = memo.get(trial.number, _MISSING)  # only finished trials are remembered
             if row is _MISSING:
                 row = self._internal_row(trial, search_space, study)
                 if trial.state.is_finished():
