@@ -250,7 +250,7 @@ class LocalTrials(_CachedStorage):
             with self._lock:
                 trial = self._cached(trial_id)
                 if trial is not None and trial.state == TrialState.RUNNING:
-                    return copy.deepcopy(trial)
+                    return _copy_running(trial)
         self._write_held(trial_id)
         return super().get_trial(trial_id)
 
@@ -354,6 +354,20 @@ class LocalTrials(_CachedStorage):
         except sa.exc.IntegrityError:
             return False
         return True
+
+
+def _copy_running(trial: optuna.trial.FrozenTrial) -> optuna.trial.FrozenTrial:
+    """A copy of a cached running trial whose dictionaries are its own (`optuna.Trial` adds to them as it
+    suggests), sharing their values: what they hold (distributions, JSON values) nobody changes in place. A deep
+    copy twice per trial was a tenth of the driver's TPE-free time."""
+    copied = copy.copy(trial)
+    copied.params = dict(trial.params)
+    copied.distributions = dict(trial.distributions)
+    copied.user_attrs = dict(trial.user_attrs)
+    copied.system_attrs = dict(trial.system_attrs)
+    copied.intermediate_values = dict(trial.intermediate_values)
+    copied.values = None if trial.values is None else list(trial.values)
+    return copied
 
 
 class Liveness:

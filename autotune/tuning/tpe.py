@@ -16,13 +16,19 @@ checked against.
 
 from __future__ import annotations
 
+import json
 import warnings
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import optuna
 from optuna.distributions import BaseDistribution
-from optuna.samplers._tpe.sampler import _get_infeasible_trial_score, _get_pruned_trial_score, default_gamma
+from optuna.samplers._tpe.sampler import (
+    _RELATIVE_PARAMS_KEY,
+    _get_infeasible_trial_score,
+    _get_pruned_trial_score,
+    default_gamma,
+)
 from optuna.search_space.group_decomposed import _GroupDecomposedSearchSpace, _SearchSpaceGroup
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
@@ -85,6 +91,7 @@ class CachingTPESampler(optuna.samplers.TPESampler):
         # finished trial number → (0 complete, 1 pruned, 2 infeasible; its sort key within those): how
         # `_split_trials` ranks it
         self._ranks: dict[int, tuple[int, Any]] = {}
+        self._shared: dict[int, tuple[str, dict]] = {}  # running trial number → its shared relative parameters, parsed
 
     def _sample(
         self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
@@ -156,17 +163,42 @@ class CachingTPESampler(optuna.samplers.TPESampler):
         self, trials: list[FrozenTrial], search_space: dict[str, BaseDistribution], study: optuna.Study
     ) -> dict[str, np.ndarray]:
         memo = self._internal.setdefault(tuple(search_space.items()), {})
-        rows = []
-        for trial in trials:
-            row = memo.get(trial.number, _MISSING)  # only finished trials are remembered
-            if row is _MISSING:
-                row = self._internal_row(trial, search_space, study)
-                if trial.state.is_finished():
-                    memo[trial.number] = row
-            if row is not None:
-                rows.append(row)
+        rows = [memo.get(trial.number, _MISSING) for trial in trials]  # only finished trials are remembered
+        if _MISSING in rows:
+            for i, trial in enumerate(trials):
+                if rows[i] is _MISSING:
+                    rows[i] = self._internal_row(trial, search_space, study)
+                    if trial.state.is_finished():
+                        memo[trial.number] = rows[i]
+        rows = [row for row in rows if row is not None]
         # Column by column from Python values, as Optuna builds them (same dtypes: int for a categorical index).
-        return {name: np.asarray([row[i] for row in rows]) for i, name in enumerate(search_space)}
+        columns = list(zip(*rows)) if rows else [[] for _ in search_space]
+        return {name: np.asarray(list(column)) for name, column in zip(search_space, columns)}
+
+    def _get_params(self, trial: FrozenTrial, study: optuna.Study) -> dict[str, Any]:
+        """Optuna 5.0's: a finished trial's parameters; a running one's with the relative parameters its sampler
+        shared (the constant liar), each shared string parsed once."""
+        if trial.state.is_finished() or not self._is_multivariate(study):
+            return trial.params
+        chunks = []
+        while chunk := trial.system_attrs.get(f"{_RELATIVE_PARAMS_KEY}:{len(chunks)}"):
+            chunks.append(chunk)
+        if not chunks:
+            return trial.params
+        shared = "".join(chunks)
+        known = self._shared.get(trial.number)
+        if known is None or known[0] != shared:
+            try:
+                known = self._shared[trial.number] = (shared, json.loads(shared))
+            except json.JSONDecodeError:  # written by several processes at once (Optuna's fallback)
+                return trial.params
+        return {**known[1], **trial.params}
+
+    def after_trial(
+        self, study: optuna.Study, trial: FrozenTrial, state: TrialState, values: Sequence[float] | None
+    ) -> None:
+        self._shared.pop(trial.number, None)  # finished: its own parameters are read from now on
+        super().after_trial(study, trial, state, values)
 
     def _internal_row(
         self, trial: FrozenTrial, search_space: dict[str, BaseDistribution], study: optuna.Study
