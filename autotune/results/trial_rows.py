@@ -32,7 +32,7 @@ import optuna
 import sqlalchemy as sa
 from optuna.distributions import BaseDistribution, distribution_to_json
 from optuna.storages._rdb import models
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 from sqlalchemy.engine import Connection
 
 _UPDATABLE = "('RUNNING', 'WAITING')"  # TrialState names, as Optuna's Enum column stores them
@@ -67,8 +67,8 @@ class TrialRows:
         self.storage = storage
         self.engine = storage.engine
 
-    def create(self, study_id: int) -> tuple[int, int, dt.datetime]:
-        """A new RUNNING trial of the study: (trial id, number, start as naive UTC). Numbered as Optuna numbers
+    def create(self, study_id: int) -> tuple[int, FrozenTrial]:
+        """A new RUNNING trial of the study: its id, and the trial as Optuna's storage returns it. Numbered as Optuna numbers
         it: by the trials of the study created before it, counted in the transaction that inserts it."""
         start = utc_now()
         with self._transaction() as conn:
@@ -80,7 +80,10 @@ class TrialRows:
             number = conn.exec_driver_sql("SELECT count(trial_id) FROM trials WHERE study_id = ? AND trial_id < ?",
                                           (study_id, trial_id)).scalar()  # fmt: skip
             conn.exec_driver_sql("UPDATE trials SET number = ? WHERE trial_id = ?", (number, trial_id))
-        return trial_id, number, start
+        return trial_id, FrozenTrial(number=number, state=TrialState.RUNNING, value=None, values=None,
+                                     datetime_start=local(start), datetime_complete=None, params={},
+                                     distributions={}, user_attrs={}, system_attrs={}, intermediate_values={},
+                                     trial_id=trial_id)  # fmt: skip
 
     def write(
         self,

@@ -1,17 +1,20 @@
 """Optuna's multivariate TPE with the same proposals at a cost that grows less with the study.
 
-Each proposal of Optuna's grouped, multivariate TPE re-reads every finished trial twice over: it decomposes the
+Each proposal of Optuna's grouped, multivariate TPE re-reads every trial several times over: it decomposes the
 study's search space into groups again from all trials (issue 12: 4 ms of a 30 ms proposal at 1000 trials), and
-for every group it converts each trial's parameters to their internal representation again, for the trials
-above and below the split (3 ms more). Both are pure functions of finished trials, which never change, so
-`CachingTPESampler` remembers them; everything that samples, and so every random draw, is Optuna's own. The same
-seed and the same results in the same order give the same proposals (`tests/test_tpe.py` checks it against
-Optuna's sampler).
+for every group it splits the trials into the better and the rest again and converts each trial's parameters
+to their internal representation again (6 ms more), parsing again the relative parameters that each running
+trial shares (the constant liar). All of these are pure functions of finished trials, which never change (and
+of the JSON a running trial shares), so `CachingTPESampler` remembers them; everything that samples, and so
+every random draw, is Optuna's own. The same seed and the same results in the same order give the same
+proposals (`tests/test_tpe.py` checks it against Optuna's sampler, and a replayed search's whole trial sequence
+was compared before and after).
 
-Private API, unavoidably: Optuna's TPE exposes no hook for either. This module replaces the sampler's
-``_group_decomposed_search_space`` (a ``_GroupDecomposedSearchSpace`` whose ``calculate`` adds only trials it has not
-seen) and overrides ``TPESampler._get_internal_repr``; ``tests/test_studies.py`` pins the Optuna version they were
-checked against.
+Private API, unavoidably: Optuna's TPE exposes no hook for any of this. This module replaces the sampler's
+``_group_decomposed_search_space`` (with a ``_GroupDecomposedSearchSpace`` whose ``calculate`` adds only trials it
+has not seen) and overrides ``TPESampler._sample`` (Optuna's, with its ``_split_trials`` done by `_split`),
+``_get_internal_repr`` and ``_get_params``; ``tests/test_studies.py`` pins the Optuna version they were checked
+against.
 """
 
 from __future__ import annotations
