@@ -20,6 +20,7 @@ against.
 from __future__ import annotations
 
 import json
+import operator
 import warnings
 from typing import Any, Sequence
 
@@ -39,12 +40,7 @@ from optuna.trial import FrozenTrial, TrialState
 _MISSING = object()
 
 
-def _by_key(ranked: tuple[FrozenTrial, Any]) -> Any:
-    return ranked[1]
-
-
-def _by_number(trial: FrozenTrial) -> int:
-    return trial.number
+_first = operator.itemgetter(0)
 
 
 class IncrementalGroups(_GroupDecomposedSearchSpace):
@@ -129,28 +125,28 @@ class CachingTPESampler(optuna.samplers.TPESampler):
         """Optuna 5.0's ``_split_trials`` for a single objective to minimise: the ``n_below`` best complete trials,
         then the best pruned, then the least infeasible, below; the rest and the running ones above; each side in
         trial order. Python's sorts are stable, as Optuna's, so ties fall the same way."""
-        groups: tuple[list, list, list] = ([], [], [])  # complete, pruned, infeasible: (trial, key)
+        numbers = [t.number for t in trials]
+        groups: tuple[list, list, list] = ([], [], [])  # complete, pruned, infeasible: (key, index in trials)
         running = []
-        for t in trials:
+        for i, t in enumerate(trials):
             if t.state == TrialState.RUNNING:
-                running.append(t)
+                running.append(i)
                 continue
-            rank = self._ranks.get(t.number)
+            rank = self._ranks.get(numbers[i])
             if rank is None:  # finished: its rank never changes
-                rank = self._ranks[t.number] = self._rank(t, study)
-            groups[rank[0]].append((t, rank[1]))
-        below: list[FrozenTrial] = []
-        above: list[FrozenTrial] = []
+                rank = self._ranks[numbers[i]] = self._rank(t, study)
+            groups[rank[0]].append((rank[1], i))
+        below: list[int] = []
+        above: list[int] = []
         for group in groups:
-            ranked = [t for t, _ in sorted(group, key=_by_key)]
+            ranked = [i for _, i in sorted(group, key=_first)]  # by key alone: stable, as Optuna's sort
             n = max(0, min(n_below, len(ranked)))
             below += ranked[:n]
             above += ranked[n:]
             n_below = max(0, n_below - n)
         above += running
-        below.sort(key=_by_number)
-        above.sort(key=_by_number)
-        return below, above
+        by_number = numbers.__getitem__
+        return [trials[i] for i in sorted(below, key=by_number)], [trials[i] for i in sorted(above, key=by_number)]
 
     @staticmethod
     def _rank(trial: FrozenTrial, study: optuna.Study) -> tuple[int, Any]:
