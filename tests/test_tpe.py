@@ -75,7 +75,8 @@ def test_incremental_groups_are_optunas_groups():
         chosen = rng.sample(names, rng.randint(1, 6))
         distributions = {n: optuna.distributions.CategoricalDistribution((0, 1, 2)) for n in chosen}
         state = rng.choice((TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL))
+        value = 1.0 if state == TrialState.COMPLETE else None
         study.add_trial(optuna.trial.create_trial(params={n: 0 for n in chosen}, distributions=distributions,
-                                                  state=state, value=1.0 if state == TrialState.COMPLETE else None))  # fmt: skip
+                                                  state=state, value=value))  # fmt: skip
         expected = [sorted(space) for space in optunas.calculate(study).search_spaces]
         assert [sorted(space) for space in ours.calculate(study).search_spaces] == expected

@@ -10,7 +10,7 @@ import pytest
 import sqlalchemy as sa
 from optuna.trial import TrialState
 
-from autotune.results.studies import LocalTrials, Liveness
+from autotune.results.studies import Liveness, LocalTrials
 from autotune.results.trial_rows import TrialRows, supported
 
 

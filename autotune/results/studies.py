@@ -7,6 +7,7 @@ editing a template starts a new study, re-running the same command resumes the o
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import datetime as dt
 import json
@@ -207,7 +208,8 @@ class LocalTrials(_CachedStorage):
         if not params and not attrs:
             return
         if self._rows is not None:
-            self._rows.write(trial_id, params, attrs)
+            with contextlib.suppress(sa.exc.IntegrityError):  # ignored, as Optuna's storage and the ORM path below
+                self._rows.write(trial_id, params, attrs)
             return
         # Private: one transaction for all of them (Optuna's public storage API commits each write on its own).
         with _create_scoped_session(self.backend.scoped_session, True) as session:
@@ -303,7 +305,8 @@ class LocalTrials(_CachedStorage):
             with self._lock:
                 params = self._unwritten.pop(trial_id, None)
                 attrs = self._unwritten_attrs.pop(trial_id, None)
-            self._rows.write(trial_id, params, attrs, {key: value})
+            with contextlib.suppress(sa.exc.IntegrityError):  # ignored, as Optuna's set_trial_system_attr does
+                self._rows.write(trial_id, params, attrs, {key: value})
         else:
             self._write_held(trial_id)
             super().set_trial_system_attr(trial_id, key, value)

@@ -61,19 +61,21 @@ def local(utc: dt.datetime) -> dt.datetime:
 
 
 class TrialRows:
-    """Core writes of trials' rows to ``storage``'s database (see the module)."""
+    """Writes of trials' rows to ``storage``'s database as plain SQL (see the module)."""
 
     def __init__(self, storage: optuna.storages.RDBStorage) -> None:
         self.storage = storage
         self.engine = storage.engine
 
     def create(self, study_id: int) -> tuple[int, FrozenTrial]:
-        """A new RUNNING trial of the study: its id, and the trial as Optuna's storage returns it. Numbered as Optuna numbers
-        it: by the trials of the study created before it, counted in the transaction that inserts it."""
+        """A new RUNNING trial of the study: its id, and the trial as Optuna's storage returns it. Numbered as
+        Optuna numbers it: by the trials of the study created before it, counted in the transaction that inserts
+        it."""
         start = utc_now()
         with self._transaction() as conn:
-            inserted = conn.exec_driver_sql("INSERT INTO trials (number, study_id, state, datetime_start) "
-                                            "VALUES (NULL, ?, 'RUNNING', ?)", (study_id, start.strftime(_DATETIME)))  # fmt: skip
+            inserted = conn.exec_driver_sql(
+                "INSERT INTO trials (number, study_id, state, datetime_start) VALUES (NULL, ?, 'RUNNING', ?)",
+                (study_id, start.strftime(_DATETIME)))
             trial_id = inserted.lastrowid
             if conn.exec_driver_sql("SELECT 1 FROM studies WHERE study_id = ?", (study_id,)).first() is None:
                 raise KeyError(models.NOT_FOUND_MSG)  # rolled back with the trial
@@ -110,7 +112,8 @@ class TrialRows:
                 self._refuse(conn, trial_id)
             if params:
                 conn.exec_driver_sql(
-                    "INSERT INTO trial_params (trial_id, param_name, param_value, distribution_json) VALUES (?, ?, ?, ?)",
+                    "INSERT INTO trial_params (trial_id, param_name, param_value, distribution_json) "
+                    "VALUES (?, ?, ?, ?)",
                     [(trial_id, name, value, distribution_to_json(d)) for name, value, d in params])
             if user_attrs:
                 conn.exec_driver_sql(_UPSERT_ATTR.format(table="trial_user_attributes"),
@@ -130,8 +133,9 @@ class TrialRows:
     def beat(self, trial_id: int) -> None:
         """Record the trial's heartbeat now (Optuna's ``record_heartbeat``, as one statement)."""
         with self._transaction() as conn:
-            conn.exec_driver_sql("INSERT INTO trial_heartbeats (trial_id, heartbeat) VALUES (?, CURRENT_TIMESTAMP) "
-                                 "ON CONFLICT (trial_id) DO UPDATE SET heartbeat = CURRENT_TIMESTAMP", (trial_id,))  # fmt: skip
+            conn.exec_driver_sql(
+                "INSERT INTO trial_heartbeats (trial_id, heartbeat) VALUES (?, CURRENT_TIMESTAMP) "
+                "ON CONFLICT (trial_id) DO UPDATE SET heartbeat = CURRENT_TIMESTAMP", (trial_id,))
 
     def _refuse(self, conn: Connection, trial_id: int) -> None:
         found = conn.exec_driver_sql("SELECT number FROM trials WHERE trial_id = ?", (trial_id,)).first()

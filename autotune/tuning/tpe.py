@@ -90,7 +90,8 @@ class CachingTPESampler(optuna.samplers.TPESampler):
         # finished trial number → (0 complete, 1 pruned, 2 infeasible; its sort key within those): how
         # `_split_trials` ranks it
         self._ranks: dict[int, tuple[int, Any]] = {}
-        self._shared: dict[int, tuple[str, dict]] = {}  # running trial number → its shared relative parameters, parsed
+        # running trial number → the relative parameters it shares, as JSON and parsed
+        self._shared: dict[int, tuple[str, dict]] = {}
 
     def _sample(
         self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
