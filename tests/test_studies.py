@@ -59,6 +59,27 @@ def test_own_running_trials_are_read_from_the_cache_and_a_refresh_writes_what_wa
         late.set_user_attr("bad", object())  # not JSON: refused when set, not at the next write
 
 
+def test_listings_follow_the_cache(tmp_path):
+    """`LocalTrials.get_all_trials` keeps a listing until the cache changes: a state set, a trial added, or
+    another process's trial read by a refresh; each caller gets a list of its own."""
+    local, other = _storages(tmp_path)
+    study = optuna.create_study(storage=local, study_name="s")
+    first = study.ask()
+    assert [t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))] == [0]
+    study.tell(first, 1.0)
+    assert study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)) == []
+    assert [t.number for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))] == [0]
+    study.get_trials(deepcopy=False).append("the caller's own")
+    study.ask()
+    assert [t.number for t in study.get_trials(deepcopy=False)] == [0, 1]
+    elsewhere = optuna.load_study(study_name="s", storage=other)
+    elsewhere.tell(elsewhere.ask(), 2.0)  # another process's trial, read at the next refresh
+    local.refresh_s = 0.0
+    listed = study.get_trials(deepcopy=False)
+    assert [(t.number, t.state) for t in listed] == [(0, TrialState.COMPLETE), (1, TrialState.RUNNING),
+                                                     (2, TrialState.COMPLETE)]  # fmt: skip
+
+
 def test_an_incompatible_distribution_is_refused_at_once(tmp_path):
     local, _ = _storages(tmp_path)
     study = optuna.create_study(storage=local, study_name="s")

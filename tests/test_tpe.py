@@ -16,12 +16,12 @@ ALGOS = {"a": {"BM": (16, 32, 64, 128), "BN": (16, 32, 64), "K": (1, 2)}, "b": {
          "c": {"X": (3, 5, 7)}}  # fmt: skip
 
 
-def _drive(sampler: optuna.samplers.BaseSampler, seed: int, direction: str = "minimize") -> list:
+def _drive(sampler: optuna.samplers.BaseSampler, seed: int, direction: str = "minimize", storage=None) -> list:
     """A define-by-run search like autotune's (an algorithm, then its own parameters), with several trials in
     flight (the constant liar's running trials), told out of order, some pruned and some failed; returns every
     trial's parameters and state."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(sampler=sampler, direction=direction)
+    study = optuna.create_study(sampler=sampler, direction=direction, storage=storage)
     rng = random.Random(seed)
     in_flight: list = []
     with warnings.catch_warnings():
@@ -54,6 +54,19 @@ def test_the_same_proposals_as_optunas_tpe(seed, options):
         optunas = optuna.samplers.TPESampler(seed=seed, n_startup_trials=8, **options)
     ours = CachingTPESampler(seed=seed, n_startup_trials=8, **options)
     assert _drive(ours, seed) == _drive(optunas, seed)
+
+
+def test_the_same_proposals_through_the_search_storage(tmp_path):
+    """As a search runs it: on SQLite through `LocalTrials` (its cached listings, its own writes)."""
+    from autotune.results.studies import LocalTrials
+
+    storage = LocalTrials(optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 's.db'}"), refresh_s=2.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        optunas = optuna.samplers.TPESampler(seed=2, n_startup_trials=8, multivariate=True, group=True,
+                                             constant_liar=True)  # fmt: skip
+    ours = CachingTPESampler(seed=2, n_startup_trials=8, multivariate=True, group=True, constant_liar=True)
+    assert _drive(ours, 2, storage=storage) == _drive(optunas, 2)
 
 
 def test_the_same_proposals_when_maximising():  # Optuna's own sampling, unchanged

@@ -171,6 +171,7 @@ class LocalTrials(_CachedStorage):
         self._unwritten: dict[int, list[tuple[str, float, Any]]] = {}  # trial id → parameters to write
         self._unwritten_attrs: dict[int, dict[str, Any]] = {}  # trial id → user attributes to write
         self._asked: set[int] = set()  # running trials this process asked for (it alone writes them)
+        self._listed: dict[tuple[int, Any], list[optuna.trial.FrozenTrial]] = {}  # (study, states) → trials in order
         # Lean writes of our trials' rows where the database allows (autotune.results.trial_rows)
         self._rows = TrialRows(backend) if trial_rows_supported(backend) else None
 
@@ -181,6 +182,7 @@ class LocalTrials(_CachedStorage):
         state["_unwritten"] = {}
         state["_unwritten_attrs"] = {}
         state["_asked"] = set()
+        state["_listed"] = {}
         del state["_rows"]  # its engine does not travel: made again from the copy's backend
         return state
 
@@ -255,14 +257,27 @@ class LocalTrials(_CachedStorage):
 
     def get_all_trials(self, study_id: int, deepcopy: bool = True,
                        states: Container[TrialState] | None = None) -> list[optuna.trial.FrozenTrial]:  # fmt: skip
-        # As _CachedStorage's (in trial order), but sorting the numbers, which key the cache, rather than the
-        # trials by a Python key function: TPE reads all trials once per parameter group of every proposal.
+        # As _CachedStorage's (in trial order), but each listing is kept until the cache changes (a trial added or
+        # read again, or its state set): TPE lists all trials once per parameter group of every proposal.
         self._read_trials_from_remote_storage(study_id)
+        key = (study_id, None if states is None else frozenset(states))
         with self._lock:
-            cached = self._studies[study_id].trials
-            ordered = [cached[number] for number in sorted(cached)]
-            trials = ordered if states is None else [t for t in ordered if t.state in states]
+            listed = self._listed.get(key)
+            if listed is None:
+                cached = self._studies[study_id].trials
+                ordered = [cached[number] for number in sorted(cached)]
+                listed = self._listed[key] = ordered if states is None else [t for t in ordered if t.state in states]
+            trials = list(listed)  # the caller's own list
         return copy.deepcopy(trials) if deepcopy else trials
+
+    def _add_trials_to_cache(self, study_id: int, trials: list[optuna.trial.FrozenTrial]) -> None:
+        self._listed.clear()  # (called with the lock held, by _CachedStorage and create_new_trial)
+        super()._add_trials_to_cache(study_id, trials)
+
+    def delete_study(self, study_id: int) -> None:
+        with self._lock:
+            self._listed.clear()
+        super().delete_study(study_id)
 
     def get_best_trial(self, study_id: int) -> optuna.trial.FrozenTrial:
         self.write_pending()
@@ -331,6 +346,7 @@ class LocalTrials(_CachedStorage):
             self._asked.discard(trial_id)
         if changed:
             with self._lock:
+                self._listed.clear()  # listings by state change
                 trial = self._cached(trial_id)
                 if trial is not None:
                     trial.state = state

@@ -90,6 +90,8 @@ class CachingTPESampler(optuna.samplers.TPESampler):
         # finished trial number → (0 complete, 1 pruned, 2 infeasible; its sort key within those): how
         # `_split_trials` ranks it
         self._ranks: dict[int, tuple[int, Any]] = {}
+        self._proposing: int | None = None  # the trial whose relative parameters are being sampled
+        self._last_split: tuple | None = None  # (trial number, trials read, below, above) of this proposal
         # running trial number → the relative parameters it shares, as JSON and parsed
         self._shared: dict[int, tuple[str, dict]] = {}
 
@@ -105,12 +107,7 @@ class CachingTPESampler(optuna.samplers.TPESampler):
         else:
             states = [TrialState.COMPLETE, TrialState.PRUNED]
         trials = study._get_trials(deepcopy=False, states=states, use_cache=not self._constant_liar)
-        if self._constant_liar:  # the trial being sampled is not a lie about itself
-            trials = [t for t in trials if trial.number != t.number]
-        if self._gamma is None:
-            self._gamma = default_gamma
-        n = sum(t.state != TrialState.RUNNING for t in trials)
-        below_trials, above_trials = self._split(study, trials, self._gamma(n))
+        below_trials, above_trials = self._split_once(study, trial, trials)
         mpe_below = self._build_parzen_estimator(study, search_space, below_trials, handle_below=True)
         mpe_above = self._build_parzen_estimator(study, search_space, above_trials, handle_below=False)
         samples_below = mpe_below.sample(self._rng.rng, self._n_ei_candidates)
@@ -119,6 +116,37 @@ class CachingTPESampler(optuna.samplers.TPESampler):
         for param_name, dist in search_space.items():
             ret[param_name] = dist.to_external_repr(ret[param_name])
         return ret
+
+    def _split_once(
+        self, study: optuna.Study, trial: FrozenTrial, trials: list[FrozenTrial]
+    ) -> tuple[list[FrozenTrial], list[FrozenTrial]]:
+        """Optuna's split of ``trials`` for sampling ``trial``, made once per proposal: within one `sample_relative`
+        every group reads the same trials (the same objects, their states unchanged: nothing is told while a
+        proposal is sampled), and splits them the same way. Trials read again meanwhile (another process's, by a
+        refresh) are other objects, and are split anew."""
+        last = self._last_split
+        if (last is not None and last[0] == trial.number and len(last[1]) == len(trials)
+                and all(map(operator.is_, last[1], trials))):  # fmt: skip
+            return last[2], last[3]
+        read = trials
+        if self._constant_liar:  # the trial being sampled is not a lie about itself
+            trials = [t for t in trials if trial.number != t.number]
+        if self._gamma is None:
+            self._gamma = default_gamma
+        n = sum(t.state != TrialState.RUNNING for t in trials)
+        below, above = self._split(study, trials, self._gamma(n))
+        if self._proposing == trial.number:
+            self._last_split = (trial.number, read, below, above)
+        return below, above
+
+    def sample_relative(
+        self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
+    ) -> dict[str, Any]:
+        self._proposing, self._last_split = trial.number, None  # a split is reused within this proposal only
+        try:
+            return super().sample_relative(study, trial, search_space)
+        finally:
+            self._proposing, self._last_split = None, None
 
     def _split(
         self, study: optuna.Study, trials: list[FrozenTrial], n_below: int
