@@ -260,12 +260,14 @@ def test_an_interrupt_inside_a_database_write_does_not_lock_the_clean_up(tmp_pat
     writes: dict = {"last": "", "settled": 0}
 
     def interrupt_after_some_writes(conn, cursor, statement, *args):
-        # In the middle of a trial's held-back write: its parameters inserted, the trial being read back for its
-        # attributes (the spot where CI's search was interrupted).
+        # In the middle of a trial's held-back write: its parameters inserted, its attributes being written (CI's
+        # search was interrupted there as Optuna's storage read the trial back for them; `TrialRows` writes them
+        # next in the same transaction).
         after_params = writes["last"] == "params"
         writes["last"] = "params" if statement.startswith("INSERT INTO trial_params") else "other"
         writes["settled"] += statement.startswith("UPDATE trials SET state")
-        if after_params and writes["settled"] > 12 and statement.startswith("SELECT trials."):
+        if after_params and writes["settled"] > 12 and statement.startswith(("SELECT trials.",
+                                                                             "INSERT INTO trial_user_attributes")):
             event.remove(conn.engine, "after_cursor_execute", interrupt_after_some_writes)
             raise KeyboardInterrupt
 

@@ -59,6 +59,27 @@ def test_own_running_trials_are_read_from_the_cache_and_a_refresh_writes_what_wa
         late.set_user_attr("bad", object())  # not JSON: refused when set, not at the next write
 
 
+def test_listings_follow_the_cache(tmp_path):
+    """`LocalTrials.get_all_trials` keeps a listing until the cache changes: a state set, a trial added, or
+    another process's trial read by a refresh; each caller gets a list of its own."""
+    local, other = _storages(tmp_path)
+    study = optuna.create_study(storage=local, study_name="s")
+    first = study.ask()
+    assert [t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))] == [0]
+    study.tell(first, 1.0)
+    assert study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)) == []
+    assert [t.number for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))] == [0]
+    study.get_trials(deepcopy=False).append("the caller's own")
+    study.ask()
+    assert [t.number for t in study.get_trials(deepcopy=False)] == [0, 1]
+    elsewhere = optuna.load_study(study_name="s", storage=other)
+    elsewhere.tell(elsewhere.ask(), 2.0)  # another process's trial, read at the next refresh
+    local.refresh_s = 0.0
+    listed = study.get_trials(deepcopy=False)
+    assert [(t.number, t.state) for t in listed] == [(0, TrialState.COMPLETE), (1, TrialState.RUNNING),
+                                                     (2, TrialState.COMPLETE)]  # fmt: skip
+
+
 def test_an_incompatible_distribution_is_refused_at_once(tmp_path):
     local, _ = _storages(tmp_path)
     study = optuna.create_study(storage=local, study_name="s")
@@ -120,16 +141,29 @@ def test_a_result_for_a_trial_another_process_failed_is_dropped(tmp_path):
 
 
 def test_the_optuna_version_the_private_api_was_checked_against():
-    """autotune uses Optuna's private API in one place, `autotune.results.studies.LocalTrials` (no public API caches
-    a storage's trials or batches its writes). It was written and checked against Optuna 5.0. On another version,
-    re-check before changing the pin: ``optuna.storages._cached_storage._CachedStorage`` (its ``_lock``,
-    ``_studies``, ``_trial_id_to_study_id_and_number``, ``_read_trials_from_remote_storage``, and how its
-    ``get_trial`` / ``set_trial_*`` / ``create_new_trial`` behave), ``optuna.storages._rdb.storage.
-    _create_scoped_session``, ``optuna.storages._rdb.models`` (TrialModel.find_or_raise_by_id, TrialParamModel,
-    TrialUserAttributeModel) and ``RDBStorage._set_trial_attr_without_commit``; then run tests/test_studies.py."""
+    """autotune uses Optuna's private API in three places, each because no public API does it. It was written and
+    checked against Optuna 5.0. On another version, re-check before changing the pin:
+
+    * `autotune.results.studies.LocalTrials` (no public API caches a storage's trials or batches its writes):
+      ``optuna.storages._cached_storage._CachedStorage`` (its ``_lock``, ``_studies``, ``_StudyInfo``,
+      ``_trial_id_to_study_id_and_number``, ``_add_trials_to_cache``, ``_read_trials_from_remote_storage``, and how
+      its ``get_trial`` / ``get_all_trials`` / ``set_trial_*`` / ``create_new_trial`` behave),
+      ``optuna.storages._rdb.storage._create_scoped_session``, ``optuna.storages._rdb.models`` (TrialModel.
+      find_or_raise_by_id, TrialParamModel, TrialUserAttributeModel) and ``RDBStorage._set_trial_attr_without_commit``;
+    * `autotune.results.trial_rows` (writes Optuna's tables as SQL): the tables and columns of
+      ``optuna.storages._rdb.models``, how their enums and datetimes are stored, ``TrialValueModel.
+      value_to_stored_repr``, ``NOT_FOUND_MSG``, and what ``RDBStorage`` checks before it writes; then
+      tests/test_trial_rows.py;
+    * `autotune.tuning.tpe` (TPE that remembers what it derives from finished trials): ``TPESampler._sample``,
+      ``_get_internal_repr``, ``_get_params``, ``_group_decomposed_search_space``, ``_split_trials`` and the
+      helpers it calls, ``_RELATIVE_PARAMS_KEY``, and ``optuna.search_space.group_decomposed``; then
+      tests/test_tpe.py;
+
+    then run tests/test_studies.py."""
     tested = (5, 0)
     major_minor = tuple(int(part) for part in optuna.__version__.split(".")[:2])
     assert major_minor == tested, (
-        f"Optuna {optuna.__version__} is installed; autotune's private-API use (LocalTrials) was checked against "
+        f"Optuna {optuna.__version__} is installed; autotune's private-API use (LocalTrials, trial_rows, tpe) was "
+        f"checked against "
         f"{tested[0]}.{tested[1]}: re-check what this test's docstring lists, then update `tested`"
     )

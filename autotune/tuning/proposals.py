@@ -20,6 +20,7 @@ of the best known went from 0.954 / 0.974 at 25 / 50 trials to 0.967 / 1.000.
 from __future__ import annotations
 
 import itertools
+import operator
 from typing import Any, Callable, Iterator, Sequence
 
 import optuna
@@ -34,6 +35,8 @@ from autotune.spaces.optuna_mapping import config_of, optuna_params
 from autotune.tuning.claims import Claim
 
 MAX_CHANGED = 2  # parameters a repair may change; beyond that the proposal is rejected as it was
+_STEP = operator.itemgetter(0)  # of a move: (steps, parameter name, value)
+_STEPS_THEN_GROUP = operator.itemgetter(0, 1)  # of a candidate: (steps, group, picks)
 
 
 def nearest_valid(
@@ -70,8 +73,8 @@ def valid_neighbours(
         candidates = []
         for group in itertools.combinations(range(len(moves)), changed):
             for picks in itertools.product(*(moves[i] for i in group)):
-                candidates.append((sum(step for step, _, _ in picks), group, picks))
-        candidates.sort(key=lambda c: (c[0], c[1]))
+                candidates.append((sum(map(_STEP, picks)), group, picks))
+        candidates.sort(key=_STEPS_THEN_GROUP)  # stable: within a key, in the order of the product
         for _, _, picks in candidates:
             repaired = {**config, **{name: value for _, name, value in picks}}
             if (wanted is None or wanted(repaired)) and not space.violations(repaired, shape, device):
