@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import queue
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from autotune.device import DeviceInfo
 from autotune.errors import DeviceError, InvalidArgument
@@ -22,6 +22,9 @@ from autotune.shape import Shape
 from autotune.spaces.base import Config, KernelSpace
 from autotune.tuning.evaluation.base import Evaluator, Measurement, Timing
 from autotune.tuning.evaluation.process import WorkerProcess
+
+if TYPE_CHECKING:
+    from autotune.tuning.evaluation.gpu import GpuEvaluator
 
 
 def device_syntax(text: str) -> list[int] | None:
