@@ -258,10 +258,9 @@ void note_call(Plan* plan) {
 }
 
 // Launch `plan` on `inputs` and `outputs` (given, or allocated here when empty) on `stream` (nullptr: torch's
-// current stream of the inputs' device); the outputs.
-// The plan's launches on `inputs` (outputs allocated unless given). A buffer TMA cannot take: with `decline`, no
-// launch and an empty result (the caller's general path explains it); else a ValueError. Checked before any
-// parameter block or tensor map is touched, so the plan stays as it was.
+// current stream of the inputs' device); the outputs. A buffer TMA cannot take: with `decline`, no launch and an
+// empty result (the caller's general path explains it); else a ValueError. Checked before any parameter block or
+// tensor map is touched, so the plan stays as it was.
 std::vector<at::Tensor> run(Plan* plan, const std::vector<const at::Tensor*>& inputs, std::vector<at::Tensor> outputs,
                             bool current_stream, void* stream, bool decline = false) {
   const at::Tensor& first = *inputs[0];

@@ -39,7 +39,10 @@ def layer_norm(x: torch.Tensor, normalized_shape: Sequence[int] | int, weight: t
     shape = x.shape
     # The common call first, with the fewest checks: rows of a contiguous matrix over its last dim.
     if len(shape) == 2 and x.is_contiguous():
-        cols = normalized_shape if type(normalized_shape) is int else normalized_shape[0] if len(normalized_shape) == 1 else 0
+        if type(normalized_shape) is int:
+            cols = normalized_shape
+        else:
+            cols = normalized_shape[0] if len(normalized_shape) == 1 else 0
         if cols == shape[1]:
             try:
                 return _LAYERNORM(x, weight, bias)[0]
