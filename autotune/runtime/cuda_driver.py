@@ -207,7 +207,7 @@ class Driver:
     def allow_dynamic_shared(self, function: int, nbytes: int) -> None:
         """Let ``function`` launch with ``nbytes`` of dynamic shared memory. Without the attribute a kernel may
         take 48 KiB less its *static* shared memory, so 48 KiB dynamic beside 1 KiB static already fails to launch
-        (CUDA_ERROR_INVALID_VALUE): the attribute is set for any dynamic size, once per loaded function."""
+        (CUDA_ERROR_INVALID_VALUE): the attribute is set for any dynamic size."""
         if nbytes > 0:
             self.set_max_dynamic_shared(function, nbytes)
 
