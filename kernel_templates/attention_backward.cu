@@ -31,14 +31,10 @@
 //   STAGES     depth of the cp.async ring (1: load, then compute)
 //   DQ_ATOMIC  1: dQ by fp32 atomics from attention_bwd_dkdv, then a store pass; 0: its own pass (attention_bwd_dq)
 //   SWIZZLE    1: XOR-swizzled 16-byte chunks (HEAD_DIM 64 or 128); 0: rows padded by 16 bytes
-// Problem constants (fixed by the shape, never tuned): HEAD_DIM, CAUSAL, DTYPE (1 fp16, 2 bf16).
+// Problem constants (fixed by the shape, never tuned): HEAD_DIM, CAUSAL (attention_problem.cuh), DTYPE (1 fp16,
+// 2 bf16).
+#include "attention_problem.cuh"
 
-#ifndef HEAD_DIM
-#define HEAD_DIM 128
-#endif
-#ifndef CAUSAL
-#define CAUSAL 0
-#endif
 #ifndef BC
 #define BC 128
 #endif

@@ -26,13 +26,7 @@
 #ifndef ATOMIC
 #define ATOMIC 0
 #endif
-#ifndef RMS
-#define RMS 0
-#endif
-#ifndef WDTYPE
-#define WDTYPE DTYPE
-#endif
-typedef ElemOf<WDTYPE>::type weight_t;
+#include "norm_backward.cuh"
 #define TILE (BLOCK * VEC * ITEMS)
 static_assert(!ATOMIC || WDTYPE == 0, "atomics accumulate into fp32 dw/db only");
 #define DW_T float  // layernorm_backward writes fp32: dw/db themselves (ATOMIC, fp32 weights) or fp32 partials

@@ -48,15 +48,8 @@
 #ifndef RVEC
 #define RVEC 1
 #endif
-#ifndef RMS
-#define RMS 0
-#endif
-#ifndef WDTYPE
-#define WDTYPE DTYPE
-#endif
 #include "row_groups.cuh"
-
-typedef ElemOf<WDTYPE>::type weight_t;
+#include "norm_backward.cuh"
 
 constexpr int kGroups = BLOCK / TPR;
 constexpr int kSums = RMS ? 1 : 2;  // per row: Σg·x̂ (and Σg)

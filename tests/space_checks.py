@@ -36,3 +36,21 @@ def compile_all(space: Any, configs: list[dict], cache_dir: Any, arch: str = "sm
         return [f.result() for f in [compiler.submit(space.template_for(c), space.defines(c)) for c in configs]]
     finally:
         compiler.close()
+
+
+def compile_jobs(jobs: list[tuple[Any, dict, tuple]], arch: str, cache_dir: Any) -> list[CompileResult]:
+    """Compile (space, config, shape) jobs side by side, with the defines the tuner passes (`compile_defines`)."""
+    compiler = Compiler(arch, cache_dir=cache_dir)
+    try:
+        futures = [compiler.submit(s.template_for(c), s.compile_defines(c, sh)) for s, c, sh in jobs]
+        return [f.result() for f in futures]
+    finally:
+        compiler.close()
+
+
+def assert_built_without_spills(jobs: list[tuple[Any, dict, tuple]], results: list[CompileResult]) -> None:
+    """Every job compiled, and none spilled (reported with the shape's last number: attention's head_dim)."""
+    failed = [(s.name, s.dtype, c, r.error) for (s, c, _), r in zip(jobs, results) if not r.ok]
+    assert not failed, failed[:2]
+    spilled = [(s.dtype, c, sh[-1], r.spill_bytes) for (s, c, sh), r in zip(jobs, results) if r.spill_bytes]
+    assert not spilled, spilled[:3]

@@ -13,6 +13,8 @@ import pytest
 from autotune.spaces import ALGO, config_key, get_space
 from autotune.spaces.enumeration import random_config
 
+from pinned_rows import pinned
+
 pytestmark = pytest.mark.gpu
 
 PER_ALGORITHM = 3  # random valid configurations per case, besides the default
@@ -129,22 +131,6 @@ def test_fa3_matches_fa2_on_the_same_inputs(kernel, shape, device, tmp_path):
             err = np.linalg.norm(o.astype(np.float64) - ref) / max(np.linalg.norm(ref), 1e-30)
             assert err <= O_TOLERANCE["float16"], (kind, change, err)
             np.testing.assert_allclose(lse, ref_lse, rtol=1e-5, atol=1e-5, err_msg=f"{kind} {change}")
-
-
-def pinned(kernel: str, space, shape, config: dict, device, path) -> object:
-    """The dispatcher running exactly ``config`` at ``shape`` (a scratch database holding that row alone)."""
-    import autotune
-    from autotune.results.storage import BestEntry, Database, resolve_url
-
-    db = Database(resolve_url(str(path)))
-    db.save_best(BestEntry(
-        device_name=device.name, compute_capability=device.cc, kernel=kernel, shape=space.format_shape(shape),
-        dtype=space.dtype, template_hash=space.template_hash(), params=config, time_ms=1.0, metric=1.0,
-        metric_unit="TFLOP/s", default_time_ms=None, driver_version=device.driver_version, nvcc_version="",
-        study_name="pinned", trial_number=0,
-    ))  # fmt: skip
-    db.close()
-    return autotune.load(kernel, db=str(path), strict=True)
 
 
 SPLIT_SHAPES = [(2, 4, 1, 4097, 128), (1, 3, 7, 3001, 64), (3, 2, 16, 1000, 128)]

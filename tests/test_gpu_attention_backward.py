@@ -16,6 +16,8 @@ from autotune.spaces import ALGO, config_key, get_space
 from autotune.spaces.attention import HEAD_DIMS
 from autotune.spaces.enumeration import random_config
 
+from pinned_rows import pinned
+
 pytestmark = pytest.mark.gpu
 
 PER_CASE = 3  # random valid configurations per case, besides the default
@@ -88,22 +90,6 @@ def test_every_tunable_value_is_correct(kernel, d, device):
     configs = [c for c in variants(space, d) if not space.violations(c, shape, device)]
     assert len(configs) >= 10, "the variants are valid here"
     evaluate(space, shape, configs, seed=13)
-
-
-def pinned(kernel: str, space, shape, config: dict, device, path) -> object:
-    """The dispatcher running exactly ``config`` at ``shape`` (a scratch database holding that row alone)."""
-    import autotune
-    from autotune.results.storage import BestEntry, Database, resolve_url
-
-    db = Database(resolve_url(str(path)))
-    db.save_best(BestEntry(
-        device_name=device.name, compute_capability=device.cc, kernel=kernel, shape=space.format_shape(shape),
-        dtype=space.dtype, template_hash=space.template_hash(), params=config, time_ms=1.0, metric=1.0,
-        metric_unit="TFLOP/s", default_time_ms=None, driver_version=device.driver_version, nvcc_version="",
-        study_name="pinned", trial_number=0,
-    ))  # fmt: skip
-    db.close()
-    return autotune.load(kernel, db=str(path), strict=True)
 
 
 def rel(a, b) -> float:

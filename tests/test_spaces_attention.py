@@ -12,11 +12,12 @@ import numpy as np
 import pytest
 
 from autotune.errors import InvalidArgument, InvalidType
-from autotune.runtime.compiler import Compiler
 from autotune.spaces import ALGO, config_key, get_space
 from autotune.spaces.attention import HEAD_DIMS, WIDE
 from autotune.spaces.attention_split_kv import MAX_SEQ_Q
 from autotune.spaces.enumeration import random_config
+
+from space_checks import assert_built_without_spills, compile_jobs
 
 SHAPE = (4, 16, 4096, 4096, 128)
 
@@ -228,15 +229,7 @@ def test_valid_configs_compile_without_spills_and_bad_ones_fail_static_asserts(h
         problems = fa2.violations(config, shape, h200)
         if problems and ("spill" in problems[0] or "SWIZZLE" in problems[0]):
             bad.append((fa2, config, shape))
-    compiler = Compiler(h200.compile_arch, cache_dir=cache_dir)
-    try:
-        futures = [compiler.submit(s.template_for(c), s.compile_defines(c, sh)) for s, c, sh in jobs + bad]
-        results = [f.result() for f in futures]
-    finally:
-        compiler.close()
+    results = compile_jobs(jobs + bad, h200.compile_arch, cache_dir)
     good = results[: len(jobs)]
-    failed = [(s.name, s.dtype, c, r.error) for (s, c, _), r in zip(jobs, good) if not r.ok]
-    assert not failed, failed[:2]
-    spilled = [(s.dtype, c, sh[4], r.spill_bytes) for (s, c, sh), r in zip(jobs, good) if r.spill_bytes]
-    assert not spilled, spilled[:3]
+    assert_built_without_spills(jobs, good)
     assert all(not r.ok and "static assertion" in (r.error or "") for r in results[len(jobs):])

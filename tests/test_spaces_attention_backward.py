@@ -12,13 +12,12 @@ import pytest
 
 from autotune import dtypes
 from autotune.errors import InvalidArgument, InvalidType
-from autotune.runtime.compiler import Compiler
 from autotune.spaces import ALGO, Launch, get_space
 from autotune.spaces.attention import HEAD_DIMS, WIDE, AttentionSpace
 from autotune.spaces.attention_backward import GRAD_TOLERANCE
 from autotune.spaces.base import UNIFORM
 
-from space_checks import sample_valid
+from space_checks import assert_built_without_spills, compile_jobs, sample_valid
 
 KERNELS = ("attention_backward", "attention_causal_backward")
 SHAPE = (4, 16, 4096, 4096, 128)
@@ -289,18 +288,9 @@ def test_configs_compile_without_spills_and_bad_ones_fail_static_asserts(arch, h
            ({**base, "BC": 64, "WARPS": 2, "BR": 64}, 96)]  # fmt: skip
     for config, d in bad:
         assert space.violations(config, (1, 1, 64, 64, d), h200), (config, d)
-    compiler = Compiler(arch, cache_dir=cache_dir)
-    try:
-        futures = [compiler.submit(s.template_for(c), s.compile_defines(c, sh)) for s, c, sh in jobs]
-        futures += [compiler.submit(space.template_for(c), space.compile_defines(c, (1, 1, 64, 64, d))) for c, d in bad]
-        results = [f.result() for f in futures]
-    finally:
-        compiler.close()
+    results = compile_jobs(jobs + [(space, c, (1, 1, 64, 64, d)) for c, d in bad], arch, cache_dir)
     good = results[: len(jobs)]
-    failed = [(s.name, s.dtype, c, r.error) for (s, c, _), r in zip(jobs, good) if not r.ok]
-    assert not failed, failed[:2]
-    spilled = [(s.dtype, c, sh[4], r.spill_bytes) for (s, c, sh), r in zip(jobs, good) if r.spill_bytes]
-    assert not spilled, spilled[:3]
+    assert_built_without_spills(jobs, good)
     for (s, c, sh), r in zip(jobs, good):
         launched = {step.kernel for step in s.launches(c, sh, h200) if isinstance(step, Launch)}
         assert launched <= set(r.kernels), (launched, set(r.kernels))
