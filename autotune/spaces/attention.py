@@ -67,7 +67,8 @@ HEAD_PERIOD = 3
 class AttentionSpace(KernelSpace):
     name = "attention"
     causal: ClassVar[int] = 0
-    dims = MHA_DIMS  # or GQA_DIMS where HKV < H (`parse_shape`)
+    dims = MHA_DIMS
+    other_dims = (GQA_DIMS,)  # where HKV < H (`parse_shape`)
     default_shape = (4, 16, 4096, 4096, 128)
     metric_unit = "TFLOP/s"
     algorithms = (Fa2Attention, Fa3Attention, SplitKvAttention, SimtAttention)
