@@ -261,7 +261,8 @@ def test_grouped_kernels_compile_without_spills(arch, h200, cache_dir):
     assert {c[ALGO] for _, c, _ in jobs} == {"fa2", "simt", "split_kv"} | ({"fa3"} if arch == "sm_90a" else set())
     compiler = Compiler(arch, cache_dir=cache_dir)
     try:
-        results = [f.result() for f in [compiler.submit(s.template_for(c), s.compile_defines(c, sh)) for s, c, sh in jobs]]
+        futures = [compiler.submit(s.template_for(c), s.compile_defines(c, sh)) for s, c, sh in jobs]
+        results = [f.result() for f in futures]
     finally:
         compiler.close()
     failed = [(s.name, s.dtype, c, r.error) for (s, c, _), r in zip(jobs, results) if not r.ok]

@@ -98,7 +98,7 @@ class AttentionSpace(KernelSpace):
         count = len(re.split(r"\s*[x×,]\s*", str(text).strip()))
         if count not in (len(MHA_DIMS), len(GQA_DIMS)):
             raise InvalidArgument(f"malformed shape {text!r}: expected {'x'.join(MHA_DIMS)} or {'x'.join(GQA_DIMS)} "
-                                  "(5 or 6 positive integers), e.g. 4x16x4096x4096x128 or 4x32x8x4096x4096x128")  # fmt: skip
+                                  "(5 or 6 positive integers), e.g. 4x16x4096x4096x128 or 4x32x8x4096x4096x128")
         shape = parse_shape(text, GQA_DIMS if count == len(GQA_DIMS) else MHA_DIMS)
         p = attention_dims(shape)
         self._check_heads(p.h, p.hkv)
