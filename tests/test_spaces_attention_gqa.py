@@ -184,6 +184,51 @@ def test_split_kv_packs_a_groups_rows_into_one_tile(h200):
     assert mha.grid == (8, 8, 1) and len(mha.args) == 8, "multi-head: a tile per head, no group argument"
 
 
+def split_kv_coverage(shape, splits: int, bc: int, causal: int) -> np.ndarray:
+    """How often each (flat query row, key) pair of one kv head's group is left unmasked by attention_split_kv's
+    blocks: its index arithmetic (packed rows, the tile's first and last query, kv_end, the splits' tile ranges, the
+    masks), transcribed from kernel_templates/attention_split_kv.cu with KV_GROUPED."""
+    p = attention_dims(shape)
+    seq_q, seq_kv, rows_q = p.sq, p.skv, p.sq * p.group
+    offset = seq_kv - seq_q
+    seen = np.zeros((rows_q, seq_kv), int)
+    for q0 in range(0, rows_q, 16):
+        last = min(q0 + 16, rows_q) - 1
+        spans = last // seq_q != q0 // seq_q
+        q_first, q_end = (0, seq_q) if spans else (q0 % seq_q, last % seq_q + 1)
+        kv_end = min(seq_kv, q_end + offset) if causal else seq_kv
+        n_tiles = -(-seq_kv // bc)
+        per_split = -(-n_tiles // splits)
+        for split in range(splits):
+            t_begin = split * per_split
+            t_end = min(min(n_tiles, t_begin + per_split), -(-kv_end // bc))
+            for tile in range(t_begin, t_end):
+                kv0 = tile * bc
+                masked = kv0 + bc > seq_kv or (causal and kv0 + bc - 1 > q_first + offset)
+                for row in range(q0, last + 1):
+                    for col in range(kv0, min(kv0 + bc, seq_kv) if masked else kv0 + bc):
+                        if not masked or not (col >= seq_kv or (causal and col > row % seq_q + offset)):
+                            seen[row, col] += 1
+    return seen
+
+
+@pytest.mark.parametrize("causal", [0, 1])
+@pytest.mark.parametrize("shape", [(1, 8, 1, 1, 100, 64), (1, 6, 2, 3, 37, 64), (1, 8, 2, 7, 70, 64),
+                                   (1, 12, 1, 16, 33, 64)], ids=lambda s: "x".join(map(str, s)))  # fmt: skip
+@pytest.mark.parametrize("splits, bc", [(1, 32), (4, 16), (16, 32)])
+def test_split_kv_packed_rows_see_exactly_their_keys(shape, causal, splits, bc):
+    """Every packed row (query i of the group's query head j: row j·seq_q + i) sees each key it may see
+    (causal: key ≤ i + seq_kv − seq_q, bottom-right) exactly once over the splits, and no other; tiles that span
+    two query heads included."""
+    p = attention_dims(shape)
+    seen = split_kv_coverage(shape, splits, bc, causal)
+    queries = np.arange(p.sq * p.group) % p.sq
+    want = np.ones_like(seen)
+    if causal:
+        want = (np.arange(p.skv)[None, :] <= queries[:, None] + p.skv - p.sq).astype(int)
+    np.testing.assert_array_equal(seen, want)
+
+
 def test_split_kv_blocks_and_rule_default_count_packed_tiles(h200):
     space = get_space("attention", dtype="bfloat16")
     mqa = (1, 32, 1, 1, 65536, 128)  # 32 query rows of one kv head: two tiles
