@@ -13,13 +13,14 @@ the 5-tuple, so a problem has one text in the store (`format_shape`) and the dis
 
 from __future__ import annotations
 
+import re
 from typing import ClassVar, NamedTuple
 
 import numpy as np
 
 from autotune.device import DeviceInfo
 from autotune.errors import InvalidArgument
-from autotune.shape import Shape
+from autotune.shape import Shape, parse_shape
 from autotune.spaces.algorithm import Algorithm
 from autotune.spaces.base import Config, Launch, Step, ceil_div
 
@@ -65,6 +66,25 @@ def canonical(dims: AttentionDims) -> Shape:
     """The shape's one written form: 5 numbers where HKV = H, else 6."""
     b, h, hkv, sq, skv, d = dims
     return (b, h, sq, skv, d) if hkv == h else tuple(dims)
+
+
+def check_heads(h: int, hkv: int) -> None:
+    """`InvalidArgument` unless ``h`` query heads are a multiple of ``hkv`` kv heads."""
+    if hkv > h or h % hkv:
+        raise InvalidArgument(f"{h} query heads are not a multiple of {hkv} kv heads: grouped-query attention "
+                              "needs heads a multiple of kv_heads")  # fmt: skip
+
+
+def parse_attention_shape(text: str) -> Shape:
+    """``BxHxSQxSKVxD`` or ``BxHxHKVxSQxSKVxD`` (the separators of `autotune.shape.parse_shape`), in its canonical
+    form; one line of `InvalidArgument` for any other count, a non-positive number or heads that do not divide."""
+    count = len(re.split(r"\s*[x×,]\s*", str(text).strip()))
+    if count not in (len(MHA_DIMS), len(GQA_DIMS)):
+        raise InvalidArgument(f"malformed shape {text!r}: expected {'x'.join(MHA_DIMS)} or {'x'.join(GQA_DIMS)} "
+                              "(5 or 6 positive integers), e.g. 4x16x4096x4096x128 or 4x32x8x4096x4096x128")
+    p = attention_dims(parse_shape(text, GQA_DIMS if count == len(GQA_DIMS) else MHA_DIMS))
+    check_heads(p.h, p.hkv)
+    return canonical(p)
 
 
 def kv_args(dims: AttentionDims) -> tuple[np.int32, ...]:

@@ -35,7 +35,6 @@ large logits (q and k scaled by `WIDE_SCALE`: logits of tens, nearly one-hot row
 from __future__ import annotations
 
 import math
-import re
 from typing import ClassVar, Mapping
 
 import numpy as np
@@ -43,8 +42,16 @@ import numpy as np
 from autotune import dtypes
 from autotune.device import DeviceInfo
 from autotune.errors import InvalidArgument
-from autotune.shape import Shape, format_shape, parse_shape
-from autotune.spaces._attention import GQA_DIMS, MHA_DIMS, AttentionDims, attention_dims, canonical
+from autotune.shape import Shape, format_shape
+from autotune.spaces._attention import (
+    GQA_DIMS,
+    MHA_DIMS,
+    AttentionDims,
+    attention_dims,
+    canonical,
+    check_heads,
+    parse_attention_shape,
+)
 from autotune.spaces.attention_fa2 import Fa2Attention
 from autotune.spaces.attention_fa3 import Fa3Attention
 from autotune.spaces.attention_simt import SimtAttention
@@ -94,31 +101,17 @@ class AttentionSpace(KernelSpace):
         return ("decode",) if attention_dims(shape).sq <= DECODE_MAX_SQ else ("prefill",)
 
     def parse_shape(self, text: str) -> Shape:
-        """``BxHxSQxSKVxD`` or ``BxHxHKVxSQxSKVxD``, in its canonical form (`canonical`: 5 numbers where HKV = H)."""
-        count = len(re.split(r"\s*[x×,]\s*", str(text).strip()))
-        if count not in (len(MHA_DIMS), len(GQA_DIMS)):
-            raise InvalidArgument(f"malformed shape {text!r}: expected {'x'.join(MHA_DIMS)} or {'x'.join(GQA_DIMS)} "
-                                  "(5 or 6 positive integers), e.g. 4x16x4096x4096x128 or 4x32x8x4096x4096x128")
-        shape = parse_shape(text, GQA_DIMS if count == len(GQA_DIMS) else MHA_DIMS)
-        p = attention_dims(shape)
-        self._check_heads(p.h, p.hkv)
-        return canonical(p)
+        return parse_attention_shape(text)
 
     def format_shape(self, shape: Shape) -> str:
         return format_shape(canonical(attention_dims(shape)))
-
-    @staticmethod
-    def _check_heads(h: int, hkv: int) -> None:
-        if hkv > h or h % hkv:
-            raise InvalidArgument(f"{h} query heads are not a multiple of {hkv} kv heads: grouped-query attention "
-                                  "needs heads a multiple of kv_heads")  # fmt: skip
 
     def check_shape(self, shape: Shape) -> None:
         """`InvalidArgument` for a problem no kernel of this family computes."""
         b, h, hkv, sq, skv, d = attention_dims(shape)
         if d not in HEAD_DIMS:
             raise InvalidArgument(f"head_dim {d} is not supported; {self.name} supports {', '.join(map(str, HEAD_DIMS))}")
-        self._check_heads(h, hkv)
+        check_heads(h, hkv)
         if self.causal and sq > skv:
             raise InvalidArgument(f"causal attention with seq_q {sq} > seq_kv {skv}: the first {sq - skv} queries "
                                   "would see no key (bottom-right alignment)")  # fmt: skip
