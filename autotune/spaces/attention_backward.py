@@ -125,8 +125,8 @@ class AttentionBackwardSpace(AttentionSpace):
         do = rng.uniform(-1.0, 1.0, size=(period, p.sq, p.d)).astype(np.float32)
         do = np.tile(do, (math.ceil(heads / period), 1, 1))[:heads]
         exact = forward.reference(forward.decoded_inputs(made, shape), shape)
-        return {**made, "o": dtypes.encode(exact["o"], self.dtype), "lse": exact["lse"].astype(np.float32),
-                "do": dtypes.encode(do.reshape(p.b, p.h, p.sq, p.d), self.dtype)}  # fmt: skip
+        do = dtypes.encode(do.reshape(p.b, p.h, p.sq, p.d), self.dtype)
+        return {**made, "o": dtypes.encode(exact["o"], self.dtype), "do": do, "lse": exact["lse"].astype(np.float32)}
 
     def reference(self, inputs: Mapping[str, np.ndarray], shape: Shape) -> dict[str, np.ndarray]:
         b, h, hkv, sq, skv, d = p = attention_dims(shape)
