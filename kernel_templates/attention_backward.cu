@@ -200,8 +200,18 @@ extern "C" __global__ void __launch_bounds__(NT, 1)
   const size_t kv_head = (size_t)blockIdx.z * gridDim.y + blockIdx.y;
   const int k0 = blockIdx.x * BC, warp_key0 = warp * 16 * MT;
   const int offset = seq_kv - seq_q;  // causal: query i sees keys j <= i + offset
-  float dk[MT][DN][4], dv[MT][DN][4];  // summed over the group's query heads (zeroed with the first)
+  float dk[MT][DN][4], dv[MT][DN][4];  // summed over the group's query heads
 
+#if KV_GROUPED
+  // K and V (committed with the first query head's first tile) and the zeroed sums, before the loop over the
+  // group: inside it, under `member == 0`, ptxas kept more registers live across the loop and spilled at the
+  // register bound (255 registers, 16-24 bytes of spill in causal builds at MT·(HEAD_DIM + BR) = 160, e.g. BC 128,
+  // 4 warps, BR 16, HEAD_DIM 64, DQ_ATOMIC). The multi-head build keeps its own order below (the same PTX).
+  load_tile<BC, NT>(k_tile, KV_ROWS(K), k0, seq_kv, threadIdx.x);
+  load_tile<BC, NT>(v_tile, KV_ROWS(V), k0, seq_kv, threadIdx.x);
+  zero_frags(dk);
+  zero_frags(dv);
+#endif
   for (int member = 0; member < kv_group; ++member) {  // the query heads of the group, one pipeline each
     const size_t head = kv_head * kv_group + member;
     const elem_t *Qh = HEAD_ROWS(Q, seq_q), *dOh = HEAD_ROWS(dO, seq_q);
@@ -220,21 +230,22 @@ extern "C" __global__ void __launch_bounds__(NT, 1)
       load_floats<BR, NT>(base + 2 * Q_BYTES + BR * 4, Dh, q0, seq_q, threadIdx.x);
     };
 
-    if (member == 0) {  // K and V, once: committed with the first query tile (one group: the waits stay in step)
-      load_tile<BC, NT>(k_tile, KV_ROWS(K), k0, seq_kv, threadIdx.x);
-      load_tile<BC, NT>(v_tile, KV_ROWS(V), k0, seq_kv, threadIdx.x);
-    } else {
-      __syncthreads();  // every warp is done with the previous query head's ring slots and dSᵀ tile
-    }
+#if KV_GROUPED
+    if (member != 0) __syncthreads();  // every warp is done with the previous query head's ring slots and dSᵀ tile
+#else
+    // K and V, committed with the first query tile (one group: the waits stay in step).
+    load_tile<BC, NT>(k_tile, KV_ROWS(K), k0, seq_kv, threadIdx.x);
+    load_tile<BC, NT>(v_tile, KV_ROWS(V), k0, seq_kv, threadIdx.x);
+#endif
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
       if (s < n_iter) load_stage(s, s);
       cp_async_commit();
     }
-    if (member == 0) {  // here, not above: where the multi-head kernel always had it (the same PTX)
-      zero_frags(dk);
-      zero_frags(dv);
-    }
+#if !KV_GROUPED
+    zero_frags(dk);  // here, after the prologue: where the multi-head kernel always had it (the same PTX)
+    zero_frags(dv);
+#endif
     const bool ragged = k0 + BC > seq_kv;
 
     for (int i = 0; i < n_iter; ++i) {

@@ -314,3 +314,164 @@ def test_grouped_kernels_compile_without_spills(arch, h200, cache_dir):
     assert not failed, failed[:2]
     spilled = [(s.name, s.dtype, c, r.spill_bytes) for (s, c, _), r in zip(jobs, results) if r.spill_bytes]
     assert not spilled, spilled[:3]
+
+
+# --- the grouped backward's pipeline, transcribed -----------------------------------------------------------------
+def dkdv_block_schedule(shape, config: dict, causal: int, k0: int, fault: str = "") -> dict:
+    """One block of attention_bwd_dkdv with KV_GROUPED (kernel_templates/attention_backward.cu), transcribed: the
+    loop over the group's query heads, each with its STAGES-deep cp.async ring, as the sequence of what every
+    thread of the block does (every bound and branch depends on the block, the query head and the tile alone, so
+    all threads run this same sequence: the same barriers, commits and waits). Checked as it runs: a tile is
+    computed on only after a wait that covers its commit group and a barrier after that wait; no slot of the ring
+    (nor the dSᵀ tile) is written before a barrier that follows its last read; K and V land with the first group and
+    are never written again; no copy is in flight at the end of a query head's pipeline. Returns the query rows
+    walked per query head and the barriers."""
+    p = attention_dims(shape)
+    bc, br, stages, atomic = config["BC"], config["BR"], config["STAGES"], config["DQ_ATOMIC"]
+    seq_q, seq_kv, offset = p.sq, p.skv, p.skv - p.sq
+    barriers = 0
+    groups: list[list[tuple]] = []  # committed cp.async groups, each the copies it holds
+    pending: list[tuple] = []  # copies issued since the last commit
+    done = 0  # groups a wait has seen complete
+    held = {}  # shared region → (what it holds, the barrier count when it became this thread's)
+    last_read = {}  # shared region → the barrier count at its last read
+    walked: list[list[int]] = []
+
+    def writable(region):
+        assert last_read.get(region, -1) < barriers, f"{region} rewritten without a barrier after its last read"
+
+    def load(region, what):  # cp.async
+        writable(region)
+        pending.append((region, what))
+
+    def store(region, what):  # st.shared
+        writable(region)
+        held[region] = (what, barriers)
+
+    def commit():
+        groups.append(list(pending))
+        pending.clear()
+
+    def wait(n):
+        nonlocal done
+        done = max(done, len(groups) - n)
+        for g in groups[:done]:
+            for region, what in g:
+                if held.get(region, (None,))[0] != what:
+                    held[region] = (what, barriers)
+
+    def sync():
+        nonlocal barriers
+        barriers += 1
+
+    def read(region, what):
+        got, since = held.get(region, (None, barriers))
+        assert got == what and since < barriers, f"{what} read before its wait and a barrier (holding {got})"
+        last_read[region] = barriers
+
+    load("k", ("k", k0))  # KV_GROUPED: before the loop over the group
+    load("v", ("v", k0))
+    for member in range(p.group):
+        head = member
+        if member and fault != "no_head_barrier":
+            sync()
+        qt_begin = max(0, k0 - offset) // br if causal else 0
+        n_iter = -(-seq_q // br) - qt_begin
+
+        def load_stage(slot, i):
+            load(("ring", slot), ("q", head, qt_begin + i))
+
+        for s in range(stages - 1):
+            if s < n_iter:
+                load_stage(s, s)
+            commit()
+        rows = []
+        for i in range(n_iter):
+            wait(max(stages - 2, 0) + (fault == "wait_short"))
+            sync()
+            if stages > 1:
+                if i + stages - 1 < n_iter:
+                    load_stage((i + stages - 1) % stages, i + stages - 1)
+                commit()
+            else:
+                load_stage(0, i)
+                commit()
+                wait(0 + (fault == "wait_short"))
+                sync()
+            slot = i % stages if stages > 1 else 0
+            read("k", ("k", k0))
+            read("v", ("v", k0))
+            read(("ring", slot), ("q", head, qt_begin + i))
+            rows += range((qt_begin + i) * br, min((qt_begin + i + 1) * br, seq_q))
+            if atomic:
+                store("ds", ("ds", head, i))  # every warp's dSᵀ
+                sync()
+                read("ds", ("ds", head, i))
+                read("k", ("k", k0))
+        commit()
+        if fault != "no_drain":
+            wait(0)
+        assert not pending and done == len(groups), "copies in flight past a query head's pipeline"
+        walked.append(rows)
+    return {"walked": walked, "barriers": barriers}
+
+
+@pytest.mark.parametrize("kernel", BACKWARD)
+@pytest.mark.parametrize("changes", [{}, {"STAGES": 1}, {"STAGES": 3, "DQ_ATOMIC": 0}, {"BR": 16, "WARPS": 4},
+                                     {"BC": 64, "WARPS": 4, "STAGES": 1, "DQ_ATOMIC": 0}, {"BR": 64, "BC": 32}],
+                         ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()) or "default")  # fmt: skip
+def test_grouped_dkdv_pipeline_stays_in_step_and_walks_every_visible_query(kernel, changes, h200):
+    """The transcribed dK/dV block (`dkdv_block_schedule`) on the grouped validation cases and the GPU run's
+    target: every key block of every case runs each query head's pipeline in step (checks inside), and walks, for
+    each query head of its group, exactly the query tiles holding a query that sees one of its keys (causal: from
+    the tile of query k0 − (seq_kv − seq_q), at least one), each row once."""
+    space = get_space(kernel, dtype="float16")
+    config = {**config_of(space, "fa2"), **changes}
+    target = (2, 8, 2, 333, 1000, 64)
+    for shape, _ in [*space.validation_cases(target), (target, None)]:
+        p = attention_dims(shape)
+        if space.violations(config, shape, h200):
+            continue
+        for k0 in range(0, p.skv, config["BC"]):
+            walked = dkdv_block_schedule(shape, config, space.causal, k0)["walked"]
+            assert len(walked) == p.group
+            keys_last = min(k0 + config["BC"], p.skv) - 1
+            first_seeing = max(0, k0 - (p.skv - p.sq)) if space.causal else 0  # the first query seeing key k0
+            for rows in walked:
+                assert rows == sorted(set(rows)) and rows[-1] == p.sq - 1, (shape, k0)
+                assert rows[0] <= first_seeing < rows[0] + config["BR"], (shape, k0)
+                assert keys_last >= 0 and first_seeing < p.sq
+
+
+@pytest.mark.parametrize("stages", [1, 2, 3])
+@pytest.mark.parametrize("fault, message", [("no_head_barrier", "without a barrier"), ("wait_short", "before its wait"),
+                                            ("no_drain", "in flight")])  # fmt: skip
+def test_dkdv_pipeline_transcription_catches_a_pipeline_out_of_step(stages, fault, message):
+    """The transcription's checks bite: without the barrier between query heads the next head's prologue
+    overwrites a slot the last one may still read; a wait that leaves one group more in flight reads a tile before
+    it landed; a head's pipeline not drained leaves copies in flight."""
+    config = {"BC": 64, "BR": 16, "STAGES": stages, "DQ_ATOMIC": 0}
+    shape = (1, 4, 2, 100, 100, 64)
+    assert dkdv_block_schedule(shape, config, 0, 0)["barriers"] > 0
+    if fault == "no_head_barrier" and stages == 1:
+        pytest.skip("one slot: each tile's own barrier comes before its load")
+    with pytest.raises(AssertionError, match=message):
+        dkdv_block_schedule(shape, config, 0, 0, fault=fault)
+
+
+@pytest.mark.nvcc
+def test_grouped_backward_at_the_register_bound_does_not_spill(h200, cache_dir):
+    """The two grouped dK/dV builds that spilled (255 registers, 16 and 24 bytes) while K, V and the zeroed sums
+    were set inside the loop over the group (ptxas 13.0, sm_90a); their multi-head builds never did."""
+    space = get_space("attention_causal_backward", dtype="float16")
+    jobs = [({"BC": 128, "WARPS": 4, "BR": 16, "STAGES": 2, "DQ_ATOMIC": 1}, 64),
+            ({"BC": 128, "WARPS": 8, "BR": 32, "STAGES": 1, "DQ_ATOMIC": 1}, 128)]  # fmt: skip
+    compiler = Compiler("sm_90a", cache_dir=cache_dir)
+    try:
+        for changes, d in jobs:
+            config, shape = config_of(space, "fa2", **changes), (2, 8, 2, 333, 1000, d)
+            assert not space.violations(config, shape, h200)
+            result = compiler.compile(space.template_for(config), space.compile_defines(config, shape))
+            assert result.ok and not result.spill_bytes, (changes, d, result.error, result.spill_bytes)
+    finally:
+        compiler.close()
