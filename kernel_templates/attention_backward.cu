@@ -31,8 +31,18 @@
 //   STAGES     depth of the cp.async ring (1: load, then compute)
 //   DQ_ATOMIC  1: dQ by fp32 atomics from attention_bwd_dkdv, then a store pass; 0: its own pass (attention_bwd_dq)
 //   SWIZZLE    1: XOR-swizzled 16-byte chunks (HEAD_DIM 64 or 128); 0: rows padded by 16 bytes
-// Problem constants (fixed by the shape, never tuned): HEAD_DIM, CAUSAL (attention_problem.cuh), DTYPE (1 fp16,
-// 2 bf16).
+// Problem constants (fixed by the shape, never tuned): HEAD_DIM, CAUSAL, KV_GROUPED, DTYPE (1 fp16, 2 bf16).
+//
+// Grouped-query attention (KV_GROUPED, attention_problem.cuh: K, V, dK, dV have heads / kv_group heads, query head
+// h reads kv head h / kv_group): dK and dV of a kv head are sums over its group's query heads. A block of
+// attention_bwd_dkdv owns BC keys of one kv head (grid.y = kv heads) and runs the query-tile pipeline once per
+// query head of the group, accumulating dK and dV in the same registers; K and V are loaded once. Chosen over
+// fp32 dK/dV partials per query head and a reduction pass: no workspace (G·B·HKV·seq_kv·HEAD_DIM·8 bytes written
+// and read back), no atomics, a fixed summation order, and for kv_group = 1 (the constant of multi-head builds) the
+// loop runs once: the multi-head kernel, unchanged. The cost, G-times fewer and longer blocks, matters only where
+// B·HKV·seq_kv/BC blocks no longer fill the GPU (multi-query training at short sequences). dQ is per query head
+// either way: attention_bwd_dq reads the kv head of its query head; DQ_ATOMIC adds into the query head's rows.
+
 #include "attention_problem.cuh"
 
 #ifndef BC
@@ -82,8 +92,9 @@ static_assert(MT * (HEAD_DIM + BR) <= (WARPS == 2 ? 144 : 160), "register tiles 
 
 constexpr float LOG2E = 1.4426950408889634f;
 
-// Per (batch, head) pointers of a (seq, HEAD_DIM) matrix.
+// Per (batch, head) pointers of a (seq, HEAD_DIM) matrix: of the query head `head`, of the kv head `kv_head`.
 #define HEAD_ROWS(p, seq) ((p) + head * (size_t)(seq) * HEAD_DIM)
+#define KV_ROWS(p) ((p) + kv_head * (size_t)(seq_kv) * HEAD_DIM)
 
 extern "C" __global__ void __launch_bounds__(8 * PREP_ROWS)
     attention_bwd_prep(const elem_t* __restrict__ O, const elem_t* __restrict__ dO, float* __restrict__ delta,
@@ -178,7 +189,7 @@ extern "C" __global__ void __launch_bounds__(NT, 1)
     attention_bwd_dkdv(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t* __restrict__ V,
                        const elem_t* __restrict__ dO, const float* __restrict__ LSE, const float* __restrict__ delta,
                        elem_t* __restrict__ dK, elem_t* __restrict__ dV, float* __restrict__ dq_acc, int seq_q,
-                       int seq_kv, float scale_log2, float scale) {
+                       int seq_kv, float scale_log2, float scale KV_GROUP_PARAM) {
   extern __shared__ __align__(128) unsigned char smem[];
   constexpr uint32_t KV_BYTES = BC * ROW * 2, Q_BYTES = BR * ROW * 2;
   constexpr uint32_t STAGE_BYTES = 2 * Q_BYTES + 2 * BR * 4;  // Q, dO, LSE, Δ
@@ -187,125 +198,144 @@ extern "C" __global__ void __launch_bounds__(NT, 1)
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, t = lane % 4, g = lane / 4;
   const Lanes l(lane);
-  const size_t head = (size_t)blockIdx.z * gridDim.y + blockIdx.y;
+  const size_t kv_head = (size_t)blockIdx.z * gridDim.y + blockIdx.y;
   const int k0 = blockIdx.x * BC, warp_key0 = warp * 16 * MT;
   const int offset = seq_kv - seq_q;  // causal: query i sees keys j <= i + offset
-  const elem_t *Qh = HEAD_ROWS(Q, seq_q), *dOh = HEAD_ROWS(dO, seq_q);
-  const float *LSEh = LSE + head * seq_q, *Dh = delta + head * seq_q;
-  float* dq_h = dq_acc + head * (size_t)seq_q * HEAD_DIM;
+  float dk[MT][DN][4], dv[MT][DN][4];  // summed over the group's query heads
 
-  // Query tiles that see this block's keys: causal starts at the tile holding query k0 − offset.
-  const int qt_begin = CAUSAL ? max(0, k0 - offset) / BR : 0;
-  const int n_iter = (seq_q + BR - 1) / BR - qt_begin;
-  auto load_stage = [&](int slot, int i) {
-    const uint32_t base = ring + slot * STAGE_BYTES;
-    const int q0 = (qt_begin + i) * BR;
-    load_tile<BR, NT>(base, Qh, q0, seq_q, threadIdx.x);
-    load_tile<BR, NT>(base + Q_BYTES, dOh, q0, seq_q, threadIdx.x);
-    load_floats<BR, NT>(base + 2 * Q_BYTES, LSEh, q0, seq_q, threadIdx.x);
-    load_floats<BR, NT>(base + 2 * Q_BYTES + BR * 4, Dh, q0, seq_q, threadIdx.x);
-  };
-
-  // K and V are committed with the first query tile (one group: the waits below stay in step).
-  load_tile<BC, NT>(k_tile, HEAD_ROWS(K, seq_kv), k0, seq_kv, threadIdx.x);
-  load_tile<BC, NT>(v_tile, HEAD_ROWS(V, seq_kv), k0, seq_kv, threadIdx.x);
-#pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < n_iter) load_stage(s, s);
-    cp_async_commit();
-  }
-
-  float dk[MT][DN][4], dv[MT][DN][4];
+#if KV_GROUPED
+  // K and V (committed with the first query head's first tile) and the zeroed sums, before the loop over the
+  // group: inside it, under `member == 0`, ptxas kept more registers live across the loop and spilled at the
+  // register bound (255 registers, 16-24 bytes of spill in causal builds at MT·(HEAD_DIM + BR) = 160, e.g. BC 128,
+  // 4 warps, BR 16, HEAD_DIM 64, DQ_ATOMIC). The multi-head build keeps its own order below (the same PTX).
+  load_tile<BC, NT>(k_tile, KV_ROWS(K), k0, seq_kv, threadIdx.x);
+  load_tile<BC, NT>(v_tile, KV_ROWS(V), k0, seq_kv, threadIdx.x);
   zero_frags(dk);
   zero_frags(dv);
-  const bool ragged = k0 + BC > seq_kv;
+#endif
+  for (int member = 0; member < kv_group; ++member) {  // the query heads of the group, one pipeline each
+    const size_t head = kv_head * kv_group + member;
+    const elem_t *Qh = HEAD_ROWS(Q, seq_q), *dOh = HEAD_ROWS(dO, seq_q);
+    const float *LSEh = LSE + head * seq_q, *Dh = delta + head * seq_q;
+    float* dq_h = dq_acc + head * (size_t)seq_q * HEAD_DIM;
 
-  for (int i = 0; i < n_iter; ++i) {
-    // As attention_fa2.cu: STAGES-2 groups left in flight means tile i (and K, V) landed for this thread; the
-    // barrier makes it everyone's, and frees tile i-1's slot (and the dSᵀ tile) for reuse.
-    cp_async_wait<(STAGES >= 2 ? STAGES - 2 : 0)>();
-    __syncthreads();
-    if (STAGES > 1) {
-      if (i + STAGES - 1 < n_iter) load_stage((i + STAGES - 1) % STAGES, i + STAGES - 1);
+    // Query tiles that see this block's keys: causal starts at the tile holding query k0 − offset.
+    const int qt_begin = CAUSAL ? max(0, k0 - offset) / BR : 0;
+    const int n_iter = (seq_q + BR - 1) / BR - qt_begin;
+    auto load_stage = [&](int slot, int i) {
+      const uint32_t base = ring + slot * STAGE_BYTES;
+      const int q0 = (qt_begin + i) * BR;
+      load_tile<BR, NT>(base, Qh, q0, seq_q, threadIdx.x);
+      load_tile<BR, NT>(base + Q_BYTES, dOh, q0, seq_q, threadIdx.x);
+      load_floats<BR, NT>(base + 2 * Q_BYTES, LSEh, q0, seq_q, threadIdx.x);
+      load_floats<BR, NT>(base + 2 * Q_BYTES + BR * 4, Dh, q0, seq_q, threadIdx.x);
+    };
+
+#if KV_GROUPED
+    if (member != 0) __syncthreads();  // every warp is done with the previous query head's ring slots and dSᵀ tile
+#else
+    // K and V, committed with the first query tile (one group: the waits stay in step).
+    load_tile<BC, NT>(k_tile, KV_ROWS(K), k0, seq_kv, threadIdx.x);
+    load_tile<BC, NT>(v_tile, KV_ROWS(V), k0, seq_kv, threadIdx.x);
+#endif
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+      if (s < n_iter) load_stage(s, s);
       cp_async_commit();
-    } else {
-      load_stage(0, i);
-      cp_async_commit();
-      cp_async_wait<0>();
+    }
+#if !KV_GROUPED
+    zero_frags(dk);  // here, after the prologue: where the multi-head kernel always had it (the same PTX)
+    zero_frags(dv);
+#endif
+    const bool ragged = k0 + BC > seq_kv;
+
+    for (int i = 0; i < n_iter; ++i) {
+      // As attention_fa2.cu: STAGES-2 groups left in flight means tile i (and K, V) landed for this thread; the
+      // barrier makes it everyone's, and frees tile i-1's slot (and the dSᵀ tile) for reuse.
+      cp_async_wait<(STAGES >= 2 ? STAGES - 2 : 0)>();
       __syncthreads();
-    }
-    const uint32_t q_tile = ring + (STAGES > 1 ? i % STAGES : 0) * STAGE_BYTES, do_tile = q_tile + Q_BYTES;
-    const float* lse_s = reinterpret_cast<const float*>(smem + (q_tile - k_tile) + 2 * Q_BYTES);
-    const float* d_s = lse_s + BR;
-    const int q0 = (qt_begin + i) * BR;
+      if (STAGES > 1) {
+        if (i + STAGES - 1 < n_iter) load_stage((i + STAGES - 1) % STAGES, i + STAGES - 1);
+        cp_async_commit();
+      } else {
+        load_stage(0, i);
+        cp_async_commit();
+        cp_async_wait<0>();
+        __syncthreads();
+      }
+      const uint32_t q_tile = ring + (STAGES > 1 ? i % STAGES : 0) * STAGE_BYTES, do_tile = q_tile + Q_BYTES;
+      const float* lse_s = reinterpret_cast<const float*>(smem + (q_tile - k_tile) + 2 * Q_BYTES);
+      const float* d_s = lse_s + BR;
+      const int q0 = (qt_begin + i) * BR;
 
-    // Sᵀ = K·Qᵀ: this warp's keys × the tile's queries; masked, then Pᵀ in place.
-    float s[MT][BR / 8][4];
-    zero_frags(s);
-    mma_rows<MT, BR>(s, k_tile, warp_key0, q_tile, l);
-    if (ragged || (CAUSAL && k0 + BC - 1 > q0 + offset)) {
+      // Sᵀ = K·Qᵀ: this warp's keys × the tile's queries; masked, then Pᵀ in place.
+      float s[MT][BR / 8][4];
+      zero_frags(s);
+      mma_rows<MT, BR>(s, k_tile, warp_key0, q_tile, l);
+      if (ragged || (CAUSAL && k0 + BC - 1 > q0 + offset)) {
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
+        for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-        for (int n = 0; n < BR / 8; ++n)
+          for (int n = 0; n < BR / 8; ++n)
 #pragma unroll
-          for (int x = 0; x < 4; ++x) {
-            const int key = k0 + warp_key0 + mt * 16 + g + 8 * (x >> 1), query = q0 + n * 8 + 2 * t + (x & 1);
-            if (key >= seq_kv || (CAUSAL && key > query + offset)) s[mt][n][x] = -INFINITY;
-          }
-    }
+            for (int x = 0; x < 4; ++x) {
+              const int key = k0 + warp_key0 + mt * 16 + g + 8 * (x >> 1), query = q0 + n * 8 + 2 * t + (x & 1);
+              if (key >= seq_kv || (CAUSAL && key > query + offset)) s[mt][n][x] = -INFINITY;
+            }
+      }
 #pragma unroll
-    for (int n = 0; n < BR / 8; ++n) {
-      const float2 lse = *reinterpret_cast<const float2*>(lse_s + n * 8 + 2 * t);
+      for (int n = 0; n < BR / 8; ++n) {
+        const float2 lse = *reinterpret_cast<const float2*>(lse_s + n * 8 + 2 * t);
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
+        for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-        for (int x = 0; x < 4; ++x)
-          s[mt][n][x] = fast_exp2(fmaf(s[mt][n][x], scale_log2, -((x & 1) ? lse.y : lse.x) * LOG2E));
-    }
-    mma_frags<MT, BR>(dv, s, do_tile, l);  // dV += Pᵀ·dO
+          for (int x = 0; x < 4; ++x)
+            s[mt][n][x] = fast_exp2(fmaf(s[mt][n][x], scale_log2, -((x & 1) ? lse.y : lse.x) * LOG2E));
+      }
+      mma_frags<MT, BR>(dv, s, do_tile, l);  // dV += Pᵀ·dO
 
-    // dPᵀ = V·dOᵀ, then dSᵀ = Pᵀ∘(dPᵀ − Δ) in its place; dK += dSᵀ·Q.
-    float ds[MT][BR / 8][4];
-    zero_frags(ds);
-    mma_rows<MT, BR>(ds, v_tile, warp_key0, do_tile, l);
+      // dPᵀ = V·dOᵀ, then dSᵀ = Pᵀ∘(dPᵀ − Δ) in its place; dK += dSᵀ·Q.
+      float ds[MT][BR / 8][4];
+      zero_frags(ds);
+      mma_rows<MT, BR>(ds, v_tile, warp_key0, do_tile, l);
 #pragma unroll
-    for (int n = 0; n < BR / 8; ++n) {
-      const float2 d = *reinterpret_cast<const float2*>(d_s + n * 8 + 2 * t);
+      for (int n = 0; n < BR / 8; ++n) {
+        const float2 d = *reinterpret_cast<const float2*>(d_s + n * 8 + 2 * t);
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
+        for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-        for (int x = 0; x < 4; ++x) ds[mt][n][x] = s[mt][n][x] * (ds[mt][n][x] - ((x & 1) ? d.y : d.x));
-    }
-    mma_frags<MT, BR>(dk, ds, q_tile, l);
+          for (int x = 0; x < 4; ++x) ds[mt][n][x] = s[mt][n][x] * (ds[mt][n][x] - ((x & 1) ? d.y : d.x));
+      }
+      mma_frags<MT, BR>(dk, ds, q_tile, l);
 
-    if (DQ_ATOMIC) {
-      // dSᵀ rounded as for dK (the same values), row = key, column = query; then dQ += dS·K.
+      if (DQ_ATOMIC) {
+        // dSᵀ rounded as for dK (the same values), row = key, column = query; then dQ += dS·K.
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
+        for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-        for (int h = 0; h < 2; ++h)
+          for (int h = 0; h < 2; ++h)
 #pragma unroll
-          for (int n = 0; n < BR / 8; ++n) {
-            const int key = warp_key0 + mt * 16 + g + 8 * h;
-            asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(ds_tile + (uint32_t)(key * DS_ROW + n * 8 + 2 * t) * 2u),
-                         "r"(pack2(ds[mt][n][2 * h], ds[mt][n][2 * h + 1])));
-          }
-      __syncthreads();
-      add_dq(dq_h, ds_tile, k_tile, q0, seq_q, warp, lane, l);
+            for (int n = 0; n < BR / 8; ++n) {
+              const int key = warp_key0 + mt * 16 + g + 8 * h;
+              asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(ds_tile + (uint32_t)(key * DS_ROW + n * 8 + 2 * t) * 2u),
+                           "r"(pack2(ds[mt][n][2 * h], ds[mt][n][2 * h + 1])));
+            }
+        __syncthreads();
+        add_dq(dq_h, ds_tile, k_tile, q0, seq_q, warp, lane, l);
+      }
     }
-  }
-  cp_async_commit();
-  cp_async_wait<0>();  // no copy may outlive the block (trailing empty groups, or none with n_iter 0)
+    cp_async_commit();
+    cp_async_wait<0>();  // no copy may outlive the head's pipeline (trailing empty groups, or none with n_iter 0)
+  }  // the group's query heads
 
-  store_frags(HEAD_ROWS(dK, seq_kv), dk, scale, k0 + warp_key0, seq_kv, lane);
-  store_frags(HEAD_ROWS(dV, seq_kv), dv, 1.f, k0 + warp_key0, seq_kv, lane);
+  store_frags(KV_ROWS(dK), dk, scale, k0 + warp_key0, seq_kv, lane);
+  store_frags(KV_ROWS(dV), dv, 1.f, k0 + warp_key0, seq_kv, lane);
 }
 
 extern "C" __global__ void __launch_bounds__(NT, 1)
     attention_bwd_dq(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t* __restrict__ V,
                      const elem_t* __restrict__ dO, const float* __restrict__ LSE, const float* __restrict__ delta,
-                     elem_t* __restrict__ dQ, int seq_q, int seq_kv, float scale_log2, float scale) {
+                     elem_t* __restrict__ dQ, int seq_q, int seq_kv, float scale_log2, float scale KV_GROUP_PARAM) {
   extern __shared__ __align__(128) unsigned char smem[];
   constexpr uint32_t Q_BYTES = BC * ROW * 2, KV_BYTES = BR * ROW * 2;
   const uint32_t q_tile = smem_addr(smem), do_tile = q_tile + Q_BYTES, ring = do_tile + Q_BYTES;
@@ -317,7 +347,8 @@ extern "C" __global__ void __launch_bounds__(NT, 1)
   const int q0 = (CAUSAL ? n_qblocks - 1 - (int)blockIdx.x : (int)blockIdx.x) * BC;  // causal: longest first
   const int warp_row0 = warp * 16 * MT;
   const int offset = seq_kv - seq_q;
-  const elem_t *Kh = HEAD_ROWS(K, seq_kv), *Vh = HEAD_ROWS(V, seq_kv);
+  const size_t kv_head = KV_HEAD(head);
+  const elem_t *Kh = KV_ROWS(K), *Vh = KV_ROWS(V);
   const int kv_end = CAUSAL ? min(seq_kv, q0 + BC + offset) : seq_kv;
   const int n_tiles = (kv_end + BR - 1) / BR;
 

@@ -5,6 +5,7 @@
 // Layout (batch, heads, seq, HEAD_DIM), contiguous; seq_q and seq_kv independent and arbitrary (ragged tiles are
 // zero-filled by cp.async and masked). Causal masks are aligned bottom-right (key j is seen by query i iff
 // j <= i + seq_kv - seq_q), as torch does; the space refuses seq_q > seq_kv with causal (rows with no key).
+// KV_GROUPED: k and v have heads / kv_group heads; query head h reads kv head h / kv_group (attention_problem.cuh).
 //
 // A block owns BR query rows of one (batch, head): WARPS warps, each 16·MT rows (MT m16 tiles). It walks the KV
 // sequence in tiles of BC keys; K and V tiles stream through a STAGES-deep cp.async ring in shared memory. Per
@@ -20,7 +21,7 @@
 //   Q_REGS    1: Q fragments loaded once into registers; 0: re-read from shared memory (ldmatrix) per KV tile
 //   SWIZZLE   1: XOR-swizzled 16-byte chunks (HEAD_DIM 64 or 128); 0: rows padded by 16 bytes
 //   REVERSE   causal: 1 launches the longest (bottom) query blocks first (better tail), 0 in order
-// Problem constants (fixed by the shape, never tuned): HEAD_DIM, CAUSAL, DTYPE (1 fp16, 2 bf16).
+// Problem constants (fixed by the shape, never tuned): HEAD_DIM, CAUSAL, KV_GROUPED, DTYPE (1 fp16, 2 bf16).
 
 #include "attention_problem.cuh"
 
@@ -70,7 +71,7 @@ static_assert(MT * (DN * 4 + SN * 4 + (Q_REGS ? KT * 4 : 0)) <= 136, "register t
 
 extern "C" __global__ void __launch_bounds__(NT, 1)  // without the 1, ptxas capped 256-thread blocks at 80 registers and spilled
     attention_fa2(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t* __restrict__ V,
-                  elem_t* __restrict__ O, float* __restrict__ LSE, int seq_q, int seq_kv, float scale_log2) {
+                  elem_t* __restrict__ O, float* __restrict__ LSE, int seq_q, int seq_kv, float scale_log2 KV_GROUP_PARAM) {
   extern __shared__ __align__(128) unsigned char smem[];
   const uint32_t q_tile = smem_addr(smem);
   const uint32_t kv_base = q_tile + BR * ROW * 2;
@@ -83,8 +84,8 @@ extern "C" __global__ void __launch_bounds__(NT, 1)  // without the 1, ptxas cap
   const int q0 = qblock * BR;
   const size_t head = (size_t)blockIdx.z * gridDim.y + blockIdx.y;
   const elem_t* Qh = Q + head * seq_q * HEAD_DIM;
-  const elem_t* Kh = K + head * seq_kv * HEAD_DIM;
-  const elem_t* Vh = V + head * seq_kv * HEAD_DIM;
+  const elem_t* Kh = K + KV_HEAD(head) * seq_kv * HEAD_DIM;
+  const elem_t* Vh = V + KV_HEAD(head) * seq_kv * HEAD_DIM;
   const int offset = seq_kv - seq_q;  // causal: query i sees keys j <= i + offset
 
   // KV tiles this block needs: causal stops after the tile holding its last row's diagonal.

@@ -42,7 +42,9 @@
 //             runs while the tensor cores compute P[j]·V[j] (FA3's intra-warpgroup overlap); 0: QK, wait, softmax,
 //             PV, wait
 //   REVERSE   causal: 1 launches the longest (bottom) query blocks first
-// Problem constants (fixed by the shape): HEAD_DIM (64, 96, 128), CAUSAL, DTYPE (1 fp16, 2 bf16).
+// Problem constants (fixed by the shape): HEAD_DIM (64, 96, 128), CAUSAL, KV_GROUPED, DTYPE (1 fp16, 2 bf16).
+// KV_GROUPED (attention_problem.cuh): the K and V tensor maps are (HEAD_DIM, seq_kv, batch·kv heads), and the
+// producer copies K, V tiles of kv head KV_HEAD(head) (the block's query head divided by kv_group).
 //
 // Edges: a 3-D tensor map (HEAD_DIM, seq, batch·heads) per input, so the copy engine zero-fills rows past seq_q
 // and seq_kv of each head (never the next head's rows). Keys at or past seq_kv are masked to -inf (their zero
@@ -221,7 +223,7 @@ __device__ __forceinline__ void epilogue(const float (&o)[DV / 2], const float (
 extern "C" __global__ void __launch_bounds__(NT, 1)
 attention_fa3(const __grid_constant__ TmaDesc tmap_q, const __grid_constant__ TmaDesc tmap_k,
               const __grid_constant__ TmaDesc tmap_v, elem_t* __restrict__ O, float* __restrict__ LSE, int seq_q,
-              int seq_kv, float scale_log2) {
+              int seq_kv, float scale_log2 KV_GROUP_PARAM) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   Smem sm;
   sm.q = (smem_u32(smem_raw) + 1023) & ~1023u;  // swizzle atoms and TMA boxes want 1024-byte alignment
@@ -265,12 +267,13 @@ attention_fa3(const __grid_constant__ TmaDesc tmap_q, const __grid_constant__ Tm
       mbar_arrive_expect_tx(sm.q_full, Q_BYTES);
 #pragma unroll
       for (int p = 0; p < PANELS; ++p) tma_load_3d(sm.q + p * Q_PANEL, &tmap_q, 64 * p, q0, head, sm.q_full);
-      load_tile(sm, &tmap_k, false, 0, head);
+      const int kv_head = KV_HEAD(head);
+      load_tile(sm, &tmap_k, false, 0, kv_head);
       for (int j = 1; j < n_tiles; ++j) {
-        load_tile(sm, &tmap_k, false, j, head);
-        load_tile(sm, &tmap_v, true, j - 1, head);
+        load_tile(sm, &tmap_k, false, j, kv_head);
+        load_tile(sm, &tmap_v, true, j - 1, kv_head);
       }
-      load_tile(sm, &tmap_v, true, n_tiles - 1, head);
+      load_tile(sm, &tmap_v, true, n_tiles - 1, kv_head);
     }
   } else {  // the roles are the two branches of one if/else: ptxas then honours setmaxnreg
 #ifdef CONSUMER_REGS

@@ -3,7 +3,8 @@
 //   O[b,h,i,:] = softmax_j(Q[b,h,i,:]·K[b,h,j,:] · scale  [+ causal mask])·V[b,h,j,:]      LSE[b,h,i] (natural log)
 //
 // Layout (batch, heads, seq, HEAD_DIM), contiguous; any seq_q, seq_kv; causal masks aligned bottom-right
-// (query i sees keys j <= i + seq_kv - seq_q).
+// (query i sees keys j <= i + seq_kv - seq_q). KV_GROUPED: k and v have heads / kv_group heads, and query head h
+// reads kv head h / kv_group (attention_problem.cuh).
 //
 // A block owns WARPS·ROWS query rows of one (batch, head); each warp ROWS of them. K and V tiles of BC = 32·KPL
 // keys are staged in shared memory (K rows padded by one float: lane-per-key dot products are conflict-free).
@@ -12,7 +13,7 @@
 // row, P broadcast by shuffles.
 //
 // Tunables: WARPS (warps per block), ROWS (query rows per warp), KPL (keys per lane per tile).
-// Problem constants: HEAD_DIM (a multiple of 32), CAUSAL.
+// Problem constants: HEAD_DIM (a multiple of 32), CAUSAL, KV_GROUPED.
 #include "attention_problem.cuh"
 #include "dtype.cuh"
 #include "online_softmax.cuh"
@@ -38,7 +39,7 @@ static_assert(ROWS * (KPL + DPL) <= 128, "per-lane state would spill");
 
 extern "C" __global__ void __launch_bounds__(NT, 1)  // without the 1, ptxas capped 256-thread blocks at 80 registers and spilled
     attention_simt(const float* __restrict__ Q, const float* __restrict__ K, const float* __restrict__ V,
-                   float* __restrict__ O, float* __restrict__ LSE, int seq_q, int seq_kv, float scale_log2) {
+                   float* __restrict__ O, float* __restrict__ LSE, int seq_q, int seq_kv, float scale_log2 KV_GROUP_PARAM) {
   extern __shared__ float sm[];
   float* qs = sm;                    // BR x HEAD_DIM
   float* ks = qs + BR * HEAD_DIM;    // BC x KROW
@@ -47,8 +48,8 @@ extern "C" __global__ void __launch_bounds__(NT, 1)  // without the 1, ptxas cap
   const size_t head = (size_t)blockIdx.z * gridDim.y + blockIdx.y;
   const int q0 = blockIdx.x * BR;
   const float* Qh = Q + head * seq_q * HEAD_DIM;
-  const float* Kh = K + head * seq_kv * HEAD_DIM;
-  const float* Vh = V + head * seq_kv * HEAD_DIM;
+  const float* Kh = K + KV_HEAD(head) * seq_kv * HEAD_DIM;
+  const float* Vh = V + KV_HEAD(head) * seq_kv * HEAD_DIM;
   const int offset = seq_kv - seq_q;
   int kv_end = seq_kv;
   if (CAUSAL) kv_end = min(seq_kv, q0 + BR + offset);

@@ -11,9 +11,17 @@
 // Layout (batch, heads, seq, HEAD_DIM), contiguous; any seq_q, seq_kv; causal aligned bottom-right (query i sees
 // key j <= i + seq_kv − seq_q). Workspace: o_part (SPLITS, B·H·seq_q, HEAD_DIM), lse_part (SPLITS, B·H·seq_q).
 //
+// KV_GROUPED (grouped-query attention, attention_problem.cuh): a block belongs to one kv head (grid.y = kv heads)
+// and its 16 query rows are taken from the kv_group·seq_q rows of all the query heads of the group, packed: row r
+// is query r % seq_q of the group's query head r / seq_q. Q of (b, kv·G + j, i) is row j·seq_q + i after the
+// group's first row, and so are o_part and lse_part, so the packed rows are read and written as one head's seq_q
+// rows are without grouping; every K/V tile a block reads serves the whole group (a decoding step of G heads:
+// one K/V read, G of the mma's 16 rows used, instead of G reads with one row each). Only the causal mask needs
+// each row's own query index. Multi-head attention is the case kv_group = 1 (rows of one head, as before).
+//
 // Tunables: SPLITS (KV splits), WARPS (warps per block, interleaved over the split's tiles), BC (keys per tile),
 // STAGES (per-warp cp.async ring depth), SWIZZLE (XOR-swizzled or padded shared rows), COMBINE_THREADS.
-// Problem constants: HEAD_DIM, CAUSAL, DTYPE (1 fp16, 2 bf16).
+// Problem constants: HEAD_DIM, CAUSAL, KV_GROUPED, DTYPE (1 fp16, 2 bf16).
 
 #include "attention_problem.cuh"
 
@@ -57,10 +65,16 @@ static_assert(SPLITS >= 1, "SPLITS >= 1");
 
 static_assert(DN * 4 + SN * 8 + KT * 4 <= 128, "register tiles would spill");  // measured with ptxas
 
+#if KV_GROUPED
+#define QUERY(row) ((row) % seq_q)  // a packed row's position in the sequence (its query index)
+#else
+#define QUERY(row) (row)
+#endif
+
 extern "C" __global__ void __launch_bounds__(NT, 1)
     attention_split_kv(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t* __restrict__ V,
                        float* __restrict__ o_part, float* __restrict__ lse_part, int seq_q, int seq_kv,
-                       float scale_log2) {
+                       float scale_log2 KV_GROUP_PARAM) {
   extern __shared__ __align__(128) unsigned char smem[];
   constexpr uint32_t TILE_BYTES = BC * ROW * 2;
   const uint32_t q_tile = smem_addr(smem);
@@ -68,15 +82,24 @@ extern "C" __global__ void __launch_bounds__(NT, 1)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
   const int split = blockIdx.x % SPLITS;
-  const int q0 = (blockIdx.x / SPLITS) * 16;
-  const size_t head = (size_t)blockIdx.z * gridDim.y + blockIdx.y;
-  const elem_t* Qh = Q + head * seq_q * HEAD_DIM;
+  const int q0 = (blockIdx.x / SPLITS) * 16;  // the tile's first (packed) row
+  const size_t head = (size_t)blockIdx.z * gridDim.y + blockIdx.y;  // the kv head (and its group's first rows)
+  const int rows_q = seq_q * kv_group;                              // query rows of the group, packed
+  const elem_t* Qh = Q + head * rows_q * HEAD_DIM;
   const elem_t* Kh = K + head * seq_kv * HEAD_DIM;
   const elem_t* Vh = V + head * seq_kv * HEAD_DIM;
   const int offset = seq_kv - seq_q;
+  // The earliest query of the tile's rows and one past its latest (causal: the keys the tile needs).
+#if KV_GROUPED
+  const int last = min(q0 + 16, rows_q) - 1;
+  const bool spans = last / seq_q != q0 / seq_q;  // rows of two query heads: every query index in between
+  const int q_first = spans ? 0 : QUERY(q0), q_end = spans ? seq_q : QUERY(last) + 1;
+#else
+  const int q_first = q0, q_end = q0 + 16;
+#endif
 
   int kv_end = seq_kv;
-  if (CAUSAL) kv_end = min(seq_kv, q0 + 16 + offset);
+  if (CAUSAL) kv_end = min(seq_kv, q_end + offset);
   // Tiles of the whole sequence are dealt out to the splits in contiguous runs.
   const int n_tiles = (seq_kv + BC - 1) / BC;
   const int per_split = (n_tiles + SPLITS - 1) / SPLITS;
@@ -86,7 +109,7 @@ extern "C" __global__ void __launch_bounds__(NT, 1)
   const int mine = t_end > t_begin + warp ? (t_end - t_begin - warp + WARPS - 1) / WARPS : 0;
   const uint32_t ring = ring_base + warp * (STAGES * 2 * TILE_BYTES);
 
-  load_tile<16, NT>(q_tile, Qh, q0, seq_q, threadIdx.x);
+  load_tile<16, NT>(q_tile, Qh, q0, rows_q, threadIdx.x);
   cp_async_commit();
   cp_async_wait<0>();
   __syncthreads();
@@ -148,14 +171,14 @@ extern "C" __global__ void __launch_bounds__(NT, 1)
         mma16816(s[n], qf[kk], b[0], b[1]);
         mma16816(s[n + 1], qf[kk], b[2], b[3]);
       }
-    if (kv0 + BC > seq_kv || (CAUSAL && kv0 + BC - 1 > q0 + offset)) {
+    if (kv0 + BC > seq_kv || (CAUSAL && kv0 + BC - 1 > q_first + offset)) {
 #pragma unroll
       for (int n = 0; n < SN; ++n)
 #pragma unroll
         for (int x = 0; x < 4; ++x) {
           const int col = kv0 + n * 8 + 2 * t + (x & 1);
           const int row = q0 + g + 8 * (x >> 1);
-          if (col >= seq_kv || (CAUSAL && col > row + offset)) s[n][x] = -INFINITY;
+          if (col >= seq_kv || (CAUSAL && col > QUERY(row) + offset)) s[n][x] = -INFINITY;
         }
     }
 #pragma unroll
@@ -226,11 +249,11 @@ extern "C" __global__ void __launch_bounds__(NT, 1)
   const float LN2 = 0.6931471805599453f;
   for (int i = threadIdx.x; i < 16 * HEAD_DIM; i += NT) {
     const int r = i / HEAD_DIM, d = i % HEAD_DIM;
-    if (q0 + r >= seq_q) break;  // rows only grow with i
+    if (q0 + r >= rows_q) break;  // rows only grow with i
     float mx = -INFINITY;
 #pragma unroll
     for (int w = 0; w < WARPS; ++w) mx = fmaxf(mx, cm[w * 16 + r]);
-    const size_t row = (size_t)split * gridDim.z * gridDim.y * seq_q + head * seq_q + q0 + r;
+    const size_t row = (size_t)split * gridDim.z * gridDim.y * rows_q + head * rows_q + q0 + r;
     if (mx == -INFINITY) {  // this split holds no key this row sees
       o_part[row * HEAD_DIM + d] = 0.f;
       if (d == 0) lse_part[row] = -INFINITY;

@@ -113,7 +113,10 @@ def test_algorithms_per_dtype():
         ({"q": (1, 2, 8, 48), "k": (1, 2, 8, 48), "v": (1, 2, 8, 48)}, "head_dim 48 is not supported"),
         ({"q": (1, 2, 8, 64), "k": (1, 2, 0, 64), "v": (1, 2, 0, 64)}, "seq_kv is 0"),
         ({"q": (2, 8, 64), "k": (1, 2, 8, 64), "v": (1, 2, 8, 64)}, "must be 4-D"),
-        ({"q": (1, 4, 8, 64), "k": (1, 2, 8, 64), "v": (1, 2, 8, 64)}, "(batch, heads)"),
+        ({"q": (1, 3, 8, 64), "k": (1, 2, 8, 64), "v": (1, 2, 8, 64)}, "q has 3 heads but k and v have 2: the query"),
+        ({"q": (2, 4, 8, 64), "k": (1, 2, 8, 64), "v": (1, 2, 8, 64)}, "q has batch 2 but k and v have 1"),
+        ({"q": (1, 2, 8, 64), "k": (1, 4, 8, 64), "v": (1, 4, 8, 64)}, "q has 2 heads but k and v have 4"),
+        ({"q": (1, 4, 8, 64), "k": (1, 2, 8, 64), "v": (1, 1, 8, 64)}, "k has shape (1, 2, 8, 64) but v has"),
     ],
 )
 def test_bad_shapes_get_one_clear_line(shapes, message):

@@ -78,20 +78,22 @@ def test_inputs_hold_the_exact_forward_rounded(kernel, dtype):
     assert np.abs(wide["q"]).max() > 4 and np.abs(wide["do"]).max() <= 1, "large logits; dO stays uniform"
 
 
-def test_large_inputs_repeat_and_the_reference_computes_one_period(monkeypatch):
+@pytest.mark.parametrize("shape", [(1, 5, 24, 40, 32), (1, 10, 5, 24, 40, 32)])
+def test_large_inputs_repeat_and_the_reference_computes_one_period(monkeypatch, shape):
+    """Multi-head: every input repeats every 3 heads. Grouped (group 2): k and v every 3 kv heads, q, do, o and
+    lse every 6 query heads, so each query head keeps reading the kv head of its own period."""
     import autotune.spaces.attention as attention
-    import autotune.spaces.attention_backward as backward
 
     monkeypatch.setattr(attention, "PERIODIC_ABOVE", 1000)  # the forward's rule (q, k, v) and the backward's (do)
-    monkeypatch.setattr(backward, "PERIODIC_ABOVE", 1000)
     space = get_space("attention_causal_backward", dtype="bfloat16")
-    shape = (1, 5, 24, 40, 32)
     inputs = space.inputs(shape, np.random.default_rng(4))
-    assert all(np.array_equal(inputs[n][0, 3], inputs[n][0, 0]) for n in inputs)
-    assert not np.array_equal(inputs["do"][0, 1], inputs["do"][0, 0])
+    group = 1 if len(shape) == 5 else shape[1] // shape[2]
+    for n, x in inputs.items():
+        period = 3 if n in ("k", "v") else 3 * group
+        assert np.array_equal(x[0, period], x[0, 0]) and not np.array_equal(x[0, 1], x[0, 0]), n
     x = space.decoded_inputs(inputs, shape)
     ref = space.reference(x, shape)
-    monkeypatch.setattr(backward, "HEAD_PERIOD", 5)  # every head computed on its own
+    monkeypatch.setattr(attention, "HEAD_PERIOD", 5)  # every head computed on its own
     assert all(np.array_equal(ref[n], space.reference(x, shape)[n]) for n in ref)
 
 

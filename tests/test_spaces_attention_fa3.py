@@ -52,8 +52,9 @@ def test_default_config_is_the_templates_defaults(space):
     rendered = space.defines(default(space))
     assert rendered.pop("DTYPE") == (1 if space.dtype == "float16" else 2)
     defaults = template_defaults("attention_fa3.cu")
-    problem = template_defaults("attention_problem.cuh")  # HEAD_DIM, CAUSAL: the attention templates' shared header
-    assert set(problem) == set(space.problem_defines(SHAPE))
+    problem = template_defaults("attention_problem.cuh")  # HEAD_DIM, CAUSAL, KV_GROUPED: the shared header's
+    grouped = space.problem_defines((4, 32, 8, 4096, 4096, 128))
+    assert set(problem) == set(grouped) == {*space.problem_defines(SHAPE), "KV_GROUPED"}
     assert rendered == {k: defaults[k] for k in rendered}
     assert set(defaults) == set(rendered), "every tunable macro of the template is a parameter"
 
@@ -61,9 +62,9 @@ def test_default_config_is_the_templates_defaults(space):
 @pytest.mark.parametrize("d", HEAD_DIMS)
 def test_default_config_is_valid_on_hopper_at_every_validation_case(space, h200, d):
     config = default(space)
-    shape = (4, 16, 4096, 4096, d)
-    for case in [shape, *(s for s, _ in space.validation_cases(shape))]:
-        assert space.violations(config, case, h200) == [], case
+    for shape in [(4, 16, 4096, 4096, d), (4, 32, 8, 4096, 4096, d)]:  # multi-head, grouped
+        for case in [shape, *(s for s, _ in space.validation_cases(shape))]:
+            assert space.violations(config, case, h200) == [], case
 
 
 @pytest.mark.parametrize("cc", [(8, 0), (8, 9), (10, 0)])

@@ -210,11 +210,19 @@ def test_attention_backward_gets_the_forwards_tensors_in_the_kernels_order(kerne
 
 def stand_in_kernels(monkeypatch, kernel: str) -> None:
     """The forward and backward kernels replaced, on the CPU, by their formulas in fp32: the backward uses o (for
-    Δ = rowsum(dO∘o)) and lse (P = exp(S − lse)) as the CUDA kernel does, so a swapped or misread tensor shows."""
+    Δ = rowsum(dO∘o)) and lse (P = exp(S − lse)) as the CUDA kernel does, so a swapped or misread tensor shows.
+    Grouped-query k and v (fewer heads than q) are repeated per query head, and dk, dv summed over each group."""
     causal = kernel == "attention_causal"
 
+    def per_query_head(q, x):
+        return x.float().repeat_interleave(q.shape[1] // x.shape[1], dim=1)
+
+    def group_sum(g, k):
+        b, hkv, skv, d = k.shape
+        return g.reshape(b, hkv, -1, skv, d).sum(2)
+
     def scores(q, k):
-        s = q.float() @ k.float().transpose(-1, -2) / q.shape[3] ** 0.5
+        s = q.float() @ per_query_head(q, k).transpose(-1, -2) / q.shape[3] ** 0.5
         if causal:
             rows = torch.arange(q.shape[2])[:, None] + (k.shape[2] - q.shape[2])  # bottom-right
             s = s.masked_fill(torch.arange(k.shape[2])[None, :] > rows, float("-inf"))
@@ -224,15 +232,15 @@ def stand_in_kernels(monkeypatch, kernel: str) -> None:
         q, k, v = tensors
         s = scores(q, k)
         lse = torch.logsumexp(s, -1)
-        return (torch.exp(s - lse[..., None]) @ v.float()).to(q.dtype), lse
+        return (torch.exp(s - lse[..., None]) @ per_query_head(q, v)).to(q.dtype), lse
 
     def backward(tensors):
         q, k, v, o, do, lse = tensors
         p = torch.exp(scores(q, k) - lse[..., None])
-        dp = do.float() @ v.float().transpose(-1, -2)
+        dp = do.float() @ per_query_head(q, v).transpose(-1, -2)
         ds = p * (dp - (do.float() * o.float()).sum(-1, keepdim=True)) / q.shape[3] ** 0.5
-        return tuple(g.to(q.dtype) for g in (ds @ k.float(), ds.transpose(-1, -2) @ q.float(),
-                                              p.transpose(-1, -2) @ do.float()))  # fmt: skip
+        return tuple(g.to(q.dtype) for g in (ds @ per_query_head(q, k), group_sum(ds.transpose(-1, -2) @ q.float(), k),
+                                              group_sum(p.transpose(-1, -2) @ do.float(), k)))  # fmt: skip
 
     monkeypatch.setattr(att.OPS[kernel], "launcher", forward)
     monkeypatch.setattr(att.OPS[kernel + "_backward"], "launcher", backward)
@@ -281,3 +289,62 @@ def test_attention_opcheck_on_meta(kernel, dtype):
 def test_causal_attention_is_bottom_right_and_refuses_more_queries_than_keys():
     with pytest.raises(WrongShape, match="bottom-right"):
         torch.ops.autotune.attention_causal(*attention_inputs(sq=72, skv=40))
+
+
+# --- grouped-query and multi-query attention (k and v with fewer heads than q) ---------------------------------
+@pytest.mark.parametrize("kernel", ATTENTION)
+@pytest.mark.parametrize("kv_heads", [2, 1], ids=["gqa", "mqa"])
+def test_grouped_attention_on_meta(kernel, kv_heads):
+    """q (2, 8, 40, 64), k and v (2, HKV, 72, 64): o and lse per query head, the problem recorded with its kv heads,
+    and gradients of k's and v's own shapes."""
+    q = meta(2, 8, 40, 64, dtype=torch.float16, requires_grad=True)
+    k, v = (meta(2, kv_heads, 72, 64, dtype=torch.float16, requires_grad=True) for _ in range(2))
+    with autotune.record() as calls:
+        o, lse = att.op(kernel)(q, k, v)
+        assert (o.shape, lse.shape) == ((2, 8, 40, 64), (2, 8, 40))
+        o.sum().backward()
+    assert [g.shape for g in (q.grad, k.grad, v.grad)] == [q.shape, k.shape, v.shape]
+    shape = (2, 8, kv_heads, 40, 72, 64)
+    assert calls.calls == [(kernel, shape, "float16"), (kernel + "_backward", shape, "float16")]
+
+
+@pytest.mark.parametrize("kernel", ATTENTION)
+def test_grouped_attention_gradients_through_stand_in_kernels(kernel, monkeypatch):
+    """As test_attention_gradients_through_stand_in_kernels with 6 query heads over 2 kv heads, against float64
+    autograd of attention with k and v repeated (repeat_interleave) per query head: dk and dv sum the group."""
+    stand_in_kernels(monkeypatch, kernel)
+    g = torch.Generator().manual_seed(1)
+    q = torch.randn(2, 6, 20, 32, generator=g).half().requires_grad_()
+    k, v = (torch.randn(2, 2, 45, 32, generator=g).half().requires_grad_() for _ in range(2))
+    w = torch.randn(2, 20, 6, 32, generator=g).half()
+    (att.op(kernel)(q, k, v)[0].transpose(1, 2) * w).float().sum().backward()
+    leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    kr, vr = (x.repeat_interleave(3, dim=1) for x in leaves[1:])
+    s = leaves[0] @ kr.transpose(-1, -2) / 32**0.5
+    if kernel == "attention_causal":
+        s = s.masked_fill(torch.arange(45)[None, :] > torch.arange(20)[:, None] + 25, float("-inf"))
+    ((torch.softmax(s, -1) @ vr).transpose(1, 2) * w.double()).sum().backward()
+    for name, got, leaf in zip("qkv", (q, k, v), leaves):
+        assert got.grad.shape == leaf.shape
+        err = float((got.grad.double() - leaf.grad).norm() / leaf.grad.norm())
+        assert err < 2e-3, (name, err)
+
+
+@pytest.mark.parametrize("kernel", ATTENTION)
+def test_grouped_attention_opcheck_on_meta(kernel):
+    q = meta(2, 6, 40, 64, dtype=torch.bfloat16, requires_grad=True)
+    k, v = (meta(2, 3, 72, 64, dtype=torch.bfloat16, requires_grad=True) for _ in range(2))
+    result = torch.library.opcheck(att.op(kernel), (q, k, v))
+    assert set(result.values()) == {"SUCCESS"}
+
+
+@pytest.mark.parametrize(
+    "kv_shape, message",
+    [((2, 3, 72, 64), "q has 8 heads but k and v have 3: the query heads must be a multiple of the kv heads"),
+     ((2, 16, 72, 64), "q has 8 heads but k and v have 16")],
+)
+def test_grouped_attention_refuses_heads_that_do_not_divide(kv_shape, message):
+    q = meta(2, 8, 40, 64, dtype=torch.float16)
+    with pytest.raises(WrongShape, match=message) as err:
+        torch.ops.autotune.attention(q, meta(*kv_shape, dtype=torch.float16), meta(*kv_shape, dtype=torch.float16))
+    assert "\n" not in str(err.value)

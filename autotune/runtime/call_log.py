@@ -174,10 +174,11 @@ def load_shapes(path: str | Path) -> list[Call]:
             space = get_space(kernel, dtype=dtype)
         except AutotuneError as exc:
             raise bad(f"{where}", str(exc)) from None
-        if (not isinstance(shape, list) or len(shape) != len(space.dims)
+        forms = (space.dims, *space.other_dims)
+        if (not isinstance(shape, list) or len(shape) not in {len(f) for f in forms}
                 or not all(isinstance(d, int) and not isinstance(d, bool) for d in shape)):  # fmt: skip
-            raise bad(f"{where}.shape", f"expected {len(space.dims)} integers [{', '.join(space.dims)}], "
-                                        f"got {shape!r}")  # fmt: skip
+            expected = " or ".join(f"{len(f)} integers [{', '.join(f)}]" for f in forms)
+            raise bad(f"{where}.shape", f"expected {expected}, got {shape!r}")
         try:
             parsed = space.parse_shape("x".join(str(d) for d in shape))
         except AutotuneError as exc:

@@ -1,7 +1,9 @@
 """Attention forward: O = softmax(Q·Kᵀ·scale [+ causal mask])·V and the log-sum-exp of each row.
 
-Layout (batch, heads, seq, head_dim), contiguous; q (B, H, SQ, D), k and v (B, H, SKV, D); SQ and SKV may
-differ; scale = 1/√D. Outputs: o (B, H, SQ, D) in the inputs' dtype and lse (B, H, SQ) in float32, the natural
+Layout (batch, heads, seq, head_dim), contiguous; q (B, H, SQ, D), k and v (B, HKV, SKV, D); SQ and SKV may
+differ; scale = 1/√D. Grouped-query attention: HKV divides H and query head h reads kv head h // (H / HKV)
+(HKV = 1: multi-query). Shapes: (B, H, SQ, SKV, D) where HKV = H, (B, H, HKV, SQ, SKV, D) where HKV < H
+(`autotune.spaces._attention`: every existing multi-head row, command line and call keeps its meaning). Outputs: o (B, H, SQ, D) in the inputs' dtype and lse (B, H, SQ) in float32, the natural
 log of each row's sum of exp(scaled logits) (what a backward pass or a split-KV combine needs).
 
 Two kernel names, one family: ``attention`` and ``attention_causal``. The causal mask is aligned bottom-right:
@@ -10,7 +12,11 @@ FlashAttention ≥ 2.1 and torch's ``causal_lower_right`` bias align it; torch's
 top-left, which differs only where SQ ≠ SKV. SQ > SKV is refused: its first rows would see no key.
 Causality is part of the kernel's name, not of the shape, because the dispatcher knows a problem from its arrays
 alone; so no tuned configuration ever crosses it. Head dimension is a compile-time constant of every template
-(`problem_defines`) and the `shape_key`: the dispatcher never falls back across it. dtype is keyed by the core.
+(`problem_defines`) and the `shape_key`: the dispatcher never falls back across it. So is the group size H / HKV:
+whether the problem is grouped is compiled in (KV_GROUPED, kernel_templates/attention_problem.cuh; the size itself
+is a run-time argument), and the work per block of split_kv and of the backward grows with it, so a configuration
+tuned for one group size never stands in for another (the exact lookup, by the whole shape, tells HKV apart
+anyway). dtype is keyed by the core.
 `shape_class` separates decoding (SQ ≤ 16) from prefill.
 
 Algorithms (``ALGO``): ``fa2`` (float16, bfloat16: FlashAttention-2 on mma.sync), ``fa3`` (float16, bfloat16,
@@ -36,12 +42,21 @@ import numpy as np
 from autotune import dtypes
 from autotune.device import DeviceInfo
 from autotune.errors import InvalidArgument
-from autotune.shape import Shape
+from autotune.shape import Shape, format_shape
+from autotune.spaces._attention import (
+    GQA_DIMS,
+    MHA_DIMS,
+    AttentionDims,
+    attention_dims,
+    canonical,
+    check_heads,
+    parse_attention_shape,
+)
 from autotune.spaces.attention_fa2 import Fa2Attention
 from autotune.spaces.attention_fa3 import Fa3Attention
 from autotune.spaces.attention_simt import SimtAttention
 from autotune.spaces.attention_split_kv import SplitKvAttention
-from autotune.spaces.base import ALGO, UNIFORM, BufferSpec, Config, KernelSpace
+from autotune.spaces.base import ALGO, UNIFORM, BufferSpec, Config, KernelSpace, ceil_div
 
 HEAD_DIMS = (32, 64, 96, 128)
 WIDE = "wide"
@@ -59,7 +74,8 @@ HEAD_PERIOD = 3
 class AttentionSpace(KernelSpace):
     name = "attention"
     causal: ClassVar[int] = 0
-    dims = ("B", "H", "SQ", "SKV", "D")
+    dims = MHA_DIMS
+    other_dims = (GQA_DIMS,)  # where HKV < H (`parse_shape`)
     default_shape = (4, 16, 4096, 4096, 128)
     metric_unit = "TFLOP/s"
     algorithms = (Fa2Attention, Fa3Attention, SplitKvAttention, SimtAttention)
@@ -71,41 +87,56 @@ class AttentionSpace(KernelSpace):
         return math.log2(math.e) / math.sqrt(head_dim)
 
     def problem_defines(self, shape: Shape) -> dict[str, int | str]:
-        return {"HEAD_DIM": shape[4], "CAUSAL": self.causal}
+        p = attention_dims(shape)
+        defines: dict[str, int | str] = {"HEAD_DIM": p.d, "CAUSAL": self.causal}
+        if p.grouped:
+            defines["KV_GROUPED"] = 1  # absent for multi-head problems: their defines (and code) stay as they were
+        return defines
 
     def shape_key(self, shape: Shape) -> tuple:
-        return (shape[4],)
+        p = attention_dims(shape)
+        return (p.d, p.group)
 
     def shape_class(self, shape: Shape) -> tuple:
-        return ("decode",) if shape[2] <= DECODE_MAX_SQ else ("prefill",)
+        return ("decode",) if attention_dims(shape).sq <= DECODE_MAX_SQ else ("prefill",)
+
+    def parse_shape(self, text: str) -> Shape:
+        return parse_attention_shape(text)
+
+    def format_shape(self, shape: Shape) -> str:
+        return format_shape(canonical(attention_dims(shape)))
 
     def check_shape(self, shape: Shape) -> None:
         """`InvalidArgument` for a problem no kernel of this family computes."""
-        b, h, sq, skv, d = shape
+        b, h, hkv, sq, skv, d = attention_dims(shape)
         if d not in HEAD_DIMS:
             raise InvalidArgument(f"head_dim {d} is not supported; {self.name} supports {', '.join(map(str, HEAD_DIMS))}")
+        check_heads(h, hkv)
         if self.causal and sq > skv:
             raise InvalidArgument(f"causal attention with seq_q {sq} > seq_kv {skv}: the first {sq - skv} queries "
                                   "would see no key (bottom-right alignment)")  # fmt: skip
 
     def constraints(self, config: Config, shape: Shape, device: DeviceInfo) -> list[str]:
-        b, h, sq, skv, d = shape
+        b, h, hkv, sq, skv, d = attention_dims(shape)
         if d not in HEAD_DIMS:
             return [f"head_dim {d} is not supported ({', '.join(map(str, HEAD_DIMS))})"]
+        if hkv > h or h % hkv:
+            return [f"{h} heads are not a multiple of {hkv} kv heads"]
         if self.causal and sq > skv:
             return [f"causal with seq_q {sq} > seq_kv {skv}"]
         return super().constraints(config, shape, device)
 
     def input_specs(self, shape: Shape) -> dict[str, BufferSpec]:
-        b, h, sq, skv, d = shape
-        return {"q": BufferSpec((b, h, sq, d), self.dtype), "k": BufferSpec((b, h, skv, d), self.dtype),
-                "v": BufferSpec((b, h, skv, d), self.dtype)}  # fmt: skip
+        b, h, hkv, sq, skv, d = attention_dims(shape)
+        return {"q": BufferSpec((b, h, sq, d), self.dtype), "k": BufferSpec((b, hkv, skv, d), self.dtype),
+                "v": BufferSpec((b, hkv, skv, d), self.dtype)}  # fmt: skip
 
     def outputs(self, shape: Shape) -> dict[str, BufferSpec]:
-        b, h, sq, skv, d = shape
+        b, h, hkv, sq, skv, d = attention_dims(shape)
         return {"o": BufferSpec((b, h, sq, d), self.dtype), "lse": BufferSpec((b, h, sq), "float32")}
 
     def infer_shape(self, inputs: Mapping[str, tuple[int, ...]]) -> Shape:
+        """The canonical shape of q (B, H, SQ, D), k and v (B, HKV, SKV, D): HKV from k."""
         for name in ("q", "k", "v"):
             if len(inputs[name]) != 4:
                 raise InvalidArgument(f"{name} must be 4-D (batch, heads, seq, head_dim), got shape {tuple(inputs[name])}")
@@ -114,23 +145,26 @@ class AttentionSpace(KernelSpace):
             raise InvalidArgument(f"k has shape {k} but v has {v}: they must match")
         if q[3] != k[3]:
             raise InvalidArgument(f"q has head_dim {q[3]} but k and v have {k[3]}")
-        if q[:2] != k[:2]:
-            raise InvalidArgument(f"q has (batch, heads) {q[:2]} but k and v have {k[:2]}")
+        if q[0] != k[0]:
+            raise InvalidArgument(f"q has batch {q[0]} but k and v have {k[0]}")
         if k[2] == 0:
             raise InvalidArgument("seq_kv is 0: attention over no key is undefined")
         if 0 in q:
             raise InvalidArgument(f"q is empty (shape {q})")
-        shape = (q[0], q[1], q[2], k[2], q[3])
+        if k[1] == 0 or q[1] % k[1]:
+            raise InvalidArgument(f"q has {q[1]} heads but k and v have {k[1]}: the query heads must be a multiple "
+                                  "of the kv heads (grouped-query attention)")  # fmt: skip
+        shape = canonical(attention_dims((q[0], q[1], k[1], q[2], k[2], q[3])))
         self.check_shape(shape)
         return shape
 
     def work(self, shape: Shape) -> float:
-        b, h, sq, skv, d = shape
+        b, h, hkv, sq, skv, d = attention_dims(shape)
         return 4.0 * b * h * sq * skv * d / (2 if self.causal else 1)
 
     def rule_default(self, shape: Shape, device: DeviceInfo) -> Config:
-        b, h, sq, skv, d = shape
-        if sq > DECODE_MAX_SQ:
+        p = attention_dims(shape)
+        if p.sq > DECODE_MAX_SQ:
             # Prefill on Hopper: fa3 (wgmma + TMA) where it runs the shape; on the H100 its default ran 1.00x /
             # 1.02x cuDNN (bf16, d128, 4x16x4096^2, non-causal / causal) where fa2's ran 0.40-0.55x.
             fa3 = self.algos.get("fa3")
@@ -143,53 +177,58 @@ class AttentionSpace(KernelSpace):
             return dict(self.default_config)
         split_kv = self.algos["split_kv"]
         config = {ALGO: "split_kv", **split_kv.default_config}
-        # Enough splits for about two blocks per SM, at least four KV tiles of the default size each.
+        # Enough splits for about two blocks per SM, at least four KV tiles of the default size each. A block
+        # holds 16 query rows of one kv head's group (split_kv packs the group's heads): B·H blocks per split
+        # for multi-head decoding, B·HKV·ceil(group·SQ / 16) for grouped.
+        tiles = p.b * p.hkv * ceil_div(p.group * p.sq, 16)
         splits = 1
         for s in self.domain("split_kv.SPLITS"):
-            if b * h * s <= 2 * device.multiprocessors and s * 4 * config["BC"] <= skv:
+            if tiles * s <= 2 * device.multiprocessors and s * 4 * config["BC"] <= p.skv:
                 splits = s
         config["SPLITS"] = splits
         return config
 
     # --- correctness ----------------------------------------------------------------------------------------
     def inputs(self, shape: Shape, rng: np.random.Generator, kind: str = UNIFORM) -> dict[str, np.ndarray]:
-        b, h, sq, skv, d = shape
-        heads = b * h
-        periodic = heads > HEAD_PERIOD and heads * sq * skv * d > PERIODIC_ABOVE
-        made = heads if not periodic else HEAD_PERIOD
+        """q, k, v uniform in [-1, 1) (``WIDE``: q and k ·`WIDE_SCALE`). Above `PERIODIC_ABOVE` score elements
+        the kv heads repeat every `HEAD_PERIOD` and the query heads every `HEAD_PERIOD`·group (`head_periods`), so
+        that each query head still reads the kv head of its own period."""
+        p = attention_dims(shape)
+        q_period, kv_period = head_periods(p)
         out = {}
-        for name, seq in (("q", sq), ("k", skv), ("v", skv)):
-            x = rng.uniform(-1.0, 1.0, size=(made, seq, d)).astype(np.float32)
+        for name, seq, heads, made in (("q", p.sq, p.b * p.h, q_period), ("k", p.skv, p.b * p.hkv, kv_period),
+                                       ("v", p.skv, p.b * p.hkv, kv_period)):  # fmt: skip
+            x = rng.uniform(-1.0, 1.0, size=(made, seq, p.d)).astype(np.float32)
             if kind == WIDE and name != "v":
                 x *= WIDE_SCALE
             elif kind not in (UNIFORM, WIDE):
                 raise ValueError(f"unknown input kind {kind!r}")
-            if periodic:
+            if made != heads:
                 x = np.tile(x, (math.ceil(heads / made), 1, 1))[:heads]
-            out[name] = dtypes.encode(x.reshape(b, h, seq, d), self.dtype)
+            out[name] = dtypes.encode(x.reshape(p.b, heads // p.b, seq, p.d), self.dtype)
         return out
 
     def reference(self, inputs: Mapping[str, np.ndarray], shape: Shape) -> dict[str, np.ndarray]:
-        b, h, sq, skv, d = shape
-        q, k, v = (np.asarray(inputs[n], np.float64).reshape(b * h, -1, d) for n in ("q", "k", "v"))
+        b, h, hkv, sq, skv, d = p = attention_dims(shape)
+        q = np.asarray(inputs["q"], np.float64).reshape(b * h, sq, d)
+        k, v = (np.asarray(inputs[n], np.float64).reshape(b * hkv, skv, d) for n in ("k", "v"))
         heads = b * h
-        period = heads
-        if heads > HEAD_PERIOD and all(np.array_equal(x[HEAD_PERIOD:], x[:-HEAD_PERIOD]) for x in (q, k, v)):
-            period = HEAD_PERIOD
+        period = reference_period(p, q, k, v)
         o = np.empty((period, sq, d))
         lse = np.empty((period, sq))
         scale = 1.0 / math.sqrt(d)
         chunk = max(1, (1 << 24) // skv)  # rows per step: the score block stays ~128 MiB
         for i in range(period):
+            kv = i // p.group  # the flat kv head of flat query head i: (b·H + h) // G = b·HKV + h // G
             for r0 in range(0, sq, chunk):
-                s = (q[i, r0 : r0 + chunk] @ k[i].T) * scale
+                s = (q[i, r0 : r0 + chunk] @ k[kv].T) * scale
                 if self.causal:
                     rows = np.arange(r0, r0 + s.shape[0])[:, None] + (skv - sq)
                     s[np.arange(skv)[None, :] > rows] = -np.inf
                 m = s.max(axis=1, keepdims=True)
-                p = np.exp(s - m)
-                total = p.sum(axis=1, keepdims=True)
-                o[i, r0 : r0 + chunk] = (p @ v[i]) / total
+                e = np.exp(s - m)
+                total = e.sum(axis=1, keepdims=True)
+                o[i, r0 : r0 + chunk] = (e @ v[kv]) / total
                 lse[i, r0 : r0 + chunk] = (m + np.log(total))[:, 0]
         if period != heads:
             o = np.tile(o, (math.ceil(heads / period), 1, 1))[:heads]
@@ -201,8 +240,11 @@ class AttentionSpace(KernelSpace):
 
     def validation_cases(self, shape: Shape) -> list[tuple[Shape, str]]:
         # Lengths ragged against every tile (1, 77, 1000, 1031, 4097), seq_q ≠ seq_kv (causal: bottom-right),
-        # several batches and heads; large logits; all at the target's head_dim (compiled in).
-        d = shape[4]
+        # several batches and heads; large logits; all at the target's head_dim and, grouped or not, its
+        # KV_GROUPED (both compiled in: `problem_defines`).
+        d = attention_dims(shape).d
+        if attention_dims(shape).grouped:
+            return grouped_cases(d)
         return [
             ((1, 1, 1, 1, d), UNIFORM),
             ((2, 3, 77, 77, d), UNIFORM),
@@ -213,6 +255,41 @@ class AttentionSpace(KernelSpace):
             ((2, 3, 16, 4097, d), WIDE),  # decoding shapes (split_kv runs only these two and the two above)
             ((1, 2, 3, 1031, d), UNIFORM),
         ]
+
+
+def grouped_cases(d: int) -> list[tuple[Shape, str]]:
+    """Validation cases of a grouped target (every one grouped: KV_GROUPED is compiled in, the group size is an
+    argument): groups of 2, 3, 4 and multi-query (HKV = 1, a group of 8), ragged lengths, decoding shapes whose
+    packed group·seq_q rows (split_kv) are ragged against its 16-row tile (9, 24, 64, 8), large logits."""
+    return [
+        ((1, 2, 1, 1, 1, d), UNIFORM),  # one query, one key, a group of 2
+        ((2, 8, 2, 77, 1031, d), UNIFORM),  # group 4
+        ((1, 6, 2, 1000, 1000, d), WIDE),  # group 3
+        ((2, 8, 1, 1, 4097, d), WIDE),  # multi-query decoding: 8 heads share one K/V read
+        ((1, 6, 2, 3, 1031, d), UNIFORM),  # group 3, seq_q 3: 9 packed rows
+        ((3, 4, 2, 12, 1000, d), UNIFORM),  # group 2, seq_q 12: 24 rows
+        ((1, 8, 2, 16, 4097, d), WIDE),  # group 4, seq_q 16: 64 rows
+    ]
+
+
+def head_periods(p: AttentionDims) -> tuple[int, int]:
+    """(query heads, kv heads) drawn for inputs of these dimensions: all of them, or where the problem has more
+    than `PERIODIC_ABOVE` score elements, `HEAD_PERIOD`·group query heads and `HEAD_PERIOD` kv heads, repeated
+    (flat query head i reads flat kv head i // group, so the pairs repeat with the query heads' period)."""
+    if p.b * p.hkv > HEAD_PERIOD and p.b * p.h * p.sq * p.skv * p.d > PERIODIC_ABOVE:
+        return HEAD_PERIOD * p.group, HEAD_PERIOD
+    return p.b * p.h, p.b * p.hkv
+
+
+def reference_period(p: AttentionDims, q: np.ndarray, *kv: np.ndarray, more: tuple[np.ndarray, ...] = ()) -> int:
+    """Query heads the float64 reference computes: one period where the inputs repeat as `head_periods` draws
+    them (q and ``more``, flat per query head, every `HEAD_PERIOD`·group; ``kv`` every `HEAD_PERIOD`), else all."""
+    q_period = HEAD_PERIOD * p.group
+    if p.b * p.hkv > HEAD_PERIOD and all(np.array_equal(x[q_period:], x[:-q_period]) for x in (q, *more)) and all(
+        np.array_equal(x[HEAD_PERIOD:], x[:-HEAD_PERIOD]) for x in kv
+    ):
+        return q_period
+    return p.b * p.h
 
 
 class AttentionCausalSpace(AttentionSpace):

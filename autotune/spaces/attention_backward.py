@@ -1,10 +1,11 @@
 """Attention backward: dQ, dK, dV of O = softmax(Q·Kᵀ·scale [+ causal mask])·V from dO and the forward's O and LSE.
 
 The problem is the forward's (`autotune.spaces.attention`): layout (batch, heads, seq, head_dim), contiguous;
-q (B, H, SQ, D), k and v (B, H, SKV, D); scale = 1/√D; the causal mask aligned bottom-right (query i sees key j
+q (B, H, SQ, D), k and v (B, HKV, SKV, D) (grouped-query attention where HKV < H: query head h reads kv head
+h // (H / HKV), and dK, dV of a kv head sum over its group's query heads); scale = 1/√D; the causal mask aligned bottom-right (query i sees key j
 iff j ≤ i + SKV − SQ; SQ > SKV refused); head_dim 32, 64, 96 or 128, compiled in and never crossed by the
 dispatcher. Inputs: q, k, v, o and do in the problem's dtype, lse (B, H, SQ) in float32, the forward's natural-log
-row statistics (what ``attention`` returns). Outputs: dq, dk, dv in the problem's dtype. Two kernel names, one
+row statistics (what ``attention`` returns). Outputs: dq, dk, dv in the problem's dtype, of q's, k's and v's shapes. Two kernel names, one
 family: ``attention_backward`` and ``attention_causal_backward``.
 
 Algorithm (``ALGO``): ``fa2`` (float16, bfloat16: FlashAttention-2's backward on mma.sync, see
@@ -38,7 +39,15 @@ from autotune import dtypes
 from autotune.device import DeviceInfo
 from autotune.errors import InvalidArgument, InvalidType
 from autotune.shape import Shape
-from autotune.spaces.attention import HEAD_PERIOD, PERIODIC_ABOVE, WIDE, AttentionCausalSpace, AttentionSpace
+from autotune.spaces._attention import attention_dims
+from autotune.spaces.attention import (
+    WIDE,
+    AttentionCausalSpace,
+    AttentionSpace,
+    grouped_cases,
+    head_periods,
+    reference_period,
+)
 from autotune.spaces.attention_backward_fa2 import Fa2AttentionBackward
 from autotune.spaces.base import ALGO, UNIFORM, BufferSpec, Config
 
@@ -60,19 +69,19 @@ class AttentionBackwardSpace(AttentionSpace):
 
     # --- problem --------------------------------------------------------------------------------------------
     def input_specs(self, shape: Shape) -> dict[str, BufferSpec]:
-        b, h, sq, skv, d = shape
-        return {"q": BufferSpec((b, h, sq, d), self.dtype), "k": BufferSpec((b, h, skv, d), self.dtype),
-                "v": BufferSpec((b, h, skv, d), self.dtype), "o": BufferSpec((b, h, sq, d), self.dtype),
+        b, h, hkv, sq, skv, d = attention_dims(shape)
+        return {"q": BufferSpec((b, h, sq, d), self.dtype), "k": BufferSpec((b, hkv, skv, d), self.dtype),
+                "v": BufferSpec((b, hkv, skv, d), self.dtype), "o": BufferSpec((b, h, sq, d), self.dtype),
                 "do": BufferSpec((b, h, sq, d), self.dtype), "lse": BufferSpec((b, h, sq), "float32")}  # fmt: skip
 
     def outputs(self, shape: Shape) -> dict[str, BufferSpec]:
-        b, h, sq, skv, d = shape
-        return {"dq": BufferSpec((b, h, sq, d), self.dtype), "dk": BufferSpec((b, h, skv, d), self.dtype),
-                "dv": BufferSpec((b, h, skv, d), self.dtype)}  # fmt: skip
+        b, h, hkv, sq, skv, d = attention_dims(shape)
+        return {"dq": BufferSpec((b, h, sq, d), self.dtype), "dk": BufferSpec((b, hkv, skv, d), self.dtype),
+                "dv": BufferSpec((b, hkv, skv, d), self.dtype)}  # fmt: skip
 
     def infer_shape(self, inputs: Mapping[str, tuple[int, ...]]) -> Shape:
         shape = super().infer_shape({name: inputs[name] for name in FORWARD_INPUTS})
-        b, h, sq, skv, d = shape
+        b, h, hkv, sq, skv, d = attention_dims(shape)
         expected = {"o": (b, h, sq, d), "do": (b, h, sq, d), "lse": (b, h, sq)}
         for name, want in expected.items():
             if name in inputs and tuple(inputs[name]) != want:
@@ -89,14 +98,14 @@ class AttentionBackwardSpace(AttentionSpace):
 
     def work(self, shape: Shape) -> float:
         """Five products of B·H·SQ·SKV·D multiply-adds (S recomputed, dP, dV, dK, dQ): 2.5 forwards."""
-        b, h, sq, skv, d = shape
+        b, h, hkv, sq, skv, d = attention_dims(shape)
         return 10.0 * b * h * sq * skv * d / (2 if self.causal else 1)
 
     def rule_default(self, shape: Shape, device: DeviceInfo) -> Config:
         """The default configuration; with 16 query rows or fewer, tiles of 16 rows; where the default's shared
         memory does not fit (e.g. 99 KiB on sm_86/89), smaller key blocks."""
         fa2 = {ALGO: "fa2", **self.algos["fa2"].default_config}
-        if shape[2] <= 16:
+        if attention_dims(shape).sq <= 16:
             fa2["BR"] = 16
         for change in ({}, {"BC": 64, "WARPS": 4}, {"BC": 64, "WARPS": 4, "STAGES": 1}):
             config = {**fa2, **change}
@@ -106,48 +115,51 @@ class AttentionBackwardSpace(AttentionSpace):
 
     # --- correctness ----------------------------------------------------------------------------------------
     def inputs(self, shape: Shape, rng: np.random.Generator, kind: str = UNIFORM) -> dict[str, np.ndarray]:
-        """q, k, v as the forward draws them (large inputs repeat every `HEAD_PERIOD` heads), do uniform (with the
-        same period), o and lse the float64 forward rounded to the dtype and to fp32."""
-        b, h, sq, skv, d = shape
+        """q, k, v as the forward draws them (large inputs repeat: `head_periods`), do uniform (with q's period), o
+        and lse the float64 forward rounded to the dtype and to fp32."""
+        p = attention_dims(shape)
         forward = self.forward()
         made = forward.inputs(shape, rng, kind)
-        heads = b * h
-        period = HEAD_PERIOD if heads > HEAD_PERIOD and heads * sq * skv * d > PERIODIC_ABOVE else heads  # as q, k, v
-        do = rng.uniform(-1.0, 1.0, size=(period, sq, d)).astype(np.float32)
+        heads = p.b * p.h
+        period, _ = head_periods(p)  # as q
+        do = rng.uniform(-1.0, 1.0, size=(period, p.sq, p.d)).astype(np.float32)
         do = np.tile(do, (math.ceil(heads / period), 1, 1))[:heads]
         exact = forward.reference(forward.decoded_inputs(made, shape), shape)
-        return {**made, "o": dtypes.encode(exact["o"], self.dtype),
-                "do": dtypes.encode(do.reshape(b, h, sq, d), self.dtype), "lse": exact["lse"].astype(np.float32)}  # fmt: skip
+        do = dtypes.encode(do.reshape(p.b, p.h, p.sq, p.d), self.dtype)
+        return {**made, "o": dtypes.encode(exact["o"], self.dtype), "do": do, "lse": exact["lse"].astype(np.float32)}
 
     def reference(self, inputs: Mapping[str, np.ndarray], shape: Shape) -> dict[str, np.ndarray]:
-        b, h, sq, skv, d = shape
-        heads = b * h
-        q, k, v, do = (np.asarray(inputs[n], np.float64).reshape(heads, -1, d) for n in ("q", "k", "v", "do"))
-        period = heads
-        if heads > HEAD_PERIOD and all(np.array_equal(x[HEAD_PERIOD:], x[:-HEAD_PERIOD]) for x in (q, k, v, do)):
-            period = HEAD_PERIOD
-        grads = {"dq": np.empty((period, sq, d)), "dk": np.zeros((period, skv, d)), "dv": np.zeros((period, skv, d))}
+        b, h, hkv, sq, skv, d = p = attention_dims(shape)
+        heads, group = b * h, p.group
+        q, do = (np.asarray(inputs[n], np.float64).reshape(heads, sq, d) for n in ("q", "do"))
+        k, v = (np.asarray(inputs[n], np.float64).reshape(b * hkv, skv, d) for n in ("k", "v"))
+        period = reference_period(p, q, k, v, more=(do,))
+        kv_period = period // group  # whole groups: the period is all heads or HEAD_PERIOD groups
+        grads = {"dq": np.empty((period, sq, d)), "dk": np.zeros((kv_period, skv, d)),
+                 "dv": np.zeros((kv_period, skv, d))}  # fmt: skip
         scale = 1.0 / math.sqrt(d)
         chunk = max(1, REFERENCE_BLOCK // skv)
         for i in range(period):
+            kv = i // group  # dK and dV of a kv head: the sum over its group's query heads
             for r0 in range(0, sq, chunk):
                 rows = slice(r0, r0 + chunk)
-                s = (q[i, rows] @ k[i].T) * scale
+                s = (q[i, rows] @ k[kv].T) * scale
                 if self.causal:
                     seen = np.arange(r0, r0 + s.shape[0])[:, None] + (skv - sq)
                     s[np.arange(skv)[None, :] > seen] = -np.inf
-                p = np.exp(s - s.max(axis=1, keepdims=True))
-                p /= p.sum(axis=1, keepdims=True)
-                dp = do[i, rows] @ v[i].T
-                ds = p * (dp - (dp * p).sum(axis=1, keepdims=True))
-                grads["dv"][i] += p.T @ do[i, rows]
-                grads["dq"][i, rows] = (ds @ k[i]) * scale
-                grads["dk"][i] += (ds.T @ q[i, rows]) * scale
+                pr = np.exp(s - s.max(axis=1, keepdims=True))
+                pr /= pr.sum(axis=1, keepdims=True)
+                dp = do[i, rows] @ v[kv].T
+                ds = pr * (dp - (dp * pr).sum(axis=1, keepdims=True))
+                grads["dv"][kv] += pr.T @ do[i, rows]
+                grads["dq"][i, rows] = (ds @ k[kv]) * scale
+                grads["dk"][kv] += (ds.T @ q[i, rows]) * scale
         specs = self.outputs(shape)
         out = {}
         for name, g in grads.items():
-            if period != heads:
-                g = np.tile(g, (math.ceil(heads / period), 1, 1))[:heads]
+            n = heads if name == "dq" else b * hkv
+            if len(g) != n:
+                g = np.tile(g, (math.ceil(n / len(g)), 1, 1))[:n]
             out[name] = g.reshape(specs[name].shape)
         return out
 
@@ -158,7 +170,8 @@ class AttentionBackwardSpace(AttentionSpace):
         # Lengths ragged against every tile (1, 5, 77, 129, 1000, 1031, 4097: BC up to 128, BR up to 64), seq_q ≠
         # seq_kv both ways (causal: bottom-right, seq_q ≤ seq_kv), one query and one key (dq and dk exactly 0),
         # several batches and heads, large logits; all at the target's head_dim (compiled in).
-        d = shape[4]
+        p = attention_dims(shape)
+        d = p.d
         cases = [
             ((1, 1, 1, 1, d), UNIFORM),
             ((2, 3, 77, 77, d), UNIFORM),
@@ -168,8 +181,10 @@ class AttentionBackwardSpace(AttentionSpace):
             ((1, 1, 129, 4097, d), WIDE),
             ((1, 2, 1031, 1031, d), UNIFORM),
         ]
+        if p.grouped:  # KV_GROUPED is compiled in: every case grouped (the group size is an argument)
+            cases = grouped_cases(d)
         if not self.causal:
-            cases.append(((2, 1, 1031, 77, d), UNIFORM))  # more queries than keys
+            cases.append(((2, 1, 1031, 77, d) if not p.grouped else (2, 4, 2, 1031, 77, d), UNIFORM))  # more queries
         return cases
 
 

@@ -8,6 +8,13 @@ recomputes S, P, dP and dS (``DQ_ATOMIC=0``: two more products, no atomics).
 
 A warp owns 16·MT keys (MT = BC / (16·WARPS), 1 or 2), so the block's BC keys and the warp-to-key mapping hold by
 construction; the search sees BC and WARPS and the constraint keeps MT whole.
+
+Grouped-query attention: dK and dV of a kv head sum over its group's G query heads. A dK/dV block owns BC keys of
+one kv head and walks the query tiles of each query head of the group in turn, accumulating in the same registers
+(grid (ceil(seq_kv / BC), HKV, B)): no fp32 workspace, no atomics, no reduction pass, the sum in a fixed order
+(deterministic), and for G = 1 the kernel and grid of multi-head attention. The price is G times fewer, G times
+longer blocks; rather than a reduction over per-query-head partials (G·B·HKV·seq_kv·head_dim fp32 of workspace
+written, then read), which the search could weigh only at the cost of a second code path.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import numpy as np
 
 from autotune.device import DeviceInfo
 from autotune.shape import Shape
+from autotune.spaces._attention import attention_dims, kv_args
 from autotune.spaces.algorithm import Algorithm
 from autotune.spaces.attention_fa2 import SWIZZLE_DIMS
 from autotune.spaces.base import BufferSpec, Config, Launch, Param, Step, ceil_div
@@ -63,7 +71,7 @@ class Fa2AttentionBackward(Algorithm):
 
     def constraints(self, config: Config, shape: Shape, device: DeviceInfo) -> list[str]:
         config = self.local(config)
-        d = shape[4]
+        d = attention_dims(shape).d
         problems = []
         if config["BC"] % (16 * config["WARPS"]) or config["BC"] > 32 * config["WARPS"]:
             return [f"BC={config['BC']} is not 16 or 32 keys per warp of {config['WARPS']} warps"]
@@ -82,24 +90,25 @@ class Fa2AttentionBackward(Algorithm):
         return problems
 
     def workspace(self, config: Config, shape: Shape) -> dict[str, BufferSpec]:
-        b, h, sq, skv, d = shape
+        b, h, hkv, sq, skv, d = attention_dims(shape)
         space = {"delta": BufferSpec((b, h, sq))}
         if config["DQ_ATOMIC"]:
             space["dq_acc"] = BufferSpec((b, h, sq, d))
         return space
 
     def launches(self, config: Config, shape: Shape, device: DeviceInfo) -> list[Step]:
-        b, h, sq, skv, d = shape
+        p = attention_dims(shape)
+        b, h, sq, skv, d = p.b, p.h, p.sq, p.skv, p.d
         g = self.geometry(config, d)
         block = (g["threads"], 1, 1)
         atomic = config["DQ_ATOMIC"]
         dq_acc = "dq_acc" if atomic else "delta"  # a buffer the kernels never touch under DQ_ATOMIC=0
-        sizes = (np.int32(sq), np.int32(skv), np.float32(self.space.scale_log2(d)), np.float32(d**-0.5))
+        sizes = (np.int32(sq), np.int32(skv), np.float32(self.space.scale_log2(d)), np.float32(d**-0.5), *kv_args(p))
         rows = b * h * sq
         steps: list[Step] = [
             Launch("attention_bwd_prep", (ceil_div(rows, PREP_ROWS), 1, 1), (8 * PREP_ROWS, 1, 1), 0,
                    ("o", "do", "delta", dq_acc, np.int32(rows))),
-            Launch("attention_bwd_dkdv", (ceil_div(skv, config["BC"]), h, b), block, g["dkdv_smem"],
+            Launch("attention_bwd_dkdv", (ceil_div(skv, config["BC"]), p.hkv, b), block, g["dkdv_smem"],
                    ("q", "k", "v", "do", "lse", "delta", "dk", "dv", dq_acc, *sizes)),
         ]  # fmt: skip
         if atomic:

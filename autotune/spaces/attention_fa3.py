@@ -8,7 +8,8 @@ warpgroups (WG: BM = 64·WG query rows per block), their ping-pong on the tensor
 intra-warpgroup overlap of S[j+1] = Q·K[j+1]ᵀ with P[j]·V[j] (OVERLAP) and, causal only, the launch order
 (REVERSE).
 
-The copy engine reads q, k and v through 3-D tensor maps (head_dim, seq, batch·heads) with boxes of 64 × rows × 1
+The copy engine reads q, k and v through 3-D tensor maps (head_dim, seq, batch·heads; k and v: batch·kv heads,
+the kernel's third coordinate the kv head of its query head) with boxes of 64 × rows × 1
 (128-byte swizzle): a box never reaches into the next head, rows past a sequence's end are zero-filled per head,
 so ragged seq_q and seq_kv need only the kernel's key mask and store guards. Rows of head_dim 64, 96, 128 are
 multiples of 16 bytes, as TMA requires; other head dims (32) are left to fa2 (`unfit`).
@@ -20,6 +21,7 @@ import numpy as np
 
 from autotune.device import DeviceInfo
 from autotune.shape import Shape
+from autotune.spaces._attention import attention_dims, kv_args
 from autotune.spaces.algorithm import Algorithm
 from autotune.spaces.base import Config, Launch, Param, Step, TensorMap, ceil_div
 
@@ -65,13 +67,14 @@ class Fa3Attention(Algorithm):
         reason = super().unfit(shape, device)
         if reason is not None:
             return reason
-        if shape[4] not in HEAD_DIMS:
-            return f"algorithm {self.name} supports head_dim {', '.join(map(str, HEAD_DIMS))}, not {shape[4]}"
+        d = attention_dims(shape).d
+        if d not in HEAD_DIMS:
+            return f"algorithm {self.name} supports head_dim {', '.join(map(str, HEAD_DIMS))}, not {d}"
         return None
 
     def constraints(self, config: Config, shape: Shape, device: DeviceInfo) -> list[str]:
         config = self.local(config)
-        g = self.geometry(config, shape[4])
+        g = self.geometry(config, attention_dims(shape).d)
         problems = []
         if config["PINGPONG"] and config["WG"] != 2:
             problems.append("ping-pong needs two consumer warpgroups (WG=2)")
@@ -85,17 +88,19 @@ class Fa3Attention(Algorithm):
         return problems
 
     def tensor_maps(self, config: Config, shape: Shape) -> tuple[TensorMap, TensorMap, TensorMap]:
-        """q, k, v as (head_dim, seq, batch·heads) tensors, copied in boxes of 64 columns × a tile's rows."""
-        b, h, sq, skv, d = shape
+        """q as a (head_dim, seq_q, batch·heads) tensor, k and v as (head_dim, seq_kv, batch·kv_heads), copied in
+        boxes of 64 columns × a tile's rows."""
+        b, h, hkv, sq, skv, d = attention_dims(shape)
         bm, bn = 64 * config["WG"], config["BN"]
         return (
             TensorMap("q", self.dtype, dims=(d, sq, b * h), box=(BOX_COLUMNS, bm, 1)),
-            TensorMap("k", self.dtype, dims=(d, skv, b * h), box=(BOX_COLUMNS, bn, 1)),
-            TensorMap("v", self.dtype, dims=(d, skv, b * h), box=(BOX_COLUMNS, bn, 1)),
+            TensorMap("k", self.dtype, dims=(d, skv, b * hkv), box=(BOX_COLUMNS, bn, 1)),
+            TensorMap("v", self.dtype, dims=(d, skv, b * hkv), box=(BOX_COLUMNS, bn, 1)),
         )
 
     def launches(self, config: Config, shape: Shape, device: DeviceInfo) -> list[Step]:
-        b, h, sq, skv, d = shape
+        p = attention_dims(shape)
+        b, h, sq, skv, d = p.b, p.h, p.sq, p.skv, p.d
         c = self.local(config)
         g = self.geometry(c, d)
         return [
@@ -105,7 +110,7 @@ class Fa3Attention(Algorithm):
                 block=(g["threads"], 1, 1),
                 shared_bytes=g["smem_bytes"],
                 args=(*self.tensor_maps(c, shape), "o", "lse", np.int32(sq), np.int32(skv),
-                      np.float32(self.space.scale_log2(d))),  # fmt: skip
+                      np.float32(self.space.scale_log2(d)), *kv_args(p)),  # fmt: skip
             )
         ]
 

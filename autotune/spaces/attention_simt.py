@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from autotune.device import DeviceInfo
 from autotune.shape import Shape
-from autotune.spaces._attention import OnePassAttention
+from autotune.spaces._attention import OnePassAttention, attention_dims
 from autotune.spaces.algorithm import smem_problems
 from autotune.spaces.base import Config, Param
 
@@ -37,7 +37,7 @@ class SimtAttention(OnePassAttention):
 
     def constraints(self, config: Config, shape: Shape, device: DeviceInfo) -> list[str]:
         config = self.local(config)
-        d = shape[4]
+        d = attention_dims(shape).d
         g = self.geometry(config, d)
         problems = []
         if d % 32:

@@ -4,6 +4,13 @@ Short queries (seq_q ≤ `MAX_SEQ_Q`) over a long KV sequence: the KV tiles are 
 B·H·ceil(seq_q/16)·SPLITS blocks fill the GPU; each block's warps interleave over its split's tiles (mma.sync,
 online softmax, as FlashAttention-2) and merge into one normalised fp32 (O, LSE) per split in the workspace; a
 second kernel combines the splits by their log-sum-exp.
+
+Grouped-query attention: a block's 16 query rows are drawn from every query head of one kv head's group (the
+group's G·seq_q rows of q are contiguous: (b, kv·G + j, i) is row j·seq_q + i of kv head (b, kv)), so one K/V
+tile read serves the whole group: a multi-query decoding step of 8 heads reads K and V once instead of eight times,
+and fills 8 of the mma's 16 rows instead of 1. Never more blocks or K/V traffic than a block per query head:
+B·HKV·ceil(G·seq_q / 16) ≤ B·H·ceil(seq_q / 16) tiles. So it is not a tunable; SPLITS spreads the fewer tiles.
+Multi-head attention (G = 1) is the same kernel with rows of one head, as before.
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ import numpy as np
 
 from autotune.device import DeviceInfo
 from autotune.shape import Shape
+from autotune.spaces._attention import attention_dims, kv_args
 from autotune.spaces.algorithm import Algorithm, smem_problems
 from autotune.spaces.attention_fa2 import SWIZZLE_DIMS
 from autotune.spaces.base import BufferSpec, Config, Launch, Param, Step, ceil_div
@@ -52,39 +60,50 @@ class SplitKvAttention(Algorithm):
         }
 
     def unfit(self, shape: Shape, device: DeviceInfo) -> str | None:
-        if shape[2] > MAX_SEQ_Q:
-            return f"split_kv is for decoding: seq_q {shape[2]} > {MAX_SEQ_Q}"
+        sq = attention_dims(shape).sq
+        if sq > MAX_SEQ_Q:
+            return f"split_kv is for decoding: seq_q {sq} > {MAX_SEQ_Q}"
         return super().unfit(shape, device)
 
     def constraints(self, config: Config, shape: Shape, device: DeviceInfo) -> list[str]:
         config = self.local(config)
-        b, h, sq, skv, d = shape
+        p = attention_dims(shape)
+        d = p.d
         g = self.geometry(config, d)
         problems = []
-        blocks = b * h * ceil_div(sq, 16) * config["SPLITS"]
+        blocks = self.row_tiles(shape) * config["SPLITS"]
         if config["SPLITS"] > 1 and blocks > BLOCKS_PER_SM * device.multiprocessors:
+            heads = f"{p.b}x{p.h}" if not p.grouped else f"{p.b}x{p.hkv} kv"
             problems.append(f"{blocks} blocks > {BLOCKS_PER_SM} per SM: SPLITS={config['SPLITS']} is more than "
-                            f"{b}x{h} heads need on {device.multiprocessors} SMs")  # fmt: skip
+                            f"{heads} heads need on {device.multiprocessors} SMs")  # fmt: skip
         if g["tile_registers"] > MAX_TILE_REGISTERS:
             problems.append(f"{g['tile_registers']} registers of tiles per thread would spill")
         if config["SWIZZLE"] and d not in SWIZZLE_DIMS:
             problems.append(f"SWIZZLE needs head_dim 64 or 128, not {d}")
         return problems + smem_problems(g["smem_bytes"], device)
 
+    @staticmethod
+    def row_tiles(shape: Shape) -> int:
+        """Blocks per split: tiles of 16 packed query rows, ceil(G·seq_q / 16) per kv head."""
+        p = attention_dims(shape)
+        return p.b * p.hkv * ceil_div(p.group * p.sq, 16)
+
     def workspace(self, config: Config, shape: Shape) -> dict[str, BufferSpec]:
-        b, h, sq, skv, d = shape
+        b, h, hkv, sq, skv, d = attention_dims(shape)
         splits = config["SPLITS"]
         return {"o_part": BufferSpec((splits, b * h * sq, d)), "lse_part": BufferSpec((splits, b * h * sq))}
 
     def launches(self, config: Config, shape: Shape, device: DeviceInfo) -> list[Step]:
-        b, h, sq, skv, d = shape
+        p = attention_dims(shape)
+        b, sq, skv, d = p.b, p.sq, p.skv, p.d
         g = self.geometry(config, d)
-        rows = b * h * sq
+        rows = b * p.h * sq
         threads = config["COMBINE_THREADS"]
         scale = np.float32(self.space.scale_log2(d))
         return [
-            Launch("attention_split_kv", (ceil_div(sq, 16) * config["SPLITS"], h, b), (g["threads"], 1, 1),
-                   g["smem_bytes"], ("q", "k", "v", "o_part", "lse_part", np.int32(sq), np.int32(skv), scale)),
+            Launch("attention_split_kv", (ceil_div(p.group * sq, 16) * config["SPLITS"], p.hkv, b),
+                   (g["threads"], 1, 1), g["smem_bytes"],
+                   ("q", "k", "v", "o_part", "lse_part", np.int32(sq), np.int32(skv), scale, *kv_args(p))),
             Launch("attention_combine", (min(ceil_div(rows * d, threads), 16 * device.multiprocessors), 1, 1),
                    (threads, 1, 1), 0, ("o_part", "lse_part", "o", "lse", np.int32(rows))),
         ]  # fmt: skip

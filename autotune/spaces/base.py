@@ -154,6 +154,9 @@ class KernelSpace(Rendering, Correctness, Dispatching):
     name: ClassVar[str]  # the kernel's name on the command line and in the store
     template: ClassVar[str | Path]  # a file of kernel_templates/, or a path (families: each algorithm has one)
     dims: ClassVar[tuple[str, ...]]  # names of the shape's dimensions, e.g. ("M", "N", "K")
+    # Other forms a shape may be written in, whose `parse_shape` the space overrides to accept (attention: with
+    # the kv heads, ("B", "H", "HKV", "SQ", "SKV", "D")).
+    other_dims: ClassVar[tuple[tuple[str, ...], ...]] = ()
     default_shape: ClassVar[Shape]
     dtypes: ClassVar[tuple[str, ...]] = ("float32",)  # problem dtypes; the first is the default
     metric_unit: ClassVar[str]  # "TFLOP/s" or "GB/s": what `work` counts per unit of time

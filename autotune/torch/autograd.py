@@ -8,6 +8,9 @@
 * rmsnorm, softmax: no tuned backward kernel exists yet: torch's own operations, in the input's dtype;
 * a family with no entry here has no autograd: torch raises at backward.
 
+Attention with fewer kv heads than query heads (grouped-query) gets dk and dv of k's and v's own shapes: the backward
+kernel sums each kv head's gradient over its group's query heads.
+
 Only the first output of layernorm (y) and of attention (o) is differentiable; mean, rstd and lse are statistics
 for the backward pass. A forward whose backward is a kernel of its own gets no autograd at all where that family
 is not registered (`NEEDS`), rather than one that fails at its first backward.

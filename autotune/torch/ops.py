@@ -5,8 +5,10 @@ fake (meta) implementation from its shape inference and output specs, the real o
 operator exists for every family in `FAMILIES` that is present when this module is imported and for any space
 given to `register`.
 
-The raw operators take the space's exact shapes (e.g. layernorm's x is 2-D (rows, cols); attention's q, k, v are
-(batch, heads, seq, head_dim)) and refuse non-contiguous tensors (`NotContiguous`); `autotune.torch.functional`
+The raw operators take the space's exact shapes (e.g. layernorm's x is 2-D (rows, cols); attention's q is
+(batch, heads, seq_q, head_dim), k and v (batch, kv_heads, seq_kv, head_dim), kv_heads dividing heads: grouped-query
+and multi-query attention, query head h reading kv head h // (heads / kv_heads), the shape inferred from k) and
+refuse non-contiguous tensors (`NotContiguous`); `autotune.torch.functional`
 reshapes and copies for you (the row kernels and GEMM). ``attention_causal`` masks bottom-right (query i sees
 key j iff j ≤ i + seq_kv − seq_q), where torch's ``is_causal=True`` masks top-left: the same only where seq_q ==
 seq_kv.

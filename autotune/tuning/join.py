@@ -19,7 +19,6 @@ import optuna
 from autotune.errors import InvalidArgument
 from autotune.results import studies
 from autotune.results.storage import Database, check_database, resolve_url
-from autotune.shape import parse_shape
 from autotune.spaces import get_space
 from autotune.templates import short_hash
 from autotune.tuning.evaluation.base import Evaluator
@@ -86,7 +85,7 @@ def join(
         keys = REQUIRED if trials is not None else REQUIRED + (studies.TARGET,)
         attrs = wait_for_study(storage, study_name, wait_s, keys)
         space = get_space(attrs["kernel"], attrs["domains"], dtype=attrs["dtype"])
-        shape = parse_shape(attrs["shape"], space.dims)
+        shape = space.parse_shape(attrs["shape"])
         target = trials if trials is not None else int(attrs.get(studies.TARGET, 0))
         if target < 1:
             raise InvalidArgument(f"study {study_name} records no target: give --trials")
