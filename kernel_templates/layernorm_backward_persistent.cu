@@ -1,7 +1,7 @@
 // LayerNorm (RMS=0) and RMSNorm (RMS=1) backward, the `persistent` algorithm (the `tiles` one is
 // layernorm_backward.cu, whose header gives the inputs, outputs and formulas). Each row of dy and x is read from
 // memory exactly once and dx written once; dw and db leave the kernel as one fp32 partial row per block, which
-// layernorm_backward_finalize adds up.
+// layernorm_backward_finalize adds up (FUSE=0), or the kernel's last blocks do (FUSE=1, below).
 //
 // The grid holds a few blocks per SM (the launch plan sizes it). A block is GROUPS = BLOCK/TPR row groups of TPR
 // threads (row_groups.cuh); group g of block b takes ROWS consecutive rows at a time, starting at row
@@ -19,6 +19,13 @@
 //   STREAM  evict-first loads of dy and x, stores of dx (common.cuh)
 //   BPS     blocks per SM: the launch plan's grid holds BPS blocks per SM, and ptxas fits BPS blocks' registers
 //   RWARPS, RVEC  layernorm_backward_finalize: warps per block, columns per thread
+//   FUSE    0: the partial rows are summed by layernorm_backward_finalize, a second launch. 1: by this kernel, in
+//           the same order (the same bits). Partial row b belongs to segment b % RWARPS (the rows the finalize's
+//           warp b % RWARPS adds up); the last block of a segment to finish (a ticket, last_block.cuh) sums its
+//           rows in block order into the segment's first row, and the last of those sums the segments' rows in
+//           segment order and writes dw (and db), RVEC columns per thread. The last block thus reads
+//           parts/RWARPS + RWARPS partial rows, not all of them. Tickets: RWARPS + 1 counters the launch plan
+//           zeroes before the launch (a 4-byte-per-counter memset: the workspace is not kept between calls).
 // Dynamic shared memory: the row cache (CACHE=2), and with several groups the BLOCK*VEC*ITEMS floats where they
 // add up their sums (the cache's space, reused): the launch plan passes the larger.
 #ifndef BLOCK
@@ -48,8 +55,14 @@
 #ifndef RVEC
 #define RVEC 1
 #endif
+#ifndef FUSE
+#define FUSE 0
+#endif
 #include "row_groups.cuh"
 #include "norm_backward.cuh"
+#if FUSE
+#include "last_block.cuh"
+#endif
 
 constexpr int kGroups = BLOCK / TPR;
 constexpr int kSums = RMS ? 1 : 2;  // per row: Σg·x̂ (and Σg)
@@ -254,11 +267,65 @@ __device__ __forceinline__ void backward_rows(const elem_t* __restrict__ dy, con
   if (!RMS) write(adb, pdb + (size_t)blockIdx.x * cols);
 }
 
+#if FUSE
+// FUSE=1: the finalize's sums, in its order. Called by every block after it wrote its partial rows (pdw, pdb: the
+// first of them); tickets[1 + s] counts segment s's blocks, tickets[0] the segments summed. A thread takes RVEC
+// columns of dw (then of db) at a time; its additions run in the order layernorm_backward_finalize's with the same
+// RWARPS: segment s is warp s's sum there (0 plus the rows s, s + RWARPS, ... in turn), and dw[j] is 0 plus the
+// segments' sums in turn. A segment with no block (parts < RWARPS) adds +0 there, and nothing here: the same bits,
+// as a sum started at +0 is never -0.
+constexpr int kArrays = RMS ? 1 : 2;  // dw (and db)
+
+__device__ __forceinline__ void finalize_in_kernel(float* pdw, float* pdb, weight_t* dw, weight_t* db,
+                                                   unsigned int* tickets, int cols) {
+  const int parts = gridDim.x, seg = blockIdx.x % RWARPS;
+  const int chunks = (cols + RVEC - 1) / RVEC;  // per array
+  const bool vec = cols % RVEC == 0 && aligned_to(pdw, 4 * RVEC) && aligned_to(pdb, 4 * RVEC);
+  if (!last_to_arrive(tickets + 1 + seg, (parts - 1 - seg) / RWARPS + 1)) return;
+  for (int c = threadIdx.x; c < kArrays * chunks; c += BLOCK) {
+    float* p = c < chunks ? pdw : pdb;
+    const int j = (c < chunks ? c : c - chunks) * RVEC;
+    Vec<RVEC> acc;
+#pragma unroll
+    for (int e = 0; e < RVEC; ++e) acc.v[e] = 0.f;
+#pragma unroll 4
+    for (int b = seg; b < parts; b += RWARPS) {
+      const Vec<RVEC> v = ld_cg<RVEC>(p + (size_t)b * cols, j, cols, vec);
+#pragma unroll
+      for (int e = 0; e < RVEC; ++e) acc.v[e] += v.v[e];
+    }
+    st_cg<RVEC>(p + (size_t)seg * cols, j, cols, vec, acc);  // row `seg` is read above by this thread alone
+  }
+  const int segments = parts < RWARPS ? parts : RWARPS;
+  if (!last_to_arrive(tickets, segments)) return;
+  for (int c = threadIdx.x; c < kArrays * chunks; c += BLOCK) {
+    const float* p = c < chunks ? pdw : pdb;
+    weight_t* out = c < chunks ? dw : db;
+    const int j = (c < chunks ? c : c - chunks) * RVEC;
+    Vec<RVEC> total;
+#pragma unroll
+    for (int e = 0; e < RVEC; ++e) total.v[e] = 0.f;
+#pragma unroll 4
+    for (int s = 0; s < segments; ++s) {
+      const Vec<RVEC> v = ld_cg<RVEC>(p + (size_t)s * cols, j, cols, vec);
+#pragma unroll
+      for (int e = 0; e < RVEC; ++e) total.v[e] += v.v[e];
+    }
+    store_chunk<RVEC>(out, j, cols, vec && aligned_to(out, (int)sizeof(weight_t) * RVEC), total);
+  }
+}
+#endif
+
 extern "C" __global__ void __launch_bounds__(BLOCK, BPS)
 layernorm_backward_persistent(const elem_t* __restrict__ dy, const elem_t* __restrict__ x,
                               const weight_t* __restrict__ w, const float* __restrict__ mean,
                               const float* __restrict__ rstd, elem_t* __restrict__ dx, float* __restrict__ pdw,
-                              float* __restrict__ pdb, int rows, int cols) {
+                              float* __restrict__ pdb, int rows, int cols
+#if FUSE
+                              , unsigned int* __restrict__ tickets, weight_t* __restrict__ dw,
+                              weight_t* __restrict__ db
+#endif
+) {
   __shared__ float scratch[kScratch];  // the row groups' reductions (row_groups.cuh, group_sum)
   const int vb = (int)sizeof(elem_t) * VEC;
   const bool vec = cols % VEC == 0 && aligned_to(dy, vb) && aligned_to(x, vb) && aligned_to(dx, vb) &&
@@ -268,6 +335,9 @@ layernorm_backward_persistent(const elem_t* __restrict__ dy, const elem_t* __res
   } else {
     backward_rows<false>(dy, x, w, mean, rstd, dx, pdw, pdb, rows, cols, scratch);
   }
+#if FUSE
+  finalize_in_kernel(pdw, pdb, dw, db, tickets, cols);
+#endif
 }
 
 // dw[j] = Σ_p pdw[p][j] (blockIdx.y = 1: db from pdb). A block of RWARPS warps covers 32*RVEC columns: each warp

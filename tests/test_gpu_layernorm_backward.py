@@ -67,7 +67,7 @@ def test_every_thread_mapping_and_cache(kernel, dtype, device):
 
     space = get_space(kernel, {ALGO: ["persistent"]}, dtype=dtype)
     vec = 16 // space.itemsize
-    base = {ALGO: "persistent", "VEC": vec, "STREAM": 0, "BPS": 1, "RWARPS": 4, "RVEC": 1}
+    base = {ALGO: "persistent", "VEC": vec, "STREAM": 0, "BPS": 1, "RWARPS": 4, "RVEC": 1, "FUSE": 0}
     configs = []
     for cols in (1024, 1023):
         v = vec if cols % vec == 0 else 1
@@ -107,3 +107,81 @@ def test_persistent_is_deterministic(kernel, tmp_path):
     assert tuned.choice(shape, "bfloat16").config[ALGO] == "persistent"
     first, second = tuned(*tensors), tuned(*tensors)
     assert all(torch.equal(a, b) for a, b in zip(first, second))
+
+
+# --- FUSE=1: the finalize in the main kernel's last blocks ---------------------------------------------------------
+FUSED_SHAPES = [(1, 768), (7, 1031), (200, 1024), (8193, 768), (8192, 1024), (3001, 4096)]  # fmt: skip
+
+
+def _tensors(space, shape, seed: int) -> list:
+    """The space's inputs at ``shape`` as CUDA tensors (bfloat16 through its bits)."""
+    torch = pytest.importorskip("torch")
+    inputs = space.inputs(shape, np.random.default_rng(seed))
+    specs = space.input_specs(shape)
+    out = []
+    for name in specs:
+        t = torch.from_numpy(np.ascontiguousarray(inputs[name]))
+        out.append((t.view(torch.int16).view(torch.bfloat16) if specs[name].dtype == "bfloat16" else t).cuda())
+    return out
+
+
+def _run(kernel: str, config: dict, tensors: list, db: str, calls: int) -> list:
+    """``calls`` consecutive calls of ``kernel`` running ``config`` (whatever the store holds) on ``tensors``."""
+    import autotune
+    from autotune.runtime.selection import TUNED, Choice
+
+    tuned = autotune.load(kernel, db=db)  # an empty store
+    tuned.choice = lambda shape, dtype=None: Choice(config, TUNED, "")  # plans are cached per kernel object
+    return [tuned(*tensors) for _ in range(calls)]
+
+
+def _fused_configs(space, shape, device, n: int, seed: int) -> list[dict]:
+    """The rule default with FUSE=1, and up to ``n`` random valid FUSE=1 configurations; RWARPS from 1 (one
+    segment: the last block sums every partial row) to 32 (more segments than blocks at few rows)."""
+    rule = space.algos["persistent"].rule(shape, device)
+    picked = {}
+    if rule is not None:
+        for rwarps in (rule["RWARPS"], 1, 32):
+            config = {**rule, "FUSE": 1, "RWARPS": rwarps}
+            picked[config_key(config)] = config
+    rng = random.Random(seed)
+    for _ in range(40000):
+        if len(picked) >= n + 3:
+            break
+        config = {**random_config(space, rng), "FUSE": 1}
+        if not space.violations(config, shape, device):
+            picked.setdefault(config_key(config), config)
+    return list(picked.values())
+
+
+@pytest.mark.parametrize("kernel, dtype", VARIANTS)
+@pytest.mark.parametrize("shape", FUSED_SHAPES, ids=[f"{r}x{c}" for r, c in FUSED_SHAPES])
+def test_fused_configs_match_float64(kernel, dtype, shape, device):
+    """Against float64, through the search's evaluator: a memset of the tickets, then repeated launches (its
+    timing runs reuse one workspace: the counters the last blocks leave at 0 are zeroed again)."""
+    from autotune.tuning.evaluation.gpu import GpuEvaluator
+
+    space = get_space(kernel, {ALGO: ["persistent"]}, dtype=dtype)
+    configs = _fused_configs(space, shape, device, 3, seed=shape[1])
+    assert configs
+    with GpuEvaluator(space, shape, seed=5, min_time_ms=0.1, max_reps=3) as evaluator:
+        results = [f.result() for f in [evaluator.submit(c) for c in configs]]
+    wrong = [(c, m.failure, m.reason) for c, m in zip(configs, results) if not m.ok]
+    assert not wrong, wrong[:4]
+
+
+@pytest.mark.parametrize("kernel, dtype", [("layernorm_backward", "bfloat16"), ("rmsnorm_backward", "bfloat16"),
+                                           ("layernorm_backward", "float32")])  # fmt: skip
+@pytest.mark.parametrize("shape", [(8193, 768), (8192, 1024), (5, 1031)], ids=["8193x768", "8192x1024", "5x1031"])
+def test_fused_sums_have_the_bits_of_the_finalize(kernel, dtype, shape, device, tmp_path):
+    """FUSE=1 adds the partial rows in layernorm_backward_finalize's order for the same RWARPS: dweight and dbias
+    (and dx) bit for bit those of FUSE=0, on two consecutive calls each (the tickets start at 0 every call)."""
+    torch = pytest.importorskip("torch")
+    space = get_space(kernel, {ALGO: ["persistent"]}, dtype=dtype)
+    tensors = _tensors(space, shape, seed=shape[0])
+    for fused in _fused_configs(space, shape, device, 2, seed=7):
+        unfused = {**fused, "FUSE": 0}
+        first, second = _run(kernel, fused, tensors, str(tmp_path / "fused.db"), 2)
+        (reference,) = _run(kernel, unfused, tensors, str(tmp_path / "unfused.db"), 1)
+        assert all(torch.equal(a, b) for a, b in zip(first, reference)), fused
+        assert all(torch.equal(a, b) for a, b in zip(second, reference)), fused

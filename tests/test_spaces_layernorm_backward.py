@@ -14,6 +14,7 @@ import pytest
 
 from autotune.runtime.compiler import Compiler
 from autotune.spaces import ALGO, Launch, config_key, get_space
+from autotune.spaces.base import BufferSpec, Zero
 from autotune.spaces.enumeration import configs, random_config
 from autotune.spaces.layernorm_backward_persistent import MAX_SMS
 
@@ -111,14 +112,14 @@ def test_persistent_defines(kernel, dtype):
     defines = space.defines(config)
     assert ALGO not in defines and defines["RMS"] == int(kernel.startswith("rms"))
     assert defines["WDTYPE"] == (0 if "mixed" in kernel else defines["DTYPE"])
-    assert {k: defines[k] for k in ("BLOCK", "TPR", "BPS", "RWARPS", "RVEC")} == {
-        k: config[k] for k in ("BLOCK", "TPR", "BPS", "RWARPS", "RVEC")}
+    assert {k: defines[k] for k in ("BLOCK", "TPR", "BPS", "RWARPS", "RVEC", "FUSE")} == {
+        k: config[k] for k in ("BLOCK", "TPR", "BPS", "RWARPS", "RVEC", "FUSE")}
 
 
 def test_persistent_constraints(h200):
     space = persistent("layernorm_backward", "bfloat16")
     base = {ALGO: "persistent", "BLOCK": 256, "TPR": 32, "VEC": 8, "ITEMS": 3, "ROWS": 1, "CACHE": 1, "BPS": 1,
-            "STREAM": 0, "RWARPS": 8, "RVEC": 1}  # fmt: skip
+            "STREAM": 0, "RWARPS": 8, "RVEC": 1, "FUSE": 0}  # fmt: skip
     shape = (8192, 768)
     assert space.violations(base, shape, h200) == []
     assert space.violations(base, (8192, 767), h200) == []  # odd widths: the scalar path, same capacity
@@ -149,7 +150,7 @@ def test_persistent_launches_and_workspace(kernel, h200):
     space = persistent(kernel, dtype)
     rms = kernel.startswith("rms")
     config = {ALGO: "persistent", "BLOCK": 512, "TPR": 64, "VEC": 8, "ITEMS": 2, "ROWS": 2, "CACHE": 1, "BPS": 1,
-              "STREAM": 1, "RWARPS": 16, "RVEC": 2}  # fmt: skip
+              "STREAM": 1, "RWARPS": 16, "RVEC": 2, "FUSE": 0}  # fmt: skip
     for shape, grid in [((8192, 1024), 132), ((200, 1024), 13), ((1, 1000), 1), ((100_000, 1024), 132)]:
         assert space.violations(config, shape, h200) == []
         main, finalize = space.launches(config, shape, h200)
@@ -172,6 +173,47 @@ def test_persistent_launches_and_workspace(kernel, h200):
     assert main.grid[0] == MAX_SMS == space.workspace(config, (1 << 20, 1024))["partial_dw"].shape[0]
     one_group = {**config, "TPR": 512, "BLOCK": 512, "ITEMS": 1, "CACHE": 2}
     assert space.launches(one_group, (8192, 4096), h200)[0].shared_bytes == 2 * 2 * 512 * 8 * 2  # dy, x; 2 rows
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_fused_finalize_launches_one_kernel_after_zeroing_its_tickets(kernel, h200):
+    """FUSE=1: a memset of the tickets (the workspace is allocated per call, uninitialised), then the main kernel
+    alone, with the tickets and dweight (and dbias) after FUSE=0's arguments; the same partial rows, and one
+    counter per segment (RWARPS) plus one."""
+    space = persistent(kernel, "bfloat16")
+    rms = kernel.startswith("rms")
+    unfused = {ALGO: "persistent", "BLOCK": 512, "TPR": 64, "VEC": 8, "ITEMS": 2, "ROWS": 2, "CACHE": 1, "BPS": 1,
+               "STREAM": 1, "RWARPS": 16, "RVEC": 2, "FUSE": 0}  # fmt: skip
+    fused = {**unfused, "FUSE": 1}
+    for shape, grid in [((8192, 1024), 132), ((200, 1024), 13), ((1, 1000), 1)]:
+        assert space.violations(fused, shape, h200) == []
+        zero, main = space.launches(fused, shape, h200)
+        assert isinstance(zero, Zero) and zero.buffer == "tickets"
+        before = space.launches(unfused, shape, h200)[0]
+        assert main == dataclasses.replace(before, args=(*before.args, "tickets", "dweight",
+                                                         "dweight" if rms else "dbias"))  # fmt: skip
+        assert main.grid == (grid, 1, 1)
+        workspace = space.workspace(fused, shape)
+        assert workspace["tickets"] == BufferSpec((17,), "int32")
+        assert {n: w for n, w in workspace.items() if n != "tickets"} == space.workspace(unfused, shape)
+        assert set(space.outputs(shape)) >= {"dweight"} | (set() if rms else {"dbias"})
+    assert "tickets" not in space.workspace(unfused, (8192, 1024))
+    for rwarps in space.domain("persistent.RWARPS"):  # every (RWARPS, RVEC) stays a distinct configuration
+        for rvec in space.domain("persistent.RVEC"):
+            assert space.violations({**fused, "RWARPS": rwarps, "RVEC": rvec}, (8192, 1024), h200) == []
+    assert "fused=16x2" in space.describe(fused) and "finalize=16x2" in space.describe(unfused)
+
+
+def test_fuse_is_off_in_the_defaults_and_rule(h200):
+    """FUSE=0 until a GPU compares the two (see the module of the algorithm): the template's default, the
+    algorithm's default and every rule default."""
+    assert template_defaults("layernorm_backward_persistent.cu")["FUSE"] == 0
+    for kernel, dtype in VARIANTS:
+        space = get_space(kernel, dtype=dtype)
+        assert space.algos["persistent"].default_config["FUSE"] == 0
+        for cols in HIDDEN:
+            rule = space.rule_default((8192, cols), h200)
+            assert rule[ALGO] == "persistent" and rule["FUSE"] == 0
 
 
 # --- rule defaults -------------------------------------------------------------------------------------------------
@@ -208,8 +250,8 @@ def test_rule_default_keeps_the_rows_on_chip_and_sms_busy(h200):
 
 
 # --- compiles ------------------------------------------------------------------------------------------------------
-def _compile(jobs, cache_dir):
-    compiler = Compiler("sm_90a", cache_dir=cache_dir)
+def _compile(jobs, cache_dir, arch: str = "sm_90a"):
+    compiler = Compiler(arch, cache_dir=cache_dir)
     try:
         futures = [(label, space, config, compiler.submit(space.template_for(config), space.defines(config)))
                    for label, space, config in jobs]  # fmt: skip
@@ -265,3 +307,24 @@ def test_sampled_persistent_configs_compile_without_spills(kernel, dtype, h200, 
         jobs += [((kernel, dtype, shape), space, c) for c in sample_persistent(space, h200, shape, 2, seed=i)]
     assert len(jobs) >= 6
     _check(_compile(jobs, cache_dir))
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
+def test_fused_configs_compile_without_spills(arch, h200, cache_dir):
+    """FUSE=1 (the finalize in the main kernel's last blocks): the rule default with FUSE narrowed to 1 and random
+    valid configurations, every variant, for the H100/H200 and for the A100; no spills, registers within BPS
+    blocks' share."""
+    jobs = []
+    for i, (kernel, dtype) in enumerate(VARIANTS):
+        space = persistent(kernel, dtype, FUSE=[1])
+        for cols in ((768, 3001), (1024, 8192))[i % 2]:
+            shape = (8192, cols)
+            rule = space.rule_default(shape, h200)
+            assert rule["FUSE"] == 1  # the rule keeps to a narrowed domain
+            configs = [rule, *sample_persistent(space, h200, shape, 2, seed=i)]
+            if arch == "sm_80":  # cp.async is there; nothing else of the template asks for sm_90
+                assert all(c["FUSE"] == 1 for c in configs)
+            jobs += [((kernel, dtype, shape), space, c) for c in configs]
+    assert len(jobs) >= 30
+    _check(_compile(jobs, cache_dir, arch))

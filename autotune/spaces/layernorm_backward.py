@@ -11,7 +11,8 @@ Algorithms (``ALGO``):
   those of the family before it had algorithms.
 * ``persistent`` (layernorm_backward_persistent.cu, `autotune.spaces.layernorm_backward_persistent`): a grid of a
   few blocks per SM walking all rows, each row of dy and x read once and kept on chip, dweight/dbias summed in
-  registers across a block's rows and written once per block, then a finalize launch. Rows up to what its register
+  registers across a block's rows and written once per block, then a finalize launch (or, FUSE=1, the kernel's last
+  blocks to finish add the partial rows up, in the same order: no second launch). Rows up to what its register
   or shared-memory cache holds: 12288 columns of fp32 LayerNorm, 16384 of half LayerNorm and fp32 RMSNorm, 24576 of
   half RMSNorm.
 

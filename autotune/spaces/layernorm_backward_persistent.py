@@ -7,6 +7,15 @@ once. Each thread owns the same columns in every row, so its Σdy·x̂ and Σdy 
 the block's rows; the block writes them once, as one fp32 partial row (its groups added in shared memory first),
 and `layernorm_backward_finalize` adds the partial rows up (RWARPS warps per 32*RVEC columns), in a fixed order.
 
+FUSE=1 folds that finalize into the main kernel (no second launch, no second grid's tail): the last block of each
+of RWARPS segments (partial rows b with b % RWARPS = s) to finish sums its segment, and the last of those sums the
+segments, in the finalize's order with the same RWARPS, so dweight/dbias have the same bits as with FUSE=0. The
+tickets are RWARPS + 1 counters in the workspace, zeroed by a memset before each launch (`Zero`): the runtime
+allocates workspaces per call (the torch launcher from the caching allocator, uninitialised), so a counter left at
+0 by the previous call cannot be relied on, and a 4-byte memset costs less than a kernel launch with its tail.
+The two-level sum keeps the last block's reads to parts/RWARPS + RWARPS rows: a single last block reading all
+parts rows (RWARPS=1) would read 132 to 264 rows from one SM, several microseconds at 8192x768.
+
 Bytes moved per row element: 3 × itemsize (dy, x read; dx written), against 5 × itemsize for tiles with SPLIT=1
 (dy and x read twice) and 3 × itemsize + 16 B / RPB (partial dw and db written and read back) with SPLIT=0; here
 the partials are 16 B per column per block, BPS × SMs blocks in all, whatever the row count.
@@ -24,7 +33,7 @@ from autotune.shape import Shape
 from autotune.spaces._precision import dtype_code, widest_vec
 from autotune.spaces._vectors import block_problems, vector_problems
 from autotune.spaces.algorithm import Algorithm
-from autotune.spaces.base import BufferSpec, Config, Launch, Param, Step, ceil_div
+from autotune.spaces.base import BufferSpec, Config, Launch, Param, Step, Zero, ceil_div
 
 MAX_SMS = 192  # partial rows are allocated for BPS * MAX_SMS blocks at most (the workspace knows no device)
 THREADS_PER_SM = 2048  # resident threads per SM (sm_70 to sm_90)
@@ -51,11 +60,13 @@ class PersistentBackward(Algorithm):
         Param("CACHE", (1, 2), "the rows' dy and x between the passes: 1 registers, 2 shared memory (cp.async)"),
         Param("BPS", (1, 2, 3, 4, 6, 8), "blocks per SM: the grid, and the register budget ptxas fits"),
         Param("STREAM", (0, 1), "evict-first loads of dy, x and stores of dx"),
-        Param("RWARPS", (1, 2, 4, 8, 16, 32), "finalize: warps per block, each summing every RWARPS-th partial row"),
-        Param("RVEC", (1, 2, 4), "finalize: columns per thread"),
+        Param("RWARPS", (1, 2, 4, 8, 16, 32), "finalize: warps per block, each summing every RWARPS-th partial row "
+              "(FUSE=1: segments, each summed by its last block)"),
+        Param("RVEC", (1, 2, 4), "finalize: columns per thread (FUSE=1: of the last blocks' sums)"),
+        Param("FUSE", (0, 1), "the finalize: 0 a second launch, 1 the main kernel's last blocks (a memset first)"),
     )
     default_config = {"BLOCK": 256, "TPR": 256, "VEC": 4, "ITEMS": 4, "ROWS": 1, "CACHE": 1, "BPS": 1,
-                      "STREAM": 0, "RWARPS": 8, "RVEC": 1}  # fmt: skip
+                      "STREAM": 0, "RWARPS": 8, "RVEC": 1, "FUSE": 0}  # fmt: skip
 
     # --- geometry -------------------------------------------------------------------------------------------
     @staticmethod
@@ -154,10 +165,14 @@ class PersistentBackward(Algorithm):
                 "RMS": int(space.rms)}  # fmt: skip
 
     def workspace(self, config: Config, shape: Shape) -> dict[str, BufferSpec]:
+        """The fp32 partial rows, and with FUSE=1 the tickets: one counter of the segments summed, then one per
+        segment (RWARPS), zeroed before each launch (`launches`)."""
         parts = (self.partial_rows(config, shape), shape[1])
         out = {"partial_dw": BufferSpec(parts)}
         if not self.space.rms:
             out["partial_db"] = BufferSpec(parts)
+        if config["FUSE"]:
+            out["tickets"] = BufferSpec((1 + config["RWARPS"],), "int32")
         return out
 
     def launches(self, config: Config, shape: Shape, device: DeviceInfo) -> list[Step]:
@@ -168,9 +183,14 @@ class PersistentBackward(Algorithm):
         dbias, partial_db = ("dweight", "partial_dw") if rms else ("dbias", "partial_db")
         grid = self.grid(config, shape, device)
         r, c = np.int32(rows), np.int32(cols)
+        args = ("dy", "x", "weight", mean, "rstd", "dx", "partial_dw", partial_db, r, c)
+        if config["FUSE"]:  # the tickets start at 0 (see the module): a memset, then the one launch
+            return [Zero("tickets"),
+                    Launch("layernorm_backward_persistent", (grid, 1, 1), (config["BLOCK"], 1, 1),
+                           self.shared_bytes(config), (*args, "tickets", "dweight", dbias))]  # fmt: skip
         return [
             Launch("layernorm_backward_persistent", (grid, 1, 1), (config["BLOCK"], 1, 1), self.shared_bytes(config),
-                   ("dy", "x", "weight", mean, "rstd", "dx", "partial_dw", partial_db, r, c)),
+                   args),
             Launch("layernorm_backward_finalize", (ceil_div(cols, 32 * config["RVEC"]), 1 if rms else 2, 1),
                    (32 * config["RWARPS"], 1, 1), 0, ("partial_dw", partial_db, "dweight", dbias, np.int32(grid), c)),
         ]  # fmt: skip
@@ -213,10 +233,14 @@ class PersistentBackward(Algorithm):
         rwarps = [w for w in space.domain("persistent.RWARPS") if w * 8 <= max(grid, 8)]
         best["RWARPS"] = rwarps[-1] if rwarps else space.domain("persistent.RWARPS")[0]
         best["RVEC"] = space.domain("persistent.RVEC")[0]
+        # FUSE: the domain's first, 0 in the full space (no GPU has compared the two yet); a space narrowed to
+        # FUSE=1 gets it. The same RWARPS either way: with FUSE=1 the last block reads grid/RWARPS + RWARPS partial
+        # rows, about 24 at 132 to 264 blocks.
+        best["FUSE"] = space.domain("persistent.FUSE")[0]
         return best
 
     def describe(self, config: Config) -> str:
         c = self.local(config)
         return (f"persistent block={c['BLOCK']} tpr={c['TPR']} vec={c['VEC']} items={c['ITEMS']} rows={c['ROWS']} "
                 f"{'regs' if c['CACHE'] == 1 else 'smem'} bps={c['BPS']}{' stream' if c['STREAM'] else ''} "
-                f"finalize={c['RWARPS']}x{c['RVEC']}")  # fmt: skip
+                f"{'fused' if c['FUSE'] else 'finalize'}={c['RWARPS']}x{c['RVEC']}")  # fmt: skip
