@@ -135,6 +135,7 @@ class StandInWorker:
     def __init__(self, device_ordinal: int) -> None:
         self.device_ordinal = device_ordinal
         self.restarts = 0
+        self.answered = 0
 
     def _note(self, what: str) -> None:
         with self.lock:
@@ -156,6 +157,7 @@ class StandInWorker:
         assert kind == "evaluate"
         time.sleep(payload["config"]["COST"] * self.STEP_S)
         self._note("measured")
+        self.answered += 1
         timing = {"median": 1.0, "minimum": 1.0, "q1": 1.0, "q3": 1.0, "maximum": 1.0, "reps": 1}
         return ("measured", {"ok": True, "timing": timing, "evaluate_s": 0.01}, False)
 

@@ -53,3 +53,65 @@ def test_worker_module_answers_over_its_connection():
         conn.close()  # the worker sees EOF and exits
         code = stop_worker(proc)
     assert code is not None
+
+
+class _Connection:
+    """One end of a worker's connection that answers every request with ``reply`` (or hangs: ``reply`` None)."""
+
+    def __init__(self, reply: tuple | None) -> None:
+        self.reply = reply
+        self.timeouts: list[float] = []
+
+    def send(self, message: tuple) -> None:
+        pass
+
+    def poll(self, timeout: float) -> bool:
+        self.timeouts.append(timeout)
+        return self.reply is not None
+
+    def recv(self) -> tuple:
+        return self.reply
+
+    def close(self) -> None:
+        pass
+
+
+class _Alive:
+    def poll(self) -> None:
+        return None
+
+    def kill(self) -> None:
+        pass
+
+    def wait(self, timeout: float) -> int:
+        return -9
+
+
+def test_a_fresh_workers_first_request_gets_the_longer_default_timeout():
+    """The first request of a (re)started worker builds the validation data on the host: by default it may take
+    FIRST_REQUEST_TIMEOUT_S; later ones MIN_TIMEOUT_S (or TIMEOUT_FACTOR × the slowest); an explicit timeout_s
+    holds for every request."""
+    from autotune.tuning.evaluation import gpu
+    from autotune.tuning.evaluation.process import WorkerProcess
+
+    worker = WorkerProcess(0)
+    worker._proc, worker._conn = _Alive(), _Connection(("measured", {}, False))
+    evaluator = gpu.GpuEvaluator.__new__(gpu.GpuEvaluator)
+    evaluator.worker, evaluator.timeout_s, evaluator._slowest_ok = worker, None, 0.0
+    evaluator._request("evaluate", {})
+    evaluator._request("evaluate", {})
+    assert worker._conn.timeouts == [gpu.FIRST_REQUEST_TIMEOUT_S, gpu.MIN_TIMEOUT_S]
+    assert gpu.FIRST_REQUEST_TIMEOUT_S > gpu.MIN_TIMEOUT_S
+
+    # A hang kills the worker: the next one is fresh again.
+    worker._conn.reply = None
+    failed = evaluator._request("evaluate", {})
+    assert failed.failure == "timeout" and worker.answered == 0
+    worker._proc, worker._conn = _Alive(), _Connection(("measured", {}, False))
+    worker.spawn = lambda: None  # not called: the stand-in process is alive
+    evaluator._request("evaluate", {})
+    assert worker._conn.timeouts == [gpu.FIRST_REQUEST_TIMEOUT_S]
+
+    evaluator.timeout_s = 3.0
+    evaluator._request("evaluate", {})
+    assert worker._conn.timeouts[-1] == 3.0

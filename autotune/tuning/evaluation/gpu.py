@@ -27,6 +27,9 @@ from autotune.tuning.evaluation.gpu_session import Setup
 from autotune.tuning.evaluation.process import WorkerProcess
 
 MIN_TIMEOUT_S = 10.0
+# Least default timeout of a fresh worker's first request: it draws the validation cases' inputs and float64
+# references on the host before the candidate runs, which took over 10 s on a loaded host (12 searches beside nvcc).
+FIRST_REQUEST_TIMEOUT_S = 60.0
 TIMEOUT_FACTOR = 20.0  # default per-candidate timeout: this many times the slowest good evaluation so far
 
 
@@ -121,7 +124,8 @@ class GpuEvaluator(Evaluator):
     def _timeout(self) -> float:
         if self.timeout_s is not None:
             return self.timeout_s
-        return max(MIN_TIMEOUT_S, TIMEOUT_FACTOR * self._slowest_ok)
+        floor = FIRST_REQUEST_TIMEOUT_S if self.worker.answered == 0 else MIN_TIMEOUT_S
+        return max(floor, TIMEOUT_FACTOR * self._slowest_ok)
 
     def _request(self, kind: str, payload: dict, scale: float = 1.0) -> tuple[str, Any, bool] | Measurement:
         """Send one request; a Measurement comes back instead of a reply when the worker hung or died.

@@ -70,6 +70,7 @@ class WorkerProcess:
     def __init__(self, device_ordinal: int) -> None:
         self.device_ordinal = device_ordinal
         self.restarts = 0
+        self.answered = 0  # requests answered by the current worker process (0: a fresh one)
         self._proc: Any = None
         self._conn: Any = None
         self._setup: Setup | None = None
@@ -115,6 +116,7 @@ class WorkerProcess:
         self.configure(self._setup)
 
     def _reap(self) -> int | None:
+        self.answered = 0
         proc, self._proc = self._proc, None
         if self._conn is not None:
             self._conn.close()
@@ -147,6 +149,8 @@ class WorkerProcess:
         if reply[2]:  # sticky: the worker exits after this answer
             self._reap()
             self.restarts += 1
+        else:
+            self.answered += 1
         return reply
 
     def stop(self) -> None:
