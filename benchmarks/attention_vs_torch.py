@@ -2,10 +2,13 @@
 
     python benchmarks/attention_vs_torch.py [--db PATH] [--trials 40] [--dtypes float16 bfloat16]
         [--head-dims 128 64] [--seqs 1024 4096 16384] [--causal 0 1] [--decode | --no-decode] [--prefill | --no-prefill]
+        [--decode-batches 1 16 64] [--decode-kv 8192 32768 131072] [--kv-heads 8]
         [--reps 20] [--out FILE.json] [--backward] [--untuned]
 
 Prefill: batch x heads = 64 (4x16 at head_dim 128, 2x32 at 64), seq_q = seq_kv, causal and not. Decode: seq_q 1,
-seq_kv 8192 and 65536, batch 1 and 16, 32 heads, head_dim 128. For each case the configuration stored for this GPU
+32 query heads over --kv-heads (8: grouped-query attention as Llama-style models run it; 32: multi-head), head_dim
+128, --decode-batches x --decode-kv (seq_kv); torch's SDPA gets the same k and v with enable_gqa=True (backends
+that refuse it are reported unavailable). For each case the configuration stored for this GPU
 is used; where none is stored a search of --trials runs first (`autotune.tune`). Then ours through `autotune.load`
 (the user's path; strict: the tuned row itself) and each torch SDPA backend available here (FLASH_ATTENTION, the
 FlashAttention-2 baseline; CUDNN_ATTENTION; EFFICIENT_ATTENTION) run on the same inputs, interleaved round robin,
@@ -44,9 +47,9 @@ def cases(args: Any) -> list[tuple[str, tuple[int, ...], str]]:
                 for causal in args.causal:
                     out.append(("attention_causal" if causal else "attention", (b, h, seq, seq, d), "prefill"))
     if args.decode:
-        for skv in (8192, 65536):
-            for b in (1, 16):
-                out.append(("attention", (b, 32, 1, skv, 128), "decode"))
+        for skv in args.decode_kv:
+            for b in args.decode_batches:
+                out.append(("attention", (b, 32, args.kv_heads, 1, skv, 128), "decode"))
     return out
 
 
@@ -63,8 +66,11 @@ def stored(kernel: str, space: Any, shape_text: str, device: Any, db_url: str) -
 
 
 def reference_error(torch: Any, q: Any, k: Any, v: Any, o: Any, causal: bool) -> float:
-    """Relative L2 error of ``o`` against float64 attention over the first two heads (rows in chunks)."""
-    qd, kd, vd = (x[0, :2].double() for x in (q, k, v))
+    """Relative L2 error of ``o`` against float64 attention over the first two heads (rows in chunks); query head i
+    reads kv head i // group."""
+    group = q.shape[1] // k.shape[1]
+    qd = q[0, :2].double()
+    kd, vd = (x[0, [0 // group, 1 // group]].double() for x in (k, v))
     sq, skv, d = qd.shape[1], kd.shape[1], qd.shape[2]
     num = den = 0.0
     for r0 in range(0, sq, 2048):
@@ -82,11 +88,15 @@ def measure(torch: Any, autotune: Any, kernel: str, space: Any, shape: tuple, co
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.nn.functional import scaled_dot_product_attention as sdpa
 
-    b, h, sq, skv, d = shape
+    from autotune.spaces._attention import attention_dims
+
+    b, h, hkv, sq, skv, d = attention_dims(shape)
     causal = kernel == "attention_causal"
+    gqa = {"enable_gqa": True} if hkv != h else {}
     tdtype = getattr(torch, space.dtype)
     gen = torch.Generator(device="cuda").manual_seed(0)
-    q, k, v = ((torch.rand(b, h, n, d, device="cuda", generator=gen) * 2 - 1).to(tdtype) for n in (sq, skv, skv))
+    q, k, v = ((torch.rand(b, heads, n, d, device="cuda", generator=gen) * 2 - 1).to(tdtype)
+               for heads, n in ((h, sq), (hkv, skv), (hkv, skv)))  # fmt: skip
     ours = autotune.load(kernel, db=args.db, strict=not args.untuned)
     o = torch.empty(b, h, sq, d, device="cuda", dtype=tdtype)
     lse = torch.empty(b, h, sq, device="cuda", dtype=torch.float32)
@@ -98,19 +108,19 @@ def measure(torch: Any, autotune: Any, kernel: str, space: Any, shape: tuple, co
             continue
         try:
             with sdpa_kernel(backend):
-                outs[name] = sdpa(q, k, v, is_causal=causal)
+                outs[name] = sdpa(q, k, v, is_causal=causal, **gqa)
         except RuntimeError as exc:  # not available for this shape, dtype or build
             print(f"  {name}: unavailable ({str(exc).splitlines()[0][:80]})", flush=True)
             continue
 
         def run(backend: Any = backend) -> None:
             with sdpa_kernel(backend):
-                sdpa(q, k, v, is_causal=causal)
+                sdpa(q, k, v, is_causal=causal, **gqa)
 
         contenders[name] = run
     medians = interleaved_medians(contenders, args.reps, flush, torch)
     work = space.work(shape)
-    kv_bytes = 2 * b * h * skv * d * q.element_size()
+    kv_bytes = 2 * b * hkv * skv * d * q.element_size()
     torch_names = [n for n in medians if n != "ours"]
     fastest = min(torch_names, key=lambda n: medians[n]) if torch_names else None
     row: dict[str, Any] = {
@@ -213,6 +223,9 @@ def main() -> None:
     parser.add_argument("--causal", nargs="+", type=int, default=[0, 1])
     parser.add_argument("--prefill", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--decode", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument("--decode-batches", nargs="+", type=int, default=[1, 16, 64])
+    parser.add_argument("--decode-kv", nargs="+", type=int, default=[8192, 32768, 131072], help="seq_kv of decode")
+    parser.add_argument("--kv-heads", type=int, default=8, help="kv heads of decode (32: multi-head)")
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--backward", action="store_true", help="the prefill cases' backward (see the module)")
