@@ -57,6 +57,15 @@ class Correctness:
             total += sum(s.nbytes for s in self.workspace(config, shape).values())
         return total
 
+    def references(self, inputs: Mapping[str, np.ndarray],
+                   shape: Shape) -> tuple[dict[str, np.ndarray], dict[str, float]]:  # fmt: skip
+        """The float64 references of the host ``inputs`` (as `inputs` draws them, in their dtype's encoding) and
+        each output's tolerance: `reference` and `tolerances` over `decoded_inputs`. A space whose inputs are too
+        large to widen to float64 all at once overrides it."""
+        decoded = self.decoded_inputs(inputs, shape)
+        refs = self.reference(decoded, shape)
+        return refs, self.tolerances(decoded, refs, shape)
+
     def tolerance(self, output: str, shape: Shape) -> float:
         """Largest accepted ‖out − ref‖ / ‖ref‖ for ``output``."""
         return 1e-4

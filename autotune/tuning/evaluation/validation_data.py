@@ -86,10 +86,7 @@ def target_dataset(cuda: Any, setup: Setup, space: KernelSpace, shape: tuple[int
         except (OSError, ValueError):
             refs = None
     if refs is None or tolerances is None:
-        decoded = space.decoded_inputs(inputs, shape)
-        refs = space.reference(decoded, shape)
-        tolerances = space.tolerances(decoded, refs, shape)
-        del decoded
+        refs, tolerances = space.references(inputs, shape)
         if sum(r.nbytes for r in refs.values()) <= REFERENCE_CACHE_LIMIT:
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(f".{os.getpid()}.tmp.npz")
@@ -102,9 +99,8 @@ def fresh_dataset(cuda: Any, space: KernelSpace, shape: tuple[int, ...], rng: np
                   kind: str = UNIFORM) -> DataSet:  # fmt: skip
     """New random inputs of ``kind`` at ``shape``, with their references computed on the host."""
     inputs = space.inputs(shape, rng) if kind == UNIFORM else space.inputs(shape, rng, kind)
-    decoded = space.decoded_inputs(inputs, shape)
-    refs = space.reference(decoded, shape)
-    return DataSet(cuda, space, shape, inputs, refs, space.tolerances(decoded, refs, shape), kind)
+    refs, tolerances = space.references(inputs, shape)
+    return DataSet(cuda, space, shape, inputs, refs, tolerances, kind)
 
 
 class ValidationCases:
