@@ -236,3 +236,24 @@ def test_valid_configs_compile_without_spills_and_bad_ones_fail_static_asserts(h
     good = results[: len(jobs)]
     assert_built_without_spills(jobs, good)
     assert all(not r.ok and "static assertion" in (r.error or "") for r in results[len(jobs):])
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_references_widen_one_head_at_a_time(monkeypatch, dtype):
+    """`references` (what the GPU worker's validation data calls) gives exactly the float64 reference of the
+    decoded inputs, and never widens more than one head at once: a decoding step of 64 x 8 kv heads x 128K keys
+    had its worker killed for host memory when all of k and v were widened."""
+    from autotune import dtypes
+
+    space = get_space("attention", dtype=dtype)
+    shape = (16, 8, 2, 1, 12_000, 64)  # grouped decoding, large enough for periodic inputs
+    inputs = space.inputs(shape, np.random.default_rng(11))
+    expected = space.reference(space.decoded_inputs(inputs, shape), shape)
+    widened = []
+    decode = dtypes.decode
+    monkeypatch.setattr(dtypes, "decode", lambda array, name: widened.append(np.size(array)) or decode(array, name))
+    refs, tolerances = space.references(inputs, shape)
+    for name in ("o", "lse"):
+        np.testing.assert_array_equal(refs[name], expected[name])
+    assert tolerances == {name: space.tolerance(name, shape) for name in ("o", "lse")}
+    assert widened and max(widened) <= 12_000 * 64, "one kv head (seq_kv x d) at the most"

@@ -210,30 +210,43 @@ class AttentionSpace(KernelSpace):
 
     def reference(self, inputs: Mapping[str, np.ndarray], shape: Shape) -> dict[str, np.ndarray]:
         b, h, hkv, sq, skv, d = p = attention_dims(shape)
-        q = np.asarray(inputs["q"], np.float64).reshape(b * h, sq, d)
-        k, v = (np.asarray(inputs[n], np.float64).reshape(b * hkv, skv, d) for n in ("k", "v"))
+        # Float64 arrays (`decoded_inputs`), or `EncodedHeads` (`references`): either way widened a head at a time.
+        q = inputs["q"].reshape(b * h, sq, d)
+        k, v = (inputs[n].reshape(b * hkv, skv, d) for n in ("k", "v"))
         heads = b * h
         period = reference_period(p, q, k, v)
         o = np.empty((period, sq, d))
         lse = np.empty((period, sq))
         scale = 1.0 / math.sqrt(d)
         chunk = max(1, (1 << 24) // skv)  # rows per step: the score block stays ~128 MiB
+        kv_head = -1
         for i in range(period):
-            kv = i // p.group  # the flat kv head of flat query head i: (b·H + h) // G = b·HKV + h // G
+            if i // p.group != kv_head:  # the flat kv head of flat query head i: (b·H + h) // G = b·HKV + h // G
+                kv_head = i // p.group
+                kh, vh = np.asarray(k[kv_head], np.float64), np.asarray(v[kv_head], np.float64)
+            qh = np.asarray(q[i], np.float64)
             for r0 in range(0, sq, chunk):
-                s = (q[i, r0 : r0 + chunk] @ k[kv].T) * scale
+                s = (qh[r0 : r0 + chunk] @ kh.T) * scale
                 if self.causal:
                     rows = np.arange(r0, r0 + s.shape[0])[:, None] + (skv - sq)
                     s[np.arange(skv)[None, :] > rows] = -np.inf
                 m = s.max(axis=1, keepdims=True)
                 e = np.exp(s - m)
                 total = e.sum(axis=1, keepdims=True)
-                o[i, r0 : r0 + chunk] = (e @ v[kv]) / total
+                o[i, r0 : r0 + chunk] = (e @ vh) / total
                 lse[i, r0 : r0 + chunk] = (m + np.log(total))[:, 0]
         if period != heads:
             o = np.tile(o, (math.ceil(heads / period), 1, 1))[:heads]
             lse = np.tile(lse, (math.ceil(heads / period), 1))[:heads]
         return {"o": o.reshape(b, h, sq, d), "lse": lse.reshape(b, h, sq)}
+
+    def references(self, inputs: Mapping[str, np.ndarray],
+                   shape: Shape) -> tuple[dict[str, np.ndarray], dict[str, float]]:  # fmt: skip
+        # `reference` widens one head at a time: all of k and v in float64 at once is 16 bytes per element, 137 GB
+        # of host memory for a decoding step of 64 x 8 kv heads x 128K keys x 128 (its worker was killed).
+        specs = self.input_specs(shape)
+        refs = self.reference({name: EncodedHeads(x, specs[name].dtype) for name, x in inputs.items()}, shape)
+        return refs, {name: self.tolerance(name, shape) for name in self.outputs(shape)}
 
     def tolerance(self, output: str, shape: Shape) -> float:
         return (LSE_TOLERANCE if output == "lse" else O_TOLERANCE)[self.dtype]
@@ -281,13 +294,36 @@ def head_periods(p: AttentionDims) -> tuple[int, int]:
     return p.b * p.h, p.b * p.hkv
 
 
+class EncodedHeads:
+    """A host input of an attention problem in its dtype's encoding (`dtypes.encode`), flat or (batch, heads, seq,
+    d), whose heads `reference` reads one at a time as float64 (``x[i]``) and `reference_period` compares as
+    stored."""
+
+    def __init__(self, array: np.ndarray, dtype: str) -> None:
+        self.array, self.dtype = array, dtype
+
+    def reshape(self, *shape: int) -> "EncodedHeads":
+        return EncodedHeads(self.array.reshape(*shape), self.dtype)
+
+    def __len__(self) -> int:
+        return len(self.array)
+
+    def __getitem__(self, head: int) -> np.ndarray:
+        return dtypes.decode(self.array[head], self.dtype)
+
+
+def _repeats(x: "np.ndarray | EncodedHeads", period: int) -> bool:
+    """Whether the flat heads of ``x`` repeat every ``period`` (compared head by head: no full-size temporary)."""
+    heads = x.array if isinstance(x, EncodedHeads) else x
+    return all(np.array_equal(heads[i], heads[i - period]) for i in range(period, len(heads)))
+
+
 def reference_period(p: AttentionDims, q: np.ndarray, *kv: np.ndarray, more: tuple[np.ndarray, ...] = ()) -> int:
     """Query heads the float64 reference computes: one period where the inputs repeat as `head_periods` draws
     them (q and ``more``, flat per query head, every `HEAD_PERIOD`·group; ``kv`` every `HEAD_PERIOD`), else all."""
     q_period = HEAD_PERIOD * p.group
-    if p.b * p.hkv > HEAD_PERIOD and all(np.array_equal(x[q_period:], x[:-q_period]) for x in (q, *more)) and all(
-        np.array_equal(x[HEAD_PERIOD:], x[:-HEAD_PERIOD]) for x in kv
-    ):
+    if (p.b * p.hkv > HEAD_PERIOD and all(_repeats(x, q_period) for x in (q, *more))
+            and all(_repeats(x, HEAD_PERIOD) for x in kv)):  # fmt: skip
         return q_period
     return p.b * p.h
 
