@@ -101,7 +101,9 @@ class WorkerProcess:
             return self._conn.recv()
         except (EOFError, OSError):
             code = self._reap()
-            raise DeviceError(f"GPU worker exited during {what} (exit code {code})") from None
+            hint = ": killed, most likely for host memory (the set-up holds the shape's inputs and references)" \
+                if code == -9 else ""  # fmt: skip
+            raise DeviceError(f"GPU worker exited during {what} (exit code {code}){hint}") from None
 
     def alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
