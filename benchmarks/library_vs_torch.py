@@ -8,7 +8,8 @@ For each kernel, dtype and shape: tune (a search of --trials unless the database
 the result through the dispatcher (`autotune.load`), and time it and torch's op on the same tensors, interleaved,
 each repetition after an L2 flush, with CUDA events; medians. GB/s counts the bytes each op must move at least
 (inputs read once, outputs written once, in their dtypes); the copy bandwidth is a device-to-device copy, bytes
-read + written. ``--untuned``: no search, and the dispatcher reads an empty database, so what runs is the space's
+read + written, measured once on 2 GiB, and again per row on the row's own bytes (a copy of that size: what the
+bandwidth is at that size). ``--untuned``: no search, and the dispatcher reads an empty database, so what runs is the space's
 rule-based default for the shape (what a user gets on a shape nobody tuned). Kernels a dtype does not apply to
 (histogram: int32 only) run once, at their own dtype.
 
@@ -207,23 +208,30 @@ def measure(kernel, dtype, shape_text, args, device, copy_gbs, flush, empty_db, 
                       / torch.linalg.norm(b.double().reshape(-1)))
                 for a, b in zip(outs, reference))  # fmt: skip
     out_arg = outs if len(outs) > 1 else outs[0]
+    # A copy of the op's bytes (half read, half written): what "copy bandwidth" reaches at this size, where a
+    # problem of a few tens of MB is bound by the launch and the memory system's ramp, not the bandwidth.
+    copy_src = torch.empty(max(1, int(space.work(shape)) // 2), dtype=torch.uint8, device="cuda")
+    copy_dst = torch.empty_like(copy_src)
     medians = interleaved_medians(
-        {"autotune": lambda: tuned(*[tensors[n] for n in names], out=out_arg), "torch": theirs},
+        {"autotune": lambda: tuned(*[tensors[n] for n in names], out=out_arg), "torch": theirs,
+         "copy": lambda: copy_dst.copy_(copy_src)},
         args.reps, flush, torch,
-    )
+    )  # fmt: skip
     gbs = {k: space.work(shape) / (v * 1e-3) / 1e9 for k, v in medians.items()}
     choice = tuned.choice(shape, dtype)
     row = {
         "kernel": kernel, "dtype": dtype, "shape": shape_text, "device": device.name, "ms": medians, "GB/s": gbs,
         "copy_share": gbs["autotune"] / copy_gbs, "torch_copy_share": gbs["torch"] / copy_gbs,
+        "same_bytes_copy_GBs": gbs["copy"], "same_bytes_copy_share": gbs["autotune"] / gbs["copy"],
         "speedup_vs_torch": medians["torch"] / medians["autotune"], "max_rel_diff_vs_torch": error,
         "config": choice.config, "source": choice.source, "search_s": search_s,
     }  # fmt: skip
     print(f"{kernel:>18} {dtype:>8} {shape_text:>13}  autotune {gbs['autotune']:7.0f} GB/s "
           f"({100 * row['copy_share']:5.1f}% of copy)  torch {gbs['torch']:7.0f} GB/s  "
-          f"x{row['speedup_vs_torch']:.2f}  diff {error:.1e}  {choice.source}  search {search_s:.0f} s",
+          f"x{row['speedup_vs_torch']:.2f}  copy of its bytes {gbs['copy']:7.0f} GB/s "
+          f"({100 * row['same_bytes_copy_share']:5.1f}%)  diff {error:.1e}  {choice.source}  search {search_s:.0f} s",
           flush=True)  # fmt: skip
-    del tensors, ours_out, outs, reference
+    del tensors, ours_out, outs, reference, copy_src, copy_dst
     torch.cuda.empty_cache()
     return row
 
