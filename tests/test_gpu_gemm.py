@@ -107,3 +107,43 @@ def test_tma_algorithm_through_the_dispatcher(device, tmp_path):
     for shape in [(1000, 264, 1), (1000, 263, 104), (7, 9, 5)]:
         assert gemm.choice(shape, "bfloat16").config[ALGO] != "wgmma_tma"
         check(*shape)
+
+
+SPLIT_SHAPES = [(127, 4096, 4096), (1000, 1000, 1000), (129, 264, 8200)]
+SPLIT_CHANGES = [  # wgmma_tma configurations that split K (cooperative, ping-pong, clusters, one consumer)
+    {"BM": 128, "BN": 128, "SPLIT_K": 4},
+    {"BM": 64, "BN": 256, "PINGPONG": 1, "STAGES": 5, "SPLIT_K": 3},
+    {"BM": 128, "BN": 128, "CLUSTER_M": 2, "SPLIT_K": 2},
+    {"BM": 64, "BN": 128, "WG": 1, "STAGES": 6, "SPLIT_K": 8},
+]
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("shape", SPLIT_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_split_reduce_in_the_kernel_gives_the_bits_of_the_reduce_launch(dtype, shape, device, tmp_path):
+    """SPLIT_REDUCE=1 (each tile's last slice sums the partials) gives C bit for bit as the reduce launch does,
+    on every call (its tickets reset), and is correct against float64 on the family's validation cases."""
+    torch = pytest.importorskip("torch")
+    from autotune.tuning.evaluation.gpu import GpuEvaluator
+
+    from pinned_rows import pinned
+
+    if device.compute_capability != (9, 0):
+        pytest.skip("wgmma_tma runs on compute capability 9.0")
+    space = get_space("gemm", dtype=dtype)
+    m, n, k = shape
+    gen = torch.Generator(device="cuda").manual_seed(3)
+    a, b = ((torch.rand(r, c, device="cuda", generator=gen) * 2 - 1).to(getattr(torch, dtype)) for r, c in ((m, k), (k, n)))
+    exact = a.double() @ b.double()
+    configs = [{ALGO: "wgmma_tma", **space.algos["wgmma_tma"].default_config, **change} for change in SPLIT_CHANGES]
+    configs = [c for c in configs if not space.violations(c, shape, device)]
+    assert configs
+    for i, config in enumerate(configs):
+        launched = pinned("gemm", space, shape, config, device, tmp_path / f"r{i}.db")(a, b)
+        last = pinned("gemm", space, shape, {**config, "SPLIT_REDUCE": 1}, device, tmp_path / f"l{i}.db")
+        first, again = last(a, b), last(a, b)
+        assert torch.equal(first, launched) and torch.equal(again, launched), space.describe(config)
+        assert float((first.double() - exact).norm() / exact.norm()) < 1e-2
+    with GpuEvaluator(space, shape, seed=7, min_time_ms=1.0, max_reps=5) as evaluator:
+        results = [evaluator.submit({**c, "SPLIT_REDUCE": 1}).result() for c in configs]
+    assert all(r.ok for r in results), [(r.failure, r.reason) for r in results if not r.ok]
