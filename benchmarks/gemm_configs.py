@@ -28,6 +28,14 @@ VARIANTS["wgmma_tma"] = {
     "pingpong 64x256 s5 g16 cluster2": {"PINGPONG": 1, "BM": 64, "STAGES": 5, "GROUP_M": 16, "CLUSTER_M": 2},
     "1 consumer 128x128 s6 cluster2": {"WG": 1, "BN": 128, "STAGES": 6, "CLUSTER_M": 2},
 }
+# Split-K, its sum by a second launch or by each tile's last slice (SPLIT_REDUCE): --algo wgmma_tma_split
+VARIANTS["wgmma_tma_split"] = {
+    f"{name} split{s}{' last' if last else ''}": {**change, "SPLIT_K": s, "SPLIT_REDUCE": last}
+    for name, change in (("128x128 coop s6", {"BN": 128, "STAGES": 6}), ("128x256 coop", {}),
+                         ("64x128 1wg s7", {"BM": 64, "BN": 128, "WG": 1, "STAGES": 7}),
+                         ("64x256 pingpong s5", {"BM": 64, "PINGPONG": 1, "STAGES": 5}))
+    for s in (1, 2, 4, 8) for last in ((0, 1) if s > 1 else (0,))
+}
 VARIANTS["wgmma_tf32x3"] = {
     "default (64x128 1 consumer s4 fold2)": {},
     "fold1": {"FOLD": 1},
@@ -80,7 +88,8 @@ def main() -> None:
             cublas_ms = interleaved_medians({"cuBLAS": lambda: torch.matmul(a, b)}, args.reps, flush, torch)["cuBLAS"]
             cublas = space.metric(shape, cublas_ms)
             print(f"\n{dtype} {shape_text} on {device.name}: cuBLAS {cublas:.1f} TFLOP/s")
-            base = {ALGO: args.algo, **space.algos[args.algo].default_config}
+            algo = args.algo.removesuffix("_split")
+            base = {ALGO: algo, **space.algos[algo].default_config}
             configs = {name: {**base, **change} for name, change in VARIANTS[args.algo].items()}
             for name, config in list(configs.items()):
                 problems = space.violations(config, shape, device)
