@@ -128,37 +128,34 @@ __device__ __forceinline__ void store_fragments_f32(const float (&acc)[MT][TN / 
 
 // acc = the sum over `slices` split-K partials P[s] (S×M×N fp32) at this thread's fragment positions, in slice
 // order from 0 (the sum gemm_splitk_reduce forms, so the same bits), read through L2: other blocks wrote them in
-// this launch. Positions outside M×N get 0.
+// this launch. Positions outside M×N get 0. The slice loop is outside the position loops, so that a slice's loads
+// are independent of each other and go out together (one L2 round trip per slice, not per load).
 template <int MT, int TN>
 __device__ __forceinline__ void sum_fragments_f32(float (&acc)[MT][TN / 2], const float* __restrict__ P, int slices,
                                                   int M, int N, int row0, int col0) {
   const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32, q = lane % 4;
   const bool paired = (N % 2) == 0;
-  const size_t slice = (size_t)M * N;
+  zero_fragments<MT, TN>(acc);
+  for (int s = 0; s < slices; ++s) {
+    const float* slice = P + (size_t)s * M * N;
 #pragma unroll
-  for (int m = 0; m < MT; ++m) {
+    for (int m = 0; m < MT; ++m) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = row0 + m * 64 + warp * 16 + lane / 4 + 8 * h;
+      for (int h = 0; h < 2; ++h) {
+        const int row = row0 + m * 64 + warp * 16 + lane / 4 + 8 * h;
+        const float* p = slice + (size_t)row * N;
 #pragma unroll
-      for (int j = 0; j < TN / 8; ++j) {
-        const int col = col0 + j * 8 + 2 * q;
-        float x = 0.f, y = 0.f;
-        if (row < M) {
-          const float* p = P + (size_t)row * N + col;
-          for (int s = 0; s < slices; ++s, p += slice) {
-            if (paired && col + 1 < N) {
-              const float2 v = __ldcg(reinterpret_cast<const float2*>(p));
-              x += v.x;
-              y += v.y;
-            } else {
-              if (col < N) x += __ldcg(p);
-              if (col + 1 < N) y += __ldcg(p + 1);
-            }
+        for (int j = 0; j < TN / 8; ++j) {
+          const int col = col0 + j * 8 + 2 * q;
+          if (row < M && paired && col + 1 < N) {
+            const float2 v = __ldcg(reinterpret_cast<const float2*>(p + col));
+            acc[m][4 * j + 2 * h] += v.x;
+            acc[m][4 * j + 2 * h + 1] += v.y;
+          } else if (row < M) {
+            if (col < N) acc[m][4 * j + 2 * h] += __ldcg(p + col);
+            if (col + 1 < N) acc[m][4 * j + 2 * h + 1] += __ldcg(p + col + 1);
           }
         }
-        acc[m][4 * j + 2 * h] = x;
-        acc[m][4 * j + 2 * h + 1] = y;
       }
     }
   }
