@@ -128,35 +128,46 @@ __device__ __forceinline__ void store_fragments_f32(const float (&acc)[MT][TN / 
 
 // acc = the sum over `slices` split-K partials P[s] (S×M×N fp32) at this thread's fragment positions, in slice
 // order from 0 (the sum gemm_splitk_reduce forms, so the same bits), read through L2: other blocks wrote them in
-// this launch. Positions outside M×N get 0. The slice loop is outside the position loops, so that a slice's loads
-// are independent of each other and go out together (one L2 round trip per slice, not per load).
+// this launch. Positions outside M×N get 0. Interior tiles load a slice's fragments unconditionally, so that the
+// loads go out together (guarded loads in branches went one L2 round trip at a time: about 3 GB/s per block).
 template <int MT, int TN>
 __device__ __forceinline__ void sum_fragments_f32(float (&acc)[MT][TN / 2], const float* __restrict__ P, int slices,
                                                   int M, int N, int row0, int col0) {
   const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32, q = lane % 4;
-  const bool paired = (N % 2) == 0;
+  const bool interior = row0 + 64 * MT <= M && col0 + TN <= N && (N % 2) == 0;
   zero_fragments<MT, TN>(acc);
-  for (int s = 0; s < slices; ++s) {
-    const float* slice = P + (size_t)s * M * N;
+  const float* base = P + (size_t)(row0 + warp * 16 + lane / 4) * N + col0 + 2 * q;  // this thread's first pair
+  for (int s = 0; s < slices; ++s, base += (size_t)M * N) {
+    if (interior) {
+      // JC column groups at a time: 32 floats in flight per thread beside the accumulators (more spilled at 168
+      // registers with BN = 256).
+      constexpr int JC = (TN / 8) < 8 / MT ? (TN / 8) : 8 / MT;
 #pragma unroll
-    for (int m = 0; m < MT; ++m) {
+      for (int j0 = 0; j0 < TN / 8; j0 += JC)
+#pragma unroll
+        for (int m = 0; m < MT; ++m)
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int j = j0; j < j0 + JC; ++j) {
+              const float2 v = __ldcg(reinterpret_cast<const float2*>(base + (size_t)(m * 64 + 8 * h) * N + j * 8));
+              acc[m][4 * j + 2 * h] += v.x;
+              acc[m][4 * j + 2 * h + 1] += v.y;
+            }
+      continue;
+    }
+#pragma unroll
+    for (int m = 0; m < MT; ++m)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int row = row0 + m * 64 + warp * 16 + lane / 4 + 8 * h;
-        const float* p = slice + (size_t)row * N;
 #pragma unroll
         for (int j = 0; j < TN / 8; ++j) {
           const int col = col0 + j * 8 + 2 * q;
-          if (row < M && paired && col + 1 < N) {
-            const float2 v = __ldcg(reinterpret_cast<const float2*>(p + col));
-            acc[m][4 * j + 2 * h] += v.x;
-            acc[m][4 * j + 2 * h + 1] += v.y;
-          } else if (row < M) {
-            if (col < N) acc[m][4 * j + 2 * h] += __ldcg(p + col);
-            if (col + 1 < N) acc[m][4 * j + 2 * h + 1] += __ldcg(p + col + 1);
-          }
+          const float* p = base + (size_t)(m * 64 + 8 * h) * N + j * 8;
+          if (row < M && col < N) acc[m][4 * j + 2 * h] += __ldcg(p);
+          if (row < M && col + 1 < N) acc[m][4 * j + 2 * h + 1] += __ldcg(p + 1);
         }
       }
-    }
   }
 }
