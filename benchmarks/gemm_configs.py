@@ -28,13 +28,13 @@ VARIANTS["wgmma_tma"] = {
     "pingpong 64x256 s5 g16 cluster2": {"PINGPONG": 1, "BM": 64, "STAGES": 5, "GROUP_M": 16, "CLUSTER_M": 2},
     "1 consumer 128x128 s6 cluster2": {"WG": 1, "BN": 128, "STAGES": 6, "CLUSTER_M": 2},
 }
-# Split-K, its sum by a second launch or by each tile's last slice (SPLIT_REDUCE): --algo wgmma_tma_split
+# Split-K at shapes with fewer output tiles than SMs: --algo wgmma_tma_split
 VARIANTS["wgmma_tma_split"] = {
-    f"{name} split{s}{' last' if last else ''}": {**change, "SPLIT_K": s, "SPLIT_REDUCE": last}
+    f"{name} split{s}": {**change, "SPLIT_K": s}
     for name, change in (("128x128 coop s6", {"BN": 128, "STAGES": 6}), ("128x256 coop", {}),
                          ("64x128 1wg s7", {"BM": 64, "BN": 128, "WG": 1, "STAGES": 7}),
                          ("64x256 pingpong s5", {"BM": 64, "PINGPONG": 1, "STAGES": 5}))
-    for s in (1, 2, 4, 8) for last in ((0, 1) if s > 1 else (0,))
+    for s in (1, 2, 4, 8)
 }
 VARIANTS["wgmma_tf32x3"] = {
     "default (64x128 1 consumer s4 fold2)": {},

@@ -35,14 +35,9 @@
 // (boxes of 32 × BM), B big, B small (32 × BN). The host side (autotune/spaces/gemm_wgmma_tma.py,
 // gemm_wgmma_tf32x3.py) describes these tensor maps.
 //
-// Split-K (the slice count is a launch choice): with gridDim.z = S > 1, the blocks of z-slice z walk the tiles over
-// k-tiles [z·per, (z+1)·per) and store fp32 partial tiles to partial[z][M][N]. An empty slice stores zeros.
-//   SPLIT_REDUCE = 0: out is the partial workspace; gemm_splitk_reduce (kernel_templates/gemm_splitk.cuh), a second
-//     launch, sums the slices in a fixed order into C.
-//   SPLIT_REDUCE = 1: out is C; the consumers of a tile take a ticket on the tile's counter once its partial is
-//     stored (last_block.cuh), and those holding the S-th read the S partials back and store their sum, in the
-//     reduce kernel's order (the same bits), into C: one launch, the second one's latency saved where the tiles
-//     are small, at the price of one block reading S partial tiles.
+// Split-K (a launch choice, no define): with gridDim.z = S > 1, the blocks of z-slice z walk the tiles over
+// k-tiles [z·per, (z+1)·per) and store fp32 partial tiles to out = partial[z][M][N]; gemm_splitk_reduce
+// (kernel_templates/gemm_splitk.cuh) then sums the slices in a fixed order into C. An empty slice stores zeros.
 //
 // Edges: boxes reaching past M, N or K are zero-filled by the copy engine, so ragged M, N, K need no code here;
 // C is stored from registers with guards (kernel_templates/wgmma_epilogue.cuh). TMA needs 16-byte aligned bases
@@ -56,7 +51,6 @@
 //   FOLD      3×TF32 only: k-tiles per accumulation window of the tensor cores (see above)
 //   GROUP_M   tile rows swept before moving right
 //   CLUSTER_M 1, or 2: blocks in clusters of two along M sharing B by TMA multicast
-//   SPLIT_REDUCE 0 or 1: split-K's slices summed by a second launch, or by the last slice of each tile (above)
 
 #include "dtype.cuh"
 #include "gemm_splitk.cuh"
@@ -92,12 +86,6 @@
 #ifndef CLUSTER_M
 #define CLUSTER_M 1
 #endif
-#ifndef SPLIT_REDUCE
-#define SPLIT_REDUCE 0
-#endif
-#if SPLIT_REDUCE
-#include "last_block.cuh"
-#endif
 
 #if TF32X3
 #if !defined(FOLD)  // the algorithm's default is in gemm_wgmma_tf32x3.cu
@@ -123,8 +111,7 @@
 #define CONSUMER_ROWS (PINGPONG ? BM : BM / WG)
 #define M_TILES (CONSUMER_ROWS / 64)
 #define ACC (BN / 2)                        // fp32 accumulators per thread per m64 slice
-// + alignment slack + mbarriers (+ SPLIT_REDUCE's two flags)
-#define SMEM_BYTES (STAGES * STAGE_BYTES + 1024 + 16 * STAGES + 16 + (SPLIT_REDUCE ? 16 : 0))
+#define SMEM_BYTES (STAGES * STAGE_BYTES + 1024 + 16 * STAGES + 16)  // + alignment slack + mbarriers
 #define CONSUMER_WARPS (PINGPONG ? 4 : 4 * WG)  // warps that read one stage
 #define EMPTY_ARRIVALS (CONSUMER_WARPS * CLUSTER_M)  // one per warp of each block reading it
 
@@ -237,11 +224,7 @@ gemm_wgmma_tma(const __grid_constant__ TmaDesc tmap_a, const __grid_constant__ T
 #if TF32X3
                const __grid_constant__ TmaDesc tmap_a_small, const __grid_constant__ TmaDesc tmap_b_small,
 #endif
-               void* __restrict__ out, int M, int N, int K
-#if SPLIT_REDUCE
-               , float* __restrict__ partial, unsigned int* __restrict__ tickets  // S×M×N; one per block tile
-#endif
-               ) {
+               void* __restrict__ out, int M, int N, int K) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const uint32_t raw = smem_u32(smem_raw);
   const uint32_t ring = (raw + 1023) & ~1023u;  // swizzle atoms and TMA boxes want 1024-byte alignment
@@ -368,28 +351,7 @@ gemm_wgmma_tma(const __grid_constant__ TmaDesc tmap_a, const __grid_constant__ T
       if (PINGPONG) mbar_arrive(order_bar + 8 * (cw ^ 1));  // every wgmma issued: the other's turn
       wgmma_wait<0>();
       if (pending) release(previous);
-#if SPLIT_REDUCE
 #if TF32X3
-      float(&result)[M_TILES][ACC] = total;
-#else
-      float(&result)[M_TILES][ACC] = acc;
-#endif
-      if (gridDim.z > 1) {  // store this slice's partial; the tile's last slice sums them all into C
-        store_fragments_f32<M_TILES, BN>(result, partial + (size_t)blockIdx.z * M * N, M, N, bm0 + row0, bn0);
-        // A flag per consumer (ping-pong: each has its own tile), after the order barriers.
-        volatile int* flag = reinterpret_cast<volatile int*>(smem_raw + (order_bar + 16 - raw)) + (PINGPONG ? cw : 0);
-        const int threads = PINGPONG ? 128 : 128 * WG, first = PINGPONG ? 128 * wg : 128;
-        if (!last_to_arrive_of(tickets + t * CLUSTER_M + rank, gridDim.z, 1 + (PINGPONG ? cw : 0), threads, first,
-                               flag))
-          continue;
-        sum_fragments_f32<M_TILES, BN>(result, partial, gridDim.z, M, N, bm0 + row0, bn0);
-      }
-#if TF32X3
-      store_fragments_f32<M_TILES, BN>(result, static_cast<float*>(out), M, N, bm0 + row0, bn0);
-#else
-      store_fragments<M_TILES, BN>(result, static_cast<elem_t*>(out), M, N, bm0 + row0, bn0);
-#endif
-#elif TF32X3
       float* dst = static_cast<float*>(out) + (size_t)blockIdx.z * M * N;  // C, or this slice's partial
       store_fragments_f32<M_TILES, BN>(total, dst, M, N, bm0 + row0, bn0);
 #else

@@ -29,23 +29,6 @@ __device__ __forceinline__ bool last_to_arrive(unsigned int* counter, unsigned i
   return last;
 }
 
-// last_to_arrive for `threads` threads of a block that meet at named barrier `bar` (1..15; a multiple of 32
-// threads, thread `first` among them), in warp-specialised kernels whose other warps take no part; `flag` is a
-// shared word of theirs.
-__device__ __forceinline__ bool last_to_arrive_of(unsigned int* counter, unsigned int arrivals, int bar, int threads,
-                                                  int first, volatile int* flag) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(bar), "r"(threads) : "memory");
-  if ((int)threadIdx.x == first) {
-    __threadfence();
-    const unsigned int ticket = atomicAdd(counter, 1u);
-    __threadfence();
-    *flag = ticket == arrivals - 1;
-    if (ticket == arrivals - 1) *counter = 0u;
-  }
-  asm volatile("bar.sync %0, %1;\n" ::"r"(bar), "r"(threads) : "memory");
-  return *flag != 0;
-}
-
 // N floats at p + j (p + j aligned to 4*N bytes when `vec`; else element by element, 0 past `len`), through L2.
 template <int N>
 __device__ __forceinline__ Vec<N> ld_cg(const float* p, int j, int len, bool vec) {

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from autotune.spaces import ALGO, Launch, get_space
-from autotune.spaces.base import BufferSpec, TensorMap, Zero
+from autotune.spaces.base import TensorMap
 from autotune.spaces.enumeration import random_config
 
 from space_checks import compile_all, sample_valid, template_defaults
@@ -122,26 +122,6 @@ def test_split_k_is_a_launch_choice_with_a_workspace_and_a_reduce(space, h200):
     assert any("exceeds the 2 k-tiles" in p for p in problems), "a slice per k-tile at most"
 
 
-def test_split_reduce_sums_in_the_kernel_after_zeroing_the_tickets(space, h200):
-    """SPLIT_REDUCE=1: one launch writing C, given the partial workspace and a ticket per block tile, which a Zero
-    step clears first; no reduce launch. It needs a split, and costs 16 bytes of shared memory (two flags)."""
-    config = default(space, BM=128, BN=128, SPLIT_K=4, SPLIT_REDUCE=1)
-    assert space.defines(config)["SPLIT_REDUCE"] == 1 and "SPLIT_K" not in space.defines(config)
-    zero, main = space.launches(config, (1000, 304, 65536), h200)
-    assert zero == Zero("tickets") and main.kernel == "gemm_wgmma_tma" and main.grid == (8 * 3, 1, 4)
-    assert main.args[2:] == ("C", 1000, 304, 65536, "partial", "tickets")
-    workspace = space.workspace(config, (1000, 304, 65536))
-    assert workspace["partial"].shape == (4, 1000, 304) and workspace["tickets"] == BufferSpec((8 * 3,), "int32")
-    clustered = default(space, BM=128, BN=128, SPLIT_K=2, SPLIT_REDUCE=1, CLUSTER_M=2)
-    assert space.workspace(clustered, (1000, 304, 65536))["tickets"].shape == (2 * 4 * 3,), "per block of a pair"
-    assert main.shared_bytes == space.launches(default(space, BM=128, BN=128, SPLIT_K=4), (1000, 304, 65536),
-                                               h200)[0].shared_bytes + 16  # fmt: skip
-    assert any("needs SPLIT_K > 1" in p for p in space.violations(default(space, SPLIT_REDUCE=1), SHAPE, h200))
-    assert space.describe(config).endswith("splitk4+last")
-    stored = {k: v for k, v in default(space, BM=128, BN=128, SPLIT_K=4).items() if k != "SPLIT_REDUCE"}
-    assert space.launches(stored, (1000, 304, 65536), h200)[1].kernel == "gemm_splitk_reduce", "rows stored before"
-
-
 def test_validation_covers_ragged_tiles_and_a_long_k_that_tma_can_take(space, h200):
     cases = [s for s, _ in space.validation_cases(SHAPE)]
     fit = [s for s in cases if space.algos[ALGORITHM].unfit(s, h200) is None]
@@ -151,8 +131,7 @@ def test_validation_covers_ragged_tiles_and_a_long_k_that_tma_can_take(space, h2
 
 @pytest.mark.nvcc
 def test_sampled_valid_configs_compile_without_spills(space, h200, cache_dir):
-    configs = [default(space), default(space, PINGPONG=1, BM=128, BN=128, CLUSTER_M=2),
-               default(space, SPLIT_K=2, SPLIT_REDUCE=1), default(space, PINGPONG=1, BM=64, SPLIT_K=4, SPLIT_REDUCE=1)]
+    configs = [default(space), default(space, PINGPONG=1, BM=128, BN=128, CLUSTER_M=2)]
     configs += sample_valid(space, h200, SHAPE, 6, 1)
     results = compile_all(space, configs, cache_dir)
     failed = [(c, r.error) for c, r in zip(configs, results) if not r.ok]

@@ -6,9 +6,8 @@ Tunables: the tile (BM × BN), consumer warpgroups (WG), their schedule (PINGPON
 taking turns tile by tile so that one's epilogue hides behind the other's main loop), the depth of the TMA ring
 (STAGES of BK = 64), the tile rasterisation (GROUP_M), clusters of two blocks along M that load B once for
 both by TMA multicast (CLUSTER_M), and split-K (SPLIT_K, a launch choice: the grid's z slices walk the tiles over
-their share of K into an fp32 workspace, summed in a fixed order), for outputs with fewer tiles than SMs; the sum
-is a second launch (`autotune.spaces._gemm_splitk`) or, with SPLIT_REDUCE, done by the slice that finishes each
-tile last (tickets zeroed before the launch): one launch instead of two, the same bits.
+their share of K into an fp32 workspace, summed in a fixed order by `autotune.spaces._gemm_splitk`), for outputs
+with fewer tiles than SMs.
 
 The copy engine reads A and B through tensor maps (`autotune.spaces.base.TensorMap`) that the launch plan encodes
 for the arrays' pointers: row strides and bases must be 16-byte aligned, so K and N must be multiples of 8
@@ -31,20 +30,11 @@ from autotune.spaces._gemm_splitk import (
     splits_of,
 )
 from autotune.spaces.algorithm import Algorithm, smem_problems
-from autotune.spaces.base import BufferSpec, Config, Launch, Param, Step, TensorMap, Zero, ceil_div
+from autotune.spaces.base import BufferSpec, Config, Launch, Param, Step, TensorMap, ceil_div
 
 BK = 64  # one 128-byte swizzle row of 16-bit elements: the TMA box's inner extent
 MAX_ACCUMULATORS = 128  # fp32 accumulators per consumer thread (the template's static_assert)
 ALIGN_ELEMENTS = 8  # 16 bytes of a 16-bit type: TMA's stride granularity
-
-
-TICKETS = "tickets"  # SPLIT_REDUCE's counters, a workspace buffer
-
-
-def reduce_last(config: Config) -> bool:
-    """Whether split-K's slices are summed by each tile's last slice (configurations stored before SPLIT_REDUCE,
-    and the 3×TF32 algorithm, which has no such parameter, sum them in a second launch)."""
-    return bool(config.get("SPLIT_REDUCE", 0))
 
 
 class WgmmaTmaGemm(Algorithm):
@@ -63,11 +53,9 @@ class WgmmaTmaGemm(Algorithm):
         Param("GROUP_M", (1, 8, 16), "tile rasterisation: tiles sweep GROUP_M tile rows (L2 reuse)"),
         Param("CLUSTER_M", (1, 2), "2: clusters of two blocks along M share B through TMA multicast"),
         Param("SPLIT_K", (1, 2, 3, 4, 6, 8, 16, 32), "K slices run in parallel (fp32 workspace + reduce); launch only"),
-        Param("SPLIT_REDUCE", (0, 1), "split-K's sum: 0 a second launch; 1 each tile's last slice to finish"),
     )
     default_config = {
         "BM": 128, "BN": 256, "WG": 2, "PINGPONG": 0, "STAGES": 4, "GROUP_M": 8, "CLUSTER_M": 1, "SPLIT_K": 1,
-        "SPLIT_REDUCE": 0,
     }  # fmt: skip
     LAUNCH_ONLY = ("SPLIT_K",)  # parameters of the launch plan, not of the compiled kernel
     LABEL, K_TILE = "wgmma+tma", BK  # how `describe` names it, and its k-tile
@@ -85,7 +73,7 @@ class WgmmaTmaGemm(Algorithm):
             "consumer_rows": rows,
             "m_tiles": m_tiles,
             "accumulators": m_tiles * bn // 2,
-            "smem_bytes": config["STAGES"] * stage + 1024 + 16 * config["STAGES"] + 16 + 16 * reduce_last(config),
+            "smem_bytes": config["STAGES"] * stage + 1024 + 16 * config["STAGES"] + 16,
         }
 
     def defines(self, config: Config) -> dict[str, int | str]:
@@ -120,8 +108,6 @@ class WgmmaTmaGemm(Algorithm):
             problems.append(f"SPLIT_K={splits} needs {partial_bytes(splits, m, n) >> 20} MiB of fp32 partials")
         if splits > ceil_div(k, BK):
             problems.append(f"SPLIT_K={splits} exceeds the {ceil_div(k, BK)} k-tiles of K={k}")
-        if reduce_last(config) and splits == 1:
-            problems.append("SPLIT_REDUCE=1 sums split-K's slices: it needs SPLIT_K > 1")
         return problems
 
     def launches(self, config: Config, shape: Shape, device: DeviceInfo) -> list[Step]:
@@ -134,25 +120,25 @@ class WgmmaTmaGemm(Algorithm):
         # keep their blocks together.
         per_slice = max(1, device.multiprocessors // (cluster * splits))
         blocks = cluster * min(cluster_tiles, per_slice)
-        last = splits > 1 and reduce_last(c)
-        maps = (TensorMap("A", self.dtype, dims=(k, m), box=(BK, c["BM"])),
-                TensorMap("B", self.dtype, dims=(n, k), box=(64, BK)))  # fmt: skip
-        sizes = (np.int32(m), np.int32(n), np.int32(k))
-        args = (*maps, "C", *sizes, PARTIAL, TICKETS) if last else (*maps, "C" if splits == 1 else PARTIAL, *sizes)
-        main = Launch(kernel="gemm_wgmma_tma", grid=(blocks, 1, splits), block=(g["threads"], 1, 1),
-                      shared_bytes=g["smem_bytes"], args=args)  # fmt: skip
-        if last:  # the tickets start at 0: workspaces are not kept between calls
-            return [Zero(TICKETS), main]
-        return [main, reduce_launch(splits, m, n, device)] if splits > 1 else [main]
+        launches: list[Step] = [
+            Launch(
+                kernel="gemm_wgmma_tma",
+                grid=(blocks, 1, splits),
+                block=(g["threads"], 1, 1),
+                shared_bytes=g["smem_bytes"],
+                args=(
+                    TensorMap("A", self.dtype, dims=(k, m), box=(BK, c["BM"])),
+                    TensorMap("B", self.dtype, dims=(n, k), box=(64, BK)),
+                    "C" if splits == 1 else PARTIAL, np.int32(m), np.int32(n), np.int32(k),
+                ),
+            )
+        ]
+        if splits > 1:
+            launches.append(reduce_launch(splits, m, n, device))
+        return launches
 
     def workspace(self, config: Config, shape: Shape) -> dict[str, BufferSpec]:
-        m, n, _ = shape
-        out = split_workspace(splits_of(config), m, n)
-        if splits_of(config) > 1 and reduce_last(config):  # a counter per block tile
-            c = self.local(config)
-            out[TICKETS] = BufferSpec((ceil_div(m, c["BM"] * c["CLUSTER_M"]) * c["CLUSTER_M"] * ceil_div(n, c["BN"]),),
-                                      "int32")  # fmt: skip
-        return out
+        return split_workspace(splits_of(config), shape[0], shape[1])
 
     def describe(self, config: Config) -> str:
         c = config
@@ -160,6 +146,5 @@ class WgmmaTmaGemm(Algorithm):
         fold = f" fold{c['FOLD']}" if "FOLD" in c else ""
         cluster = f" cluster{c['CLUSTER_M']}x1" if c["CLUSTER_M"] > 1 else ""
         split = f" splitk{c['SPLIT_K']}" if c.get("SPLIT_K", 1) > 1 else ""
-        split += "+last" if split and reduce_last(c) else ""
         return (f"{self.LABEL} {c['BM']}x{c['BN']}x{self.K_TILE} wg{c['WG']} {schedule} s{c['STAGES']} "
                 f"g{c['GROUP_M']}{fold}{cluster}{split}")  # fmt: skip
