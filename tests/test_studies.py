@@ -147,9 +147,10 @@ def test_the_optuna_version_the_private_api_was_checked_against():
     * `autotune.results.studies.LocalTrials` (no public API caches a storage's trials or batches its writes):
       ``optuna.storages._cached_storage._CachedStorage`` (its ``_lock``, ``_studies``, ``_StudyInfo``,
       ``_trial_id_to_study_id_and_number``, ``_add_trials_to_cache``, ``_read_trials_from_remote_storage``, and how
-      its ``get_trial`` / ``get_all_trials`` / ``set_trial_*`` / ``create_new_trial`` behave),
-      ``optuna.storages._rdb.storage._create_scoped_session``, ``optuna.storages._rdb.models`` (TrialModel.
-      find_or_raise_by_id, TrialParamModel, TrialUserAttributeModel) and ``RDBStorage._set_trial_attr_without_commit``;
+      its ``get_trial`` / ``get_all_trials`` / ``set_trial_*`` / ``create_new_trial`` behave), and for its held-back
+      writes (`autotune.results.held_writes`) ``optuna.storages._rdb.storage._create_scoped_session``,
+      ``optuna.storages._rdb.models`` (TrialModel.find_or_raise_by_id, TrialParamModel, TrialUserAttributeModel)
+      and ``RDBStorage._set_trial_attr_without_commit``;
     * `autotune.results.trial_rows` (writes Optuna's tables as SQL): the tables and columns of
       ``optuna.storages._rdb.models``, how their enums and datetimes are stored, ``TrialValueModel.
       value_to_stored_repr``, ``NOT_FOUND_MSG``, and what ``RDBStorage`` checks before it writes; then

@@ -7,7 +7,6 @@ editing a template starts a new study, re-running the same command resumes the o
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import datetime as dt
 import json
@@ -23,11 +22,10 @@ import sqlalchemy as sa
 # the Optuna version that tests/test_studies.py::test_the_optuna_version_the_private_api_was_checked_against names:
 # on another version, re-check what that test lists before changing it.
 from optuna.storages._cached_storage import _CachedStorage, _StudyInfo
-from optuna.storages._rdb import models as rdb_models
-from optuna.storages._rdb.storage import _create_scoped_session
 from optuna.trial import TrialState
 
 from autotune.device import DeviceInfo
+from autotune.results.held_writes import HeldWrites
 from autotune.results.trial_rows import TrialRows
 from autotune.results.trial_rows import supported as trial_rows_supported
 from autotune.shape import Shape, format_shape
@@ -157,9 +155,9 @@ class LocalTrials(_CachedStorage):
 
     Private API, unavoidably: Optuna offers no public way to cache a storage's trials, to hold writes back or to
     batch them. This class extends ``_CachedStorage`` (its lock, ``_studies`` and ``_trial_id_to_study_id_and_number``
-    caches, and the ``_read_trials_from_remote_storage`` hook it overrides) and writes a trial's held-back
-    parameters and attributes in one transaction through the RDB storage's private session helper, models and
-    ``_set_trial_attr_without_commit``. Everything else it calls is public (`optuna.storages.BaseStorage`'s
+    caches, and the ``_read_trials_from_remote_storage`` hook it overrides); the held-back parameters and
+    attributes are written by `autotune.results.held_writes.HeldWrites` (the RDB storage's private session helper
+    and models where it is not SQLite). Everything else it calls is public (`optuna.storages.BaseStorage`'s
     methods, `FrozenTrial`'s properties). The test that pins Optuna's version lists what to re-check.
     """
 
@@ -168,27 +166,27 @@ class LocalTrials(_CachedStorage):
         self.backend = backend  # the database (our reference: _CachedStorage keeps its own private)
         self.refresh_s = refresh_s
         self._read_at: dict[int, float] = {}
-        self._unwritten: dict[int, list[tuple[str, float, Any]]] = {}  # trial id → parameters to write
-        self._unwritten_attrs: dict[int, dict[str, Any]] = {}  # trial id → user attributes to write
         self._asked: set[int] = set()  # running trials this process asked for (it alone writes them)
         self._listed: dict[tuple[int, Any], list[optuna.trial.FrozenTrial]] = {}  # (study, states) → trials in order
+        self._make_writers()
+
+    def _make_writers(self) -> None:
         # Lean writes of our trials' rows where the database allows (autotune.results.trial_rows)
-        self._rows = TrialRows(backend) if trial_rows_supported(backend) else None
+        self._rows = TrialRows(self.backend) if trial_rows_supported(self.backend) else None
+        self._held = HeldWrites(self.backend, self._rows)  # parameters and user attributes held back
 
     def __getstate__(self) -> dict[Any, Any]:
         self.write_pending()
         state = super().__getstate__()
         state["_read_at"] = {}
-        state["_unwritten"] = {}
-        state["_unwritten_attrs"] = {}
         state["_asked"] = set()
         state["_listed"] = {}
-        del state["_rows"]  # its engine does not travel: made again from the copy's backend
+        del state["_rows"], state["_held"]  # their engine and lock do not travel: made again from the copy's backend
         return state
 
     def __setstate__(self, state: dict[Any, Any]) -> None:
         super().__setstate__(state)
-        self._rows = TrialRows(self.backend) if trial_rows_supported(self.backend) else None
+        self._make_writers()
 
     def _read_trials_from_remote_storage(self, study_id: int) -> None:
         now = time.monotonic()
@@ -198,38 +196,11 @@ class LocalTrials(_CachedStorage):
         super()._read_trials_from_remote_storage(study_id)
         self._read_at[study_id] = now
 
-    # A proposal suggests a dozen parameters and the search sets a few user attributes, and Optuna commits each on
-    # its own (most of the driver's database time, issue 12). A parameter whose distribution this process has
-    # already written once, and every user attribute, is held back and written, all of a trial's together in one
-    # transaction, before anything else about that trial is written or read from the database; so, as Optuna
-    # promises, a trial's parameters and attributes reach the database before its state does.
-    def _write_held(self, trial_id: int) -> None:
-        with self._lock:
-            params = self._unwritten.pop(trial_id, None)
-            attrs = self._unwritten_attrs.pop(trial_id, None)
-        if not params and not attrs:
-            return
-        if self._rows is not None:
-            with contextlib.suppress(sa.exc.IntegrityError):  # ignored, as Optuna's storage and the ORM path below
-                self._rows.write(trial_id, params, attrs)
-            return
-        # Private: one transaction for all of them (Optuna's public storage API commits each write on its own).
-        with _create_scoped_session(self.backend.scoped_session, True) as session:
-            trial = rdb_models.TrialModel.find_or_raise_by_id(trial_id, session)
-            self.backend.check_trial_is_updatable(trial_id, trial.state)
-            if params:
-                rows = [{"trial_id": trial_id, "param_name": name, "param_value": value,
-                         "distribution_json": optuna.distributions.distribution_to_json(distribution)}
-                        for name, value, distribution in params]  # fmt: skip
-                session.execute(sa.insert(rdb_models.TrialParamModel), rows)
-            for key, value in (attrs or {}).items():
-                self.backend._set_trial_attr_without_commit(session, rdb_models.TrialUserAttributeModel, trial_id,
-                                                            key, value)  # fmt: skip
-
+    # Parameters and user attributes are held back and written, all of a trial's in one transaction, before
+    # anything else about that trial is written or read from the database (autotune.results.held_writes).
     def write_pending(self) -> None:
         """Write everything held back (of all trials)."""
-        for trial_id in list({*self._unwritten, *self._unwritten_attrs}):
-            self._write_held(trial_id)
+        self._held.write_all()
 
     def create_new_trial(self, study_id: int, template_trial: optuna.trial.FrozenTrial | None = None) -> int:
         if self._rows is not None and template_trial is None:
@@ -252,7 +223,7 @@ class LocalTrials(_CachedStorage):
                 trial = self._cached(trial_id)
                 if trial is not None and trial.state == TrialState.RUNNING:
                     return _copy_running(trial)
-        self._write_held(trial_id)
+        self._held.write(trial_id)
         return super().get_trial(trial_id)
 
     def get_all_trials(self, study_id: int, deepcopy: bool = True,
@@ -295,7 +266,7 @@ class LocalTrials(_CachedStorage):
             known = self._studies[study_id].param_distribution.get(param_name)
             if known is not None:  # written once already: checked here, written with the trial's next write
                 optuna.distributions.check_distribution_compatibility(known, distribution)
-                self._unwritten.setdefault(trial_id, []).append((param_name, param_value_internal, distribution))
+                self._held.hold_param(trial_id, param_name, param_value_internal, distribution)
         if known is None:  # the first time: at once, checked against the database (another process's trials)
             super().set_trial_param(trial_id, param_name, param_value_internal, distribution)
         with self._lock:
@@ -307,7 +278,7 @@ class LocalTrials(_CachedStorage):
     def set_trial_user_attr(self, trial_id: int, key: str, value: Any) -> None:
         json.dumps(value)  # refused here, as Optuna would, rather than at the trial's next write
         with self._lock:
-            self._unwritten_attrs.setdefault(trial_id, {})[key] = value
+            self._held.hold_user_attr(trial_id, key, value)
             trial = self._cached(trial_id)
             if trial is not None:
                 trial.user_attrs = {**trial.user_attrs, key: value}
@@ -316,14 +287,9 @@ class LocalTrials(_CachedStorage):
         # Written at once (TPE's constant liar shares a running trial's proposal with other processes this way),
         # with whatever the trial holds back.
         if self._rows is not None:
-            json.dumps(value)  # refused before anything held is taken
-            with self._lock:
-                params = self._unwritten.pop(trial_id, None)
-                attrs = self._unwritten_attrs.pop(trial_id, None)
-            with contextlib.suppress(sa.exc.IntegrityError):  # ignored, as Optuna's set_trial_system_attr does
-                self._rows.write(trial_id, params, attrs, {key: value})
+            self._held.write_with_system_attr(trial_id, key, value)
         else:
-            self._write_held(trial_id)
+            self._held.write(trial_id)
             super().set_trial_system_attr(trial_id, key, value)
         with self._lock:
             trial = self._cached(trial_id)
@@ -333,9 +299,9 @@ class LocalTrials(_CachedStorage):
     def set_trial_state_values(self, trial_id: int, state: TrialState, values: Any = None) -> bool:
         try:
             if self._rows is not None and state.is_finished():
-                changed = self._settle(trial_id, state, values)
+                changed = self._held.settle(trial_id, state, values)
             else:
-                self._write_held(trial_id)
+                self._held.write(trial_id)
                 changed = super().set_trial_state_values(trial_id, state, values)
         except optuna.exceptions.UpdateFinishedTrialError:
             self._asked.discard(trial_id)  # settled elsewhere: from now on read from the database
@@ -357,19 +323,6 @@ class LocalTrials(_CachedStorage):
                     if state.is_finished():
                         trial.datetime_complete = now
         return changed
-
-    def _settle(self, trial_id: int, state: TrialState, values: Any) -> bool:
-        """A finished state, with the values and everything the trial holds back, in one transaction (as Optuna's
-        ``set_trial_state_values``: False where the database refused it for an integrity error)."""
-        with self._lock:
-            params = self._unwritten.pop(trial_id, None)
-            attrs = self._unwritten_attrs.pop(trial_id, None)
-        assert self._rows is not None
-        try:
-            self._rows.write(trial_id, params, attrs, state=state, values=values)
-        except sa.exc.IntegrityError:
-            return False
-        return True
 
 
 def _copy_running(trial: optuna.trial.FrozenTrial) -> optuna.trial.FrozenTrial:
