@@ -224,13 +224,24 @@ template <bool VEC>
 __device__ __forceinline__ void mainloop(float (&acc)[MI][NI][4], unsigned smem_s, const elem_t* __restrict__ A,
                                          const elem_t* __restrict__ B, int M, int N, int K, int bm0, int bn0,
                                          int kt0, int ktiles, int wm0, int wn0, int lane) {
+  // This block's k-tile `tile` into ring stage `stage`.
+  auto load_tile = [&](int stage, int tile) {
+    const unsigned st = smem_s + 2 * stage * (A_STAGE + B_STAGE);
+    load_stage<VEC>(st, st + 2 * A_STAGE, A, B, M, N, K, bm0, bn0, (kt0 + tile) * BK);
+  };
+  // Refill stage ws (the caller knows no warp still reads it) with tile t+STAGES-1; returns the next stage to
+  // write (by value, not a reference: that keeps the generated code as it was). One commit group either way,
+  // which the wait counts rely on.
+  auto refill = [&](int t, int ws) {
+    const int next = t + STAGES - 1;
+    if (next < ktiles) load_tile(ws, next);
+    cp_async_commit();
+    return ws == STAGES - 1 ? 0 : ws + 1;
+  };
   // Tile t lives in stage t % STAGES. Prologue: tiles 0..STAGES-2 in flight (one commit group each).
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < ktiles) {
-      const unsigned st = smem_s + 2 * s * (A_STAGE + B_STAGE);
-      load_stage<VEC>(st, st + 2 * A_STAGE, A, B, M, N, K, bm0, bn0, (kt0 + s) * BK);
-    }
+    if (s < ktiles) load_tile(s, s);
     cp_async_commit();
   }
   cp_async_wait<STAGES - 2>();
@@ -254,16 +265,8 @@ __device__ __forceinline__ void mainloop(float (&acc)[MI][NI][4], unsigned smem_
       }
       const unsigned st_s = smem_s + 2 * read_stage * (A_STAGE + B_STAGE);
       load_frags(frag[(ks + 1) & 1], st_s, fo, (ks + 1) % KSTEPS);
-      if (ks == 0) {
-        // Refill the stage of tile t-1 (free since the barrier of the previous round) with tile t+STAGES-1.
-        const int next = t + STAGES - 1;
-        if (next < ktiles) {
-          const unsigned st = smem_s + 2 * write_stage * (A_STAGE + B_STAGE);
-          load_stage<VEC>(st, st + 2 * A_STAGE, A, B, M, N, K, bm0, bn0, (kt0 + next) * BK);
-        }
-        cp_async_commit();
-        write_stage = write_stage == STAGES - 1 ? 0 : write_stage + 1;
-      }
+      // Refill the stage of tile t-1 (free since the barrier of the previous round) with tile t+STAGES-1.
+      if (ks == 0) write_stage = refill(t, write_stage);
       mma_step(acc, frag[ks & 1]);
     }
   }
@@ -271,17 +274,9 @@ __device__ __forceinline__ void mainloop(float (&acc)[MI][NI][4], unsigned smem_
   // One fragment set: other warps' mmas hide this warp's ldmatrix latency (fewer registers).
   int read_stage = 0, write_stage = STAGES - 1;
   for (int t = 0; t < ktiles; ++t) {
-    {
-      // Refill the stage of tile t-1 (every warp is past the barrier that follows its last read) with tile
-      // t+STAGES-1.
-      const int next = t + STAGES - 1;
-      if (next < ktiles) {
-        const unsigned st = smem_s + 2 * write_stage * (A_STAGE + B_STAGE);
-        load_stage<VEC>(st, st + 2 * A_STAGE, A, B, M, N, K, bm0, bn0, (kt0 + next) * BK);
-      }
-      cp_async_commit();
-      write_stage = write_stage == STAGES - 1 ? 0 : write_stage + 1;
-    }
+    // Refill the stage of tile t-1 (every warp is past the barrier that follows its last read) with tile
+    // t+STAGES-1.
+    write_stage = refill(t, write_stage);
     const unsigned st_s = smem_s + 2 * read_stage * (A_STAGE + B_STAGE);
 #pragma unroll
     for (int ks = 0; ks < KSTEPS; ++ks) {
