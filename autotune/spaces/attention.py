@@ -203,9 +203,13 @@ class AttentionSpace(KernelSpace):
                 x *= WIDE_SCALE
             elif kind not in (UNIFORM, WIDE):
                 raise ValueError(f"unknown input kind {kind!r}")
+            # Encoded before the repeat (the encoding is elementwise: the same values): repeating in float32 first
+            # held 4 bytes per element plus the encoding's temporaries, and a decoding step of 64 x 8 kv heads x 128K
+            # keys had its worker killed for host memory.
+            x = dtypes.encode(x, self.dtype)
             if made != heads:
                 x = np.tile(x, (math.ceil(heads / made), 1, 1))[:heads]
-            out[name] = dtypes.encode(x.reshape(p.b, heads // p.b, seq, p.d), self.dtype)
+            out[name] = x.reshape(p.b, heads // p.b, seq, p.d)
         return out
 
     def reference(self, inputs: Mapping[str, np.ndarray], shape: Shape) -> dict[str, np.ndarray]:
