@@ -18,6 +18,8 @@ import pytest
 from autotune.spaces import ALGO, config_key, get_space
 from autotune.spaces.enumeration import random_config
 
+from pinned_rows import pinned
+
 pytestmark = pytest.mark.gpu
 
 PER_CASE = 2  # random valid configurations per case, besides the default
@@ -65,22 +67,6 @@ def evaluate(space, shape, configs, seed: int) -> None:
     wrong = [(space.describe(c), m.failure, m.reason) for c, m in zip(configs, results) if not m.ok]
     assert not wrong, wrong
     assert all(m.registers and m.spill_bytes == 0 for m in results)
-
-
-def pinned(kernel: str, space, shape, config: dict, device, path) -> object:
-    """The dispatcher running exactly ``config`` at ``shape`` (a scratch database holding that row alone)."""
-    import autotune
-    from autotune.results.storage import BestEntry, Database, resolve_url
-
-    db = Database(resolve_url(str(path)))
-    db.save_best(BestEntry(
-        device_name=device.name, compute_capability=device.cc, kernel=kernel, shape=space.format_shape(shape),
-        dtype=space.dtype, template_hash=space.template_hash(), params=config, time_ms=1.0, metric=1.0,
-        metric_unit="TFLOP/s", default_time_ms=None, driver_version=device.driver_version, nvcc_version="",
-        study_name="pinned", trial_number=0,
-    ))  # fmt: skip
-    db.close()
-    return autotune.load(kernel, db=str(path), strict=True)
 
 
 def rel(a, b) -> float:
