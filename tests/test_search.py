@@ -152,6 +152,21 @@ def test_best_is_the_fastest_retimed_and_is_stored(tmp_path, recording_file):
     assert row.default_time_ms == report.default.time_ms
 
 
+def test_the_rule_default_is_retimed_beside_the_leaders(tmp_path, recording_file):
+    """The dispatcher's untuned choice for the shape is re-timed with the leaders and the template's default, so a
+    winner slower than it cannot pass on a noisy search-time measurement of it (seen on the H100: a tuned RMSNorm
+    backward slower than its rule default)."""
+    db = tmp_path / "r.db"
+    report = tune("gemm", trials=40, db=str(db), replay=str(recording_file), seed=11)
+    study = load_study(db, report)
+    (rule,) = [t for t in study.trials if t.user_attrs.get(studies.ROLE) == studies.RULE]
+    leaders = sorted((t for t in study.trials if studies.is_measured(t) and t.state == TrialState.COMPLETE),
+                     key=lambda t: t.value)[:5]  # fmt: skip
+    assert rule.number not in [t.number for t in leaders], "the recording's rule default is no leader here"
+    retimed = {r.trial_number for r in report.ranking if r.retimed}
+    assert rule.number in retimed and report.default.trial_number in retimed
+
+
 def test_grid_is_exhaustive_and_stops(tmp_path):
     small = dict(DOMAINS, BM=[128], BN=[128], BK=[8], TM=[4], PIPELINE=["double"], GROUP_M=[1])
     rec = make_recording(tmp_path / "g.json", small)

@@ -1,9 +1,11 @@
-"""The end of a search: the leaders and the default re-timed side by side, the winner the fastest re-timed, and
+"""The end of a search: the leaders and the defaults re-timed side by side, the winner the fastest re-timed, and
 the winner's row in the store.
 
 Times measured during the search come one candidate at a time, minutes apart, with the GPU's clocks and
-neighbours changing; the best few (and the template's default, the baseline of the speedup) are therefore
-timed again together, round-robin, so that the ranking compares like with like.
+neighbours changing; the best few, the template's default (the baseline of the speedup) and the rule default for
+the shape (what the dispatcher runs untuned) are therefore timed again together, round-robin, so that the ranking
+compares like with like, and a stored winner is not one that a noisy search-time measurement of the rule default
+let pass although it is slower than it.
 """
 
 from __future__ import annotations
@@ -55,9 +57,10 @@ def rank(
     )
     if not complete:
         return []
-    leaders = complete[:top]
+    candidates = complete[:top]
     default = next((k for k in complete if config_key(k.config) == config_key(space.default_config)), None)
-    candidates = [*leaders, default] if default is not None and default not in leaders else list(leaders)
+    rule = next((k for k in complete if k.attrs.get(studies.ROLE) == studies.RULE), None)
+    candidates += [k for k in (default, rule) if k is not None and k not in candidates]
     timings = evaluator.retime([k.config for k in candidates], rounds)
     ranked = [
         _ranked(k, space, shape, timing.median, True, timing.spread)
