@@ -110,4 +110,7 @@ def print_report(report: SearchReport, top: int = 10, space: Any = None) -> None
     line = f"[bold]best[/] trial {best.trial_number}: {best.time_ms:.4f} ms = {best.metric:.2f} {report.metric_unit}"
     if report.speedup is not None and report.default is not None:
         line += f", {report.speedup:.2f}x the default configuration ({report.default.time_ms:.4f} ms)"
+    if report.rule is not None and report.rule is not report.default:
+        line += (f", {report.rule.time_ms / best.time_ms:.2f}x the rule default for the shape, what runs untuned "
+                 f"({report.rule.time_ms:.4f} ms)")  # fmt: skip
     console.print(line, soft_wrap=True)

@@ -44,6 +44,19 @@ def test_replayed_search_prints_the_leaders(stored_db, runner):
     assert "the default configuration" in out and "TFLOP/s" in out
 
 
+def test_search_prints_the_speedup_over_the_rule_default(tmp_path, runner):
+    """Where the shape's rule default (what the dispatcher runs untuned) is not the template's default, the summary
+    gives the winner's speedup over it as well."""
+    from synthetic import make_recording
+
+    recording = tmp_path / "rec.json"
+    make_recording(recording)
+    result = runner.invoke(app, ["search", "gemm", "--trials", "40", "--replay", str(recording), "--db",
+                                 str(tmp_path / "r.db"), "--seed", "11"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "the rule default for the shape, what runs untuned" in " ".join(result.output.split())
+
+
 def test_best_lists_the_stored_configuration(stored_db, runner):
     result = runner.invoke(app, ["best", "gemm", "--db", str(stored_db)])
     assert result.exit_code == 0, result.output

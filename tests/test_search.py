@@ -165,6 +165,7 @@ def test_the_rule_default_is_retimed_beside_the_leaders(tmp_path, recording_file
     assert rule.number not in [t.number for t in leaders], "the recording's rule default is no leader here"
     retimed = {r.trial_number for r in report.ranking if r.retimed}
     assert rule.number in retimed and report.default.trial_number in retimed
+    assert report.rule.trial_number == rule.number and report.rule.retimed
 
 
 def test_grid_is_exhaustive_and_stops(tmp_path):

@@ -76,14 +76,17 @@ def rank(
 
 def rank_into(report: SearchReport, study: optuna.Study, known: Iterable[Known], space: KernelSpace, shape: Shape,
               evaluator: Evaluator, top: int, rounds: int) -> None:  # fmt: skip
-    """The end of a search: `rank` its trials into ``report`` (its ranking, and the default's entry) and record the
-    re-timed times on ``study`` (attribute ``retime``)."""
+    """The end of a search: `rank` its trials into ``report`` (its ranking, the default's and the rule default's
+    entries) and record the re-timed times on ``study`` (attribute ``retime``)."""
+    known = list(known)
     ranked = rank(known, space, shape, evaluator, top, rounds)
     if not ranked:
         return
     default_key = config_key(space.default_config)
     report.ranking = ranked
     report.default = next((r for r in ranked if config_key(r.config) == default_key), None)
+    rules = {k.number for k in known if k.attrs.get(studies.ROLE) == studies.RULE}
+    report.rule = next((r for r in ranked if r.trial_number in rules), None)
     study.set_user_attr(
         "retime",
         {

@@ -83,6 +83,7 @@ class SearchReport:
     profile: Profile = field(default_factory=Profile)  # where this run's time went
     ranking: list[Ranked] = field(default_factory=list)
     default: Ranked | None = None
+    rule: Ranked | None = None  # the shape's rule default: what the dispatcher runs untuned
     stopped_early: str | None = None  # why fewer trials than asked were measured
     wall_s: float = 0.0
 
