@@ -6,13 +6,11 @@ compared with fa2 on the very same inputs."""
 
 from __future__ import annotations
 
-import random
-
 import pytest
 
-from autotune.spaces import ALGO, config_key, get_space
-from autotune.spaces.enumeration import random_config
+from autotune.spaces import ALGO, get_space
 
+from attention_checks import pick
 from pinned_rows import pinned
 
 pytestmark = pytest.mark.gpu
@@ -35,28 +33,13 @@ def device():
     return query_device()
 
 
-def pick(space, algo: str, shape, device, count: int, seed: int) -> list[dict]:
-    rng = random.Random(seed)
-    picked: dict[str, dict] = {}
-    default = {ALGO: algo, **space.algos[algo].default_config}
-    if not space.violations(default, shape, device):
-        picked[config_key(default)] = default
-    for _ in range(5000):
-        if len(picked) > count:
-            break
-        config = random_config(space, rng)
-        if config[ALGO] == algo and not space.violations(config, shape, device):
-            picked[config_key(config)] = config
-    return list(picked.values())
-
-
 @pytest.mark.parametrize("kernel, dtype, algo, d", CASES, ids=["-".join(map(str, c)) for c in CASES])
 def test_random_valid_configs_are_correct(kernel, dtype, algo, d, device):
     from autotune.tuning.evaluation.gpu import GpuEvaluator
 
     space = get_space(kernel, dtype=dtype)
     shape = (2, 3, 5, 3001, d) if algo == "split_kv" else (2, 3, 333, 1000, d)  # split_kv decodes (seq_q ≤ 64)
-    configs = pick(space, algo, shape, device, PER_ALGORITHM, seed=d)
+    configs = pick(space, shape, device, PER_ALGORITHM, seed=d, algo=algo)
     assert len(configs) > PER_ALGORITHM // 2, "the space offers valid configurations here"
     with GpuEvaluator(space, shape, seed=11, min_time_ms=0.5, max_reps=3) as evaluator:
         results = [f.result() for f in [evaluator.submit(c) for c in configs]]
@@ -97,7 +80,7 @@ def test_fa3_variants_and_random_configs_are_correct(kernel, dtype, d, device):
         pytest.skip(space.algos["fa3"].unfit(shape, device))
     configs = [c for c in fa3_variants(space, d) if not space.violations(c, shape, device)]
     assert len(configs) >= 9, "the variants are valid here"
-    configs += [c for c in pick(space, "fa3", shape, device, 3, seed=d + 7) if c not in configs]
+    configs += [c for c in pick(space, shape, device, 3, seed=d + 7, algo="fa3") if c not in configs]
     with GpuEvaluator(space, shape, seed=13, min_time_ms=0.5, max_reps=3) as evaluator:
         results = [f.result() for f in [evaluator.submit(c) for c in configs]]
     wrong = [(space.describe(c), m.failure, m.reason) for c, m in zip(configs, results) if not m.ok]

@@ -7,15 +7,13 @@ inputs."""
 
 from __future__ import annotations
 
-import random
-
 import numpy as np
 import pytest
 
-from autotune.spaces import ALGO, config_key, get_space
+from autotune.spaces import ALGO, get_space
 from autotune.spaces.attention import HEAD_DIMS
-from autotune.spaces.enumeration import random_config
 
+from attention_checks import evaluate, pick
 from pinned_rows import pinned
 
 pytestmark = pytest.mark.gpu
@@ -30,32 +28,6 @@ def device():
     from autotune.device import query_device
 
     return query_device()
-
-
-def pick(space, shape, device, count: int, seed: int) -> list[dict]:
-    rng = random.Random(seed)
-    picked: dict[str, dict] = {}
-    default = dict(space.default_config)
-    if not space.violations(default, shape, device):
-        picked[config_key(default)] = default
-    for _ in range(5000):
-        if len(picked) > count:
-            break
-        config = random_config(space, rng)
-        if not space.violations(config, shape, device):
-            picked[config_key(config)] = config
-    return list(picked.values())
-
-
-def evaluate(space, shape, configs, seed: int) -> list:
-    from autotune.tuning.evaluation.gpu import GpuEvaluator
-
-    with GpuEvaluator(space, shape, seed=seed, min_time_ms=0.5, max_reps=3) as evaluator:
-        results = [f.result() for f in [evaluator.submit(c) for c in configs]]
-    wrong = [(space.describe(c), m.failure, m.reason) for c, m in zip(configs, results) if not m.ok]
-    assert not wrong, wrong
-    assert all(m.registers and m.spill_bytes == 0 for m in results)
-    return results
 
 
 @pytest.mark.parametrize("kernel, dtype, d", CASES, ids=["-".join(map(str, c)) for c in CASES])

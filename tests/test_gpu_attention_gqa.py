@@ -10,14 +10,13 @@ against torch in float64 with k and v repeated by ``repeat_interleave``."""
 from __future__ import annotations
 
 import math
-import random
 
 import numpy as np
 import pytest
 
-from autotune.spaces import ALGO, config_key, get_space
-from autotune.spaces.enumeration import random_config
+from autotune.spaces import ALGO, get_space
 
+from attention_checks import evaluate, pick
 from pinned_rows import pinned
 
 pytestmark = pytest.mark.gpu
@@ -42,33 +41,6 @@ def device():
     return query_device()
 
 
-def pick(space, algo: str, shape, device, count: int, seed: int) -> list[dict]:
-    """The algorithm's default (where valid) and ``count`` random valid configurations of it."""
-    rng = random.Random(seed)
-    picked: dict[str, dict] = {}
-    default = {ALGO: algo, **space.algos[algo].default_config}
-    if not space.violations(default, shape, device):
-        picked[config_key(default)] = default
-    for _ in range(5000):
-        if len(picked) > count:
-            break
-        config = random_config(space, rng)
-        if config[ALGO] == algo and not space.violations(config, shape, device):
-            picked[config_key(config)] = config
-    return list(picked.values())
-
-
-def evaluate(space, shape, configs, seed: int) -> None:
-    """Each configuration through the tuner's GPU evaluator: the space's validation cases, then ``shape``."""
-    from autotune.tuning.evaluation.gpu import GpuEvaluator
-
-    with GpuEvaluator(space, shape, seed=seed, min_time_ms=0.5, max_reps=3) as evaluator:
-        results = [f.result() for f in [evaluator.submit(c) for c in configs]]
-    wrong = [(space.describe(c), m.failure, m.reason) for c, m in zip(configs, results) if not m.ok]
-    assert not wrong, wrong
-    assert all(m.registers and m.spill_bytes == 0 for m in results)
-
-
 def rel(a, b) -> float:
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
     return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
@@ -82,7 +54,7 @@ def test_grouped_forward_configs_are_correct(kernel, dtype, algo, d, device):
     shape = (2, 8, 2, 5, 3001, d) if algo == "split_kv" else (2, 8, 2, 333, 1000, d)
     if space.algos[algo].unfit(shape, device):
         pytest.skip(space.algos[algo].unfit(shape, device))
-    configs = pick(space, algo, shape, device, PER_CASE, seed=d + 1)
+    configs = pick(space, shape, device, PER_CASE, seed=d + 1, algo=algo)
     assert configs, "the space offers valid configurations here"
     evaluate(space, shape, configs, seed=17)
 
@@ -129,7 +101,7 @@ def test_grouped_backward_configs_are_correct(kernel, dtype, d, device):
     base = dict(space.default_config)
     configs = [{**base, **change} for change in ({}, {"DQ_ATOMIC": 0}, {"STAGES": 1}, {"STAGES": 3, "DQ_ATOMIC": 0})]
     configs = [c for c in configs if not space.violations(c, shape, device)]
-    configs += [c for c in pick(space, "fa2", shape, device, PER_CASE, seed=d + 2) if c not in configs]
+    configs += [c for c in pick(space, shape, device, PER_CASE, seed=d + 2, algo="fa2") if c not in configs]
     assert len(configs) >= 3
     evaluate(space, shape, configs, seed=19)
 
