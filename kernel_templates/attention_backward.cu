@@ -83,6 +83,7 @@ static_assert(STAGES >= 1 && STAGES <= 4, "STAGES is 1..4");
 
 #include "attention_mma.cuh"
 #include "attention_backward.cuh"
+#include "attention_bwd_passes.cuh"  // row_delta, attention_bwd_dq_store
 
 // dK, dV, Sᵀ and dPᵀ fragments per thread of attention_bwd_dkdv (the heavier kernel). Measured with ptxas 13.0,
 // sm_80 and sm_90a, all four kernels: every HEAD_DIM, BC, WARPS, BR within this bound, both DQ_ATOMIC, with
@@ -100,35 +101,8 @@ extern "C" __global__ void __launch_bounds__(8 * PREP_ROWS)
     attention_bwd_prep(const elem_t* __restrict__ O, const elem_t* __restrict__ dO, float* __restrict__ delta,
                        float* __restrict__ dq_acc, int rows) {
   const int row = blockIdx.x * PREP_ROWS + threadIdx.x / 8, part = threadIdx.x % 8;
-  float sum = 0.f;
-  if (row < rows) {
-    for (int c = part; c < HEAD_DIM / 8; c += 8) {
-      const size_t at = (size_t)row * HEAD_DIM + c * 8;
-      const uint4 o = *reinterpret_cast<const uint4*>(O + at), d = *reinterpret_cast<const uint4*>(dO + at);
-      const elem_t* oe = reinterpret_cast<const elem_t*>(&o);
-      const elem_t* de = reinterpret_cast<const elem_t*>(&d);
-#pragma unroll
-      for (int i = 0; i < 8; ++i) sum = fmaf(to_f32(oe[i]), to_f32(de[i]), sum);
-      if (DQ_ATOMIC) {
-        float4* acc = reinterpret_cast<float4*>(dq_acc + at);
-        acc[0] = acc[1] = make_float4(0.f, 0.f, 0.f, 0.f);
-      }
-    }
-  }
-  sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-  sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-  sum += __shfl_xor_sync(0xffffffffu, sum, 4);
+  const float sum = row_delta<DQ_ATOMIC != 0>(O, dO, dq_acc, row, row < rows, part);
   if (row < rows && part == 0) delta[row] = sum;
-}
-
-extern "C" __global__ void __launch_bounds__(256)
-    attention_bwd_dq_store(const float* __restrict__ dq_acc, elem_t* __restrict__ dQ, long long n, float scale) {
-  const long long i = ((long long)blockIdx.x * 256 + threadIdx.x) * 8;  // n is a multiple of 8 (HEAD_DIM is)
-  if (i >= n) return;
-  const float4 a = *reinterpret_cast<const float4*>(dq_acc + i), b = *reinterpret_cast<const float4*>(dq_acc + i + 4);
-  const uint4 out = make_uint4(pack2(a.x * scale, a.y * scale), pack2(a.z * scale, a.w * scale),
-                               pack2(b.x * scale, b.y * scale), pack2(b.z * scale, b.w * scale));
-  *reinterpret_cast<uint4*>(dQ + i) = out;
 }
 
 // Columns of a piece of dQ: the widest of 64, 48, 32 that divides HEAD_DIM and still gives every warp a piece,

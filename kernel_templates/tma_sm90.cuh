@@ -52,10 +52,14 @@ __device__ __forceinline__ void cluster_sync() {
 }
 
 // Arrive on the mbarrier at the same shared offset as `bar` in cluster block `rank` (which may be this one).
+// Default semantics (release at CTA scope), as CUTLASS's ClusterBarrier::arrive: a consumer releases a stage after
+// wgmma.wait_group has retired the reads, so nothing needs ordering beyond the CTA. `.release.cluster` made ptxas
+// put MEMBAR.ALL.GPU before every arrive, once per k-tile per warp
+// (docs/results/2026-11-26b/cluster_multicast_review.md).
 __device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar, uint32_t rank) {
   uint32_t remote;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(bar), "r"(rank));
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
 }
 
 // tma_load_2d into the same shared offset of every cluster block in `mask`, each block's mbarrier at `bar`'s

@@ -161,7 +161,7 @@ def test_keys_classes_and_work():
     assert space.problem_defines(SHAPE) == {"HEAD_DIM": 128, "CAUSAL": 0} and causal.problem_defines(SHAPE)["CAUSAL"]
     assert space.shape_key(SHAPE) != space.shape_key((4, 16, 4096, 4096, 64)), "head_dim is never crossed"
     assert space.work(SHAPE) == 2.5 * get_space("attention").work(SHAPE) == 2 * causal.work(SHAPE)
-    assert space.supported_dtypes() == ("float16", "bfloat16") and space.domain(ALGO) == ("fa2",)
+    assert space.supported_dtypes() == ("float16", "bfloat16") and space.domain(ALGO) == ("fa2", "fa3")
     assert isinstance(causal.forward(), AttentionSpace) and causal.forward().name == "attention_causal"
 
 
@@ -280,7 +280,7 @@ def test_configs_compile_without_spills_and_bad_ones_fail_static_asserts(arch, h
     and swizzle constraints reject fail the template's static_asserts."""
     jobs = []
     for i, d in enumerate(HEAD_DIMS):
-        space = get_space(KERNELS[i % 2], dtype=("float16", "bfloat16")[i // 2 % 2])
+        space = get_space(KERNELS[i % 2], {ALGO: ["fa2"]}, dtype=("float16", "bfloat16")[i // 2 % 2])  # fa3: sm_90a
         shape = (1, 8, 1000, 1000, d)
         for config in [space.rule_default(shape, h200), *sample_valid(space, h200, shape, 2, seed=d)]:
             jobs.append((space, config, shape))

@@ -4,22 +4,24 @@ compiles (every default, the FA3 paper's tiles, sampled configurations) without 
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import random
-import subprocess
 
 import numpy as np
 import pytest
 
-from autotune.runtime.compiler import Compiler, find_nvcc
+from autotune.runtime.compiler import Compiler
 from autotune.spaces import ALGO, Launch, get_space
 from autotune.spaces.attention_fa3 import HEAD_DIMS, MAX_TILE_REGISTERS
 from autotune.spaces.base import TensorMap
 from autotune.spaces.enumeration import random_config
-from autotune.templates import template_path
 
-from space_checks import sample_valid, template_defaults
+from space_checks import (
+    assert_offered_on_compute_capability_9_0_only,
+    sample_valid,
+    sm90a_ptxas_log,
+    template_defaults,
+)
 
 ALGORITHM = "fa3"
 SHAPE = (4, 16, 4096, 4096, 128)
@@ -67,12 +69,8 @@ def test_default_config_is_valid_on_hopper_at_every_validation_case(space, h200,
             assert space.violations(config, case, h200) == [], case
 
 
-@pytest.mark.parametrize("cc", [(8, 0), (8, 9), (10, 0)])
-def test_sm90a_code_is_rejected_off_compute_capability_9_0(space, h200, cc):
-    other = dataclasses.replace(h200, compute_capability=cc)
-    assert space.algos[ALGORITHM].unfit(SHAPE, other) is not None
-    assert space.violations(default(space), SHAPE, other)
-    assert ALGORITHM not in get_space(space.name, dtype=space.dtype).for_problem(SHAPE, other).domain(ALGO)
+def test_sm90a_code_is_rejected_off_compute_capability_9_0(space, h200):
+    assert_offered_on_compute_capability_9_0_only(space, ALGORITHM, default(space), SHAPE, h200)
 
 
 def test_head_dim_32_is_left_to_fa2(space, h200):
@@ -226,12 +224,6 @@ def test_default_wgmma_are_neither_serialised_nor_fenced_by_ptxas(d, tmp_path):
     register the wgmma reads was touched) would mean the overlap the template is built for does not happen."""
     for kernel in KERNELS:
         space = fa3_space(kernel, "bfloat16")
-        defines = space.compile_defines(default(space), (1, 1, 64, 64, d))
-        cmd = [find_nvcc(), "-cubin", "-O3", "-std=c++17", "-Xptxas", "-v",
-               "-gencode=arch=compute_90a,code=sm_90a", *(f"-D{k}={v}" for k, v in sorted(defines.items())),
-               "-o", str(tmp_path / "k.cubin"), str(template_path("attention_fa3.cu"))]  # fmt: skip
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-        log = proc.stdout + proc.stderr
-        assert proc.returncode == 0, log[-2000:]
+        log = sm90a_ptxas_log("attention_fa3.cu", space.compile_defines(default(space), (1, 1, 64, 64, d)), tmp_path)
         assert "C75" not in log, [line for line in log.splitlines() if "C75" in line]
         assert "0 bytes spill stores, 0 bytes spill loads" in log

@@ -8,8 +8,9 @@ dispatcher. Inputs: q, k, v, o and do in the problem's dtype, lse (B, H, SQ) in 
 row statistics (what ``attention`` returns). Outputs: dq, dk, dv in the problem's dtype, of q's, k's and v's shapes. Two kernel names, one
 family: ``attention_backward`` and ``attention_causal_backward``.
 
-Algorithm (``ALGO``): ``fa2`` (float16, bfloat16: FlashAttention-2's backward on mma.sync, see
-`autotune.spaces.attention_backward_fa2`).
+Algorithms (``ALGO``): ``fa2`` (float16, bfloat16: FlashAttention-2's backward on mma.sync, see
+`autotune.spaces.attention_backward_fa2`; the default), ``fa3`` (sm_90a, head_dim 64 and 128, multi-head: a
+Hopper backward on TMA and wgmma, `autotune.spaces.attention_backward_fa3`; not yet measured on a GPU).
 
 Reference: float64 gradients from the very (rounded) inputs, with P recomputed from q and k rather than taken from
 o and lse: P = softmax(S), dV = Pᵀ·dO, dP = dO·Vᵀ, dS = P∘(dP − rowsum(dP∘P)), dQ = dS·K·scale, dK = dSᵀ·Q·scale.
@@ -31,7 +32,7 @@ and large logits (q and k scaled by the forward's `WIDE_SCALE`).
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -49,6 +50,7 @@ from autotune.spaces.attention import (
     reference_period,
 )
 from autotune.spaces.attention_backward_fa2 import Fa2AttentionBackward
+from autotune.spaces.attention_backward_fa3 import Fa3AttentionBackward
 from autotune.spaces.base import ALGO, UNIFORM, BufferSpec, Config
 
 GRAD_TOLERANCE = {"float16": 2e-3, "bfloat16": 1.6e-2}
@@ -61,7 +63,7 @@ class AttentionBackwardSpace(AttentionSpace):
     buffers, reference and algorithms."""
 
     name = "attention_backward"
-    algorithms = (Fa2AttentionBackward,)
+    algorithms = (Fa2AttentionBackward, Fa3AttentionBackward)  # fa2 first: the default, on every GPU
 
     def forward(self) -> AttentionSpace:
         """The forward problem whose gradients this computes (same dtype and causality)."""
