@@ -109,6 +109,9 @@ def search(
         None, help="seconds a candidate may take before it counts as hung (default: 20x the slowest good one, ≥ 10)"
     ),
     hot_cache: bool = typer.Option(False, "--hot-cache", help="do not flush the L2 cache between timed runs"),
+    race: bool = typer.Option(
+        True, "--race/--no-race", help="time a candidate over twice the fastest so far by two runs only"
+    ),
     top: int = typer.Option(10, help="rows of the final table"),
     replay: Optional[str] = typer.Option(
         None, help="simulate: answer from a recorded measurement file instead of the GPU (try samplers anywhere)"
@@ -146,7 +149,7 @@ def search(
             report = tune(
                 problem.kernel, shape_t, trials=trials, dtype=problem.dtype, db=db, sampler=sampler, seed=seed,
                 timeout_s=timeout, hot_cache=hot_cache, on_progress=show, replay=replay, warm_start=warm_start,
-                from_study=from_study, devices=group,
+                from_study=from_study, devices=group, racing=race,
             )  # fmt: skip
         finally:
             if bar.live.is_started:

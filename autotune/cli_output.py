@@ -92,7 +92,8 @@ def print_report(report: SearchReport, top: int = 10, space: Any = None) -> None
         f"proposals repaired to a valid configuration {report.repaired_now}, moved off a measured one "
         f"{report.moved_now}; "
         f"rejected before compiling {report.rejected_now} this run ({report.rejected_total} in all); "
-        f"duplicates answered from the record {report.duplicates_now}; failures {failures}; "
+        f"duplicates answered from the record {report.duplicates_now}; "
+        f"raced (timed twice only, clearly slower) {report.profile.raced}; failures {failures}; "
         f"GPU worker restarts {report.restarts}; {report.wall_s:.1f} s",
         soft_wrap=True,
     )

@@ -1,7 +1,10 @@
+import time
+from pathlib import Path
+
 import pytest
 
 from autotune.errors import ToolchainError
-from autotune.runtime.compiler import Compiler, find_nvcc, parse_ptxas
+from autotune.runtime.compiler import COMPILE_TIMEOUT_S, CompileDeadline, Compiler, find_nvcc, parse_ptxas
 
 PTXAS_LOG = """\
 ptxas info    : 0 bytes gmem
@@ -70,3 +73,55 @@ def test_template_edit_changes_the_key(tmp_path):
     before = compiler.key(source, {})
     header.write_text("#define V 2\n")
     assert compiler.key(source, {}) != before, "an edit of an included header invalidates the cache"
+
+
+def _slow_nvcc(tmp_path, seconds: float):
+    """A stand-in nvcc that prints a version, and otherwise starts a child that sleeps (as nvcc starts cicc and
+    ptxas) and waits for it; the child's pid goes to a file."""
+    script = tmp_path / "nvcc"
+    script.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = "--version" ]; then echo "Cuda compilation tools, release 13.0, V13.0.88"; exit 0; fi\n'
+        f"sleep {seconds} &\n"
+        f"echo $! > {tmp_path / 'child.pid'}\n"
+        "wait\n"
+    )
+    script.chmod(0o755)
+    return str(script)
+
+
+def test_deadline_follows_the_median_of_finished_compiles():
+    deadline = CompileDeadline(factor=5.0, floor_s=10.0, warmup=3)
+    assert deadline.limit() == COMPILE_TIMEOUT_S  # no median yet
+    for seconds in (1.0, 3.0):
+        deadline.record(seconds)
+    assert deadline.limit() == COMPILE_TIMEOUT_S
+    deadline.record(4.0)
+    assert deadline.limit() == 15.0  # 5 x the median 3.0
+    assert CompileDeadline(factor=2.0, floor_s=10.0, warmup=1).limit() == COMPILE_TIMEOUT_S
+    short = CompileDeadline(factor=2.0, floor_s=10.0, warmup=1)
+    short.record(1.0)
+    assert short.limit() == 10.0  # the floor
+    assert "stopped, not measured" in short.reason(12.0) and "1.00 s" in short.reason(12.0)
+
+
+def test_a_compile_past_its_deadline_is_stopped_whole_and_not_cached(tmp_path):
+    source = tmp_path / "k.cu"
+    source.write_text("// any source\n")
+    deadline = CompileDeadline(factor=2.0, floor_s=0.5, warmup=1)
+    deadline.record(0.1)  # the median of the search's compiles: the limit is the floor, 0.5 s
+    compiler = Compiler("sm_90", cache_dir=tmp_path / "cache", nvcc=_slow_nvcc(tmp_path, 30), deadline=deadline)
+    start = time.perf_counter()
+    result = compiler.compile(source, {})
+    assert time.perf_counter() - start < 10
+    assert not result.ok and "stopped, not measured" in result.error and result.seconds >= 0.5
+    child = int((tmp_path / "child.pid").read_text())
+    for _ in range(50):  # the sleeping child (nvcc's cicc or ptxas) went with its process group
+        if not Path(f"/proc/{child}").exists() or "Z" in Path(f"/proc/{child}/stat").read_text().split()[2]:
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError("the compile's child process survived the stop")
+    (tmp_path / "child.pid").unlink()
+    again = compiler.compile(source, {})
+    assert not again.cached and (tmp_path / "child.pid").exists(), "a stopped compile is compiled again"

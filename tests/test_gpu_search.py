@@ -69,3 +69,28 @@ def test_cli_search_and_best(tmp_path):
     assert "best" in result.output and "TFLOP/s" in result.output
     listed = runner.invoke(app, ["best", "gemm", "--db", db])
     assert listed.exit_code == 0 and "512x384x256" in listed.output
+
+
+def test_a_candidate_over_the_race_line_is_validated_then_timed_twice(tmp_path):
+    """Racing (autotune/tuning/evaluation/racing.py) on the worker: under a line no kernel can meet, a good
+    candidate is still validated, then timed by two runs (`raced`); a wrong one still fails as wrong; without
+    racing the same candidate gets its full count of repetitions."""
+    from faults.space import FaultyGemmSpace
+
+    from autotune.tuning.evaluation.base import Measurement, Timing
+    from autotune.tuning.evaluation.gpu import GpuEvaluator
+    from autotune.tuning.evaluation.racing import RaceLine
+
+    space = FaultyGemmSpace()
+    line = RaceLine()
+    line.offer(Measurement(ok=True, timing=Timing.of([1e-6])))  # the line: 2 ns
+    good = dict(space.default_config, FAULT="none")
+    wrong = dict(space.default_config, FAULT="wrong_odd_m")
+    with GpuEvaluator(space, space.default_shape, race_line=line, cache_dir=tmp_path) as evaluator:
+        raced = evaluator.submit(good).result()
+        failed = evaluator.submit(wrong).result()
+    assert raced.ok and raced.raced and raced.timing.reps == 2 and raced.max_rel_error is not None
+    assert not failed.ok and failed.failure == "wrong"
+    with GpuEvaluator(space, space.default_shape, racing=False, cache_dir=tmp_path) as evaluator:
+        full = evaluator.submit(good).result()
+    assert full.ok and not full.raced and full.timing.reps >= 5

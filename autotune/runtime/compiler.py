@@ -3,9 +3,12 @@
 The cache key covers the template (and its includes), the defines, the architecture, nvcc's version and the
 flags, so a hit is always the same machine code. Each entry keeps ptxas's resource report (registers, shared
 memory, stack, spills) and the compile time. Failures are cached too: a config that does not compile will not
-compile next time either.
+compile next time either. A compile stopped for taking too long is not: how long it takes depends on the load.
 
-Compiles run as nvcc child processes fed by a thread pool, several at once, ahead of the GPU.
+Compiles run as nvcc child processes fed by a thread pool, several at once, ahead of the GPU. A search gives its
+compiler a `CompileDeadline`: a candidate whose nvcc runs far longer than the search's other compiles is stopped
+and fails as "compile" (issue 24: on four GPUs one 14.9 s compile held a search for 9 s after its other 199
+trials were measured).
 """
 
 from __future__ import annotations
@@ -15,8 +18,11 @@ import json
 import os
 import re
 import shutil
+import signal
+import statistics
 import subprocess
 import tempfile
+import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -136,6 +142,66 @@ def parse_ptxas(log: str) -> dict[str, KernelResources]:
     return kernels
 
 
+class CompileDeadline:
+    """How long one compile of a search may run: ``factor`` times the median of the search's finished compiles, and
+    at least ``floor_s``; `COMPILE_TIMEOUT_S` until ``warmup`` compiles have finished. Read while a compile runs,
+    so that one started in the first wave (before any median exists) is judged by the median once there is one.
+    Thread-safe."""
+
+    def __init__(self, factor: float = 5.0, floor_s: float = 10.0, warmup: int = 8) -> None:
+        self.factor = factor
+        self.floor_s = floor_s
+        self.warmup = warmup
+        self._seconds: list[float] = []
+        self._lock = threading.Lock()
+
+    def record(self, seconds: float) -> None:
+        """A compile of this search that finished (from nvcc, not the cache)."""
+        with self._lock:
+            self._seconds.append(seconds)
+
+    def median(self) -> float | None:
+        with self._lock:
+            return statistics.median(self._seconds) if len(self._seconds) >= self.warmup else None
+
+    def limit(self) -> float:
+        median = self.median()
+        if median is None:
+            return COMPILE_TIMEOUT_S
+        return min(COMPILE_TIMEOUT_S, max(self.floor_s, self.factor * median))
+
+    def reason(self, seconds: float) -> str:
+        median = self.median()
+        if median is None:
+            return f"error: nvcc ran over {seconds:.0f} s (the limit is {COMPILE_TIMEOUT_S} s)"
+        return (f"error: nvcc ran over {seconds:.1f} s, {self.factor:g}x the median compile of this search "
+                f"({median:.2f} s): stopped, not measured")  # fmt: skip
+
+
+def run_nvcc(cmd: list[str], deadline: CompileDeadline | None) -> tuple[int | None, str, float]:
+    """Run one nvcc command to its end or its deadline: (return code, or None where stopped; output; seconds).
+    nvcc runs in its own process group, so stopping it stops the cicc and ptxas it started."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)  # fmt: skip
+    poll_s = 0.5 if deadline is not None else COMPILE_TIMEOUT_S
+    while True:
+        try:
+            out, _ = proc.communicate(timeout=poll_s)
+            return proc.returncode, out, time.perf_counter() - start
+        except subprocess.TimeoutExpired:
+            seconds = time.perf_counter() - start
+            limit = deadline.limit() if deadline is not None else COMPILE_TIMEOUT_S
+            if seconds < limit:
+                continue
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.communicate()
+            return None, "", seconds
+
+
 def first_error(log: str) -> str:
     for line in log.splitlines():
         if "error" in line.lower():
@@ -155,8 +221,11 @@ class Compiler:
         nvcc: str | None = None,
         flags: tuple[str, ...] = (),
         jobs: int | None = None,
+        deadline: CompileDeadline | None = None,
     ) -> None:
+        """``deadline``: stop a compile that runs far longer than the others (a search's compiler has one)."""
         self.arch = arch
+        self.deadline = deadline
         self.nvcc = nvcc or find_nvcc()
         self.version = nvcc_version(self.nvcc)
         self.flags = tuple(flags)
@@ -197,20 +266,21 @@ class Compiler:
             cmd = [*NICE, self.nvcc, *BASE_FLAGS, f"-gencode=arch={virtual},code={self.arch}", *self.flags]
             cmd += [f"-D{k}={v}" for k, v in sorted(defines.items())]
             cmd += ["-o", str(out), str(source)]
-            start = time.perf_counter()
             try:
-                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S)
-                log, ok = proc.stdout + proc.stderr, proc.returncode == 0 and out.is_file()
-            except subprocess.TimeoutExpired:
-                log, ok = f"error: nvcc timed out after {COMPILE_TIMEOUT_S} s", False
+                code, log, seconds = run_nvcc(cmd, self.deadline)
             except OSError as exc:
                 raise ToolchainError(f"cannot run nvcc ({self.nvcc}): {exc}") from None
-            seconds = time.perf_counter() - start
+            if code is None:  # stopped: how long a compile takes depends on the load, so this is not cached
+                limit = self.deadline.reason(seconds) if self.deadline else f"error: nvcc ran over {seconds:.0f} s"
+                return CompileResult(ok=False, key=key, seconds=seconds, error=limit)
+            ok = code == 0 and out.is_file()
             result = CompileResult(ok=ok, key=key, seconds=seconds, kernels=parse_ptxas(log))
             if ok:
                 cubin = entry.with_suffix(".cubin")
                 os.replace(out, cubin)
                 result.cubin = str(cubin)
+                if self.deadline is not None:
+                    self.deadline.record(seconds)
             else:
                 result.error = first_error(log)
             tmp_report = Path(tmp) / "report.json"

@@ -5,7 +5,8 @@ Phases, summed over the candidates measured by this run:
 * compile: nvcc seconds per candidate (CPU time in parallel jobs; cached candidates cost nothing);
 * queue wait: compiled candidates waiting for the GPU worker (large: the GPU is the bottleneck);
 * validate and time: the GPU worker's seconds (their sum against the wall time is how busy the GPU was;
-  a GPU idle much of the time while little waits in the queue means compilation is the bottleneck);
+  a GPU idle much of the time while little waits in the queue means compilation is the bottleneck); a raced
+  candidate (clearly slower than the leaders) is timed by two runs only;
 * optuna: the driver's ask / suggest / tell and reading the study (the sampler's own cost);
 * retime: the final interleaved re-timing of the leaders.
 """
@@ -29,6 +30,7 @@ class Profile:
     measured: int = 0
     compiled: int = 0  # compiled by nvcc in this run (not from the cache)
     cached: int = 0
+    raced: int = 0  # timed by two runs only (`autotune.tuning.evaluation.racing`)
     compile_s: float = 0.0
     queue_s: float = 0.0
     validate_s: float = 0.0
@@ -44,6 +46,7 @@ class Profile:
             self.compiled += 1
             self.compile_s += m.compile_s
         self.queue_s += m.queue_s or 0.0
+        self.raced += m.raced
         if m.evaluate_s is not None:
             validate = m.validate_s if m.validate_s is not None else m.evaluate_s
             self.validate_s += validate
@@ -75,7 +78,7 @@ class Profile:
             ("compile (nvcc, CPU s)", self.compile_s, f"{self.compiled} compiled, {self.cached} from the cache"),
             ("queue wait", self.queue_s, "compiled, waiting for the GPU"),
             ("validate (GPU)", self.validate_s, ""),
-            ("time (GPU)", self.time_s, ""),
+            ("time (GPU)", self.time_s, f"{self.raced} raced (two runs only)" if self.raced else ""),
             ("optuna (driver)", self.optuna_s, "ask, suggest, tell, reading the study"),
             ("retime leaders", self.retime_s, ""),
         ]

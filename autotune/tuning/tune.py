@@ -51,12 +51,15 @@ def tune(
     warm_start: bool = True,
     from_study: str | None = None,
     devices: Sequence[int] | None = None,
+    racing: bool = True,
 ) -> SearchReport:
     """Search the configurations of ``kernel`` at ``shape`` and store the fastest valid one.
 
     A new study is warm-started (``warm_start``): the leaders of the same kernel at the nearest tuned shapes
     and on devices of the same architecture, and of ``from_study``, are measured first (`autotune.tuning.warmstart`).
     ``devices``: CUDA ordinals of GPUs of one model that measure for this one study (default: GPU 0).
+    ``racing``: a candidate clearly slower than the fastest so far is timed by two runs only
+    (`autotune.tuning.evaluation.racing`).
 
     Everything is checked before anything is written: bad arguments, the database location, nvcc and the GPU.
     ``domains`` narrows parameters to subsets of their values. ``replay``: a recording file
@@ -111,7 +114,7 @@ def tune(
 
         find_nvcc()  # fail before starting the GPU worker
         template_hash = space.template_hash()
-        options = dict(seed=seed, timeout_s=timeout_s, flush_l2=not hot_cache)
+        options = dict(seed=seed, timeout_s=timeout_s, flush_l2=not hot_cache, racing=racing)
         if devices is not None and len(devices) > 1:
             from autotune.tuning.evaluation.multi import MultiGpuEvaluator
 

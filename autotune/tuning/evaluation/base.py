@@ -69,6 +69,7 @@ class Measurement:
     validate_s: float | None = None  # of which validating (the rest: timing)
     queue_s: float | None = None  # compiled, waiting for the GPU worker
     worker_restarted: bool = False
+    raced: bool = False  # timed by two runs only, both clearly slower than the leaders (`racing`)
 
     @property
     def time_ms(self) -> float | None:

@@ -1,8 +1,12 @@
 """GpuEvaluator: nvcc in parallel ahead of the GPU, then one GPU worker process that validates and times.
 
     submit(config) ─► Compiler (nvcc pool) ─► queue ─► feeder thread ─► worker process (pycuda)
-                                                            │ timeout: kill + restart, trial fails "timeout"
-                                                            │ worker died / sticky CUDA error: restart, "crash"
+                      │ far slower than the search's            │ timeout: kill + restart, trial fails "timeout"
+                      │ other compiles: stopped, "compile"      │ worker died / sticky CUDA error: restart, "crash"
+                                                                │ clearly slower than the leaders: timed twice only
+
+The compile deadline is `autotune.runtime.compiler.CompileDeadline`, the race line
+`autotune.tuning.evaluation.racing.RaceLine` (shared by every GPU of a search).
 
 A candidate never raises: every outcome is a `Measurement`. Only a worker that cannot start at all (no GPU,
 no pycuda) raises `DeviceError`, since no search can go on then.
@@ -19,12 +23,13 @@ from typing import Any, Sequence
 
 from autotune.device import DeviceInfo
 from autotune.errors import DeviceError, InvalidArgument
-from autotune.runtime.compiler import Compiler, CompileResult, cache_root
+from autotune.runtime.compiler import CompileDeadline, Compiler, CompileResult, cache_root
 from autotune.shape import Shape, format_shape
 from autotune.spaces.base import Config, KernelSpace, Launch
 from autotune.tuning.evaluation.base import Evaluator, Measurement, Timing, Toolchain
 from autotune.tuning.evaluation.gpu_session import Setup
 from autotune.tuning.evaluation.process import WorkerProcess
+from autotune.tuning.evaluation.racing import RaceLine
 
 MIN_TIMEOUT_S = 10.0
 # Least default timeout of a fresh worker's first request: it draws the validation cases' inputs and float64
@@ -50,11 +55,16 @@ class GpuEvaluator(Evaluator):
         compiler: Compiler | None = None,
         work_queue: "queue.Queue[tuple | None] | None" = None,
         started: "tuple[WorkerProcess, DeviceInfo] | None" = None,
+        racing: bool = True,
+        race_line: RaceLine | None = None,
     ) -> None:
         """``compiler`` and ``work_queue``: shared with the evaluators of other GPUs (`MultiGpuEvaluator`), which
         then owns them: compiled candidates go to whichever GPU's feeder is free first. ``started``: a worker
-        already spawned for ``device_ordinal`` and the device it reported (its start-up overlapped another's)."""
+        already spawned for ``device_ordinal`` and the device it reported (its start-up overlapped another's).
+        ``racing``: time a candidate clearly slower than the fastest so far by two runs only; ``race_line``: the
+        line shared with the other GPUs of the search."""
         self.space = space
+        self.race_line = race_line if race_line is not None else (RaceLine() if racing else None)
         self._owns_compiler = compiler is None
         self._owns_queue = work_queue is None
         self.shape = tuple(shape)
@@ -76,7 +86,8 @@ class GpuEvaluator(Evaluator):
                 f"shape {format_shape(self.shape)} needs {needed / 2**30:.1f} GiB of GPU memory; "
                 f"{self.device.name} has {self.device.total_memory / 2**30:.1f} GiB"
             )
-        self.compiler = compiler or Compiler(self.device.compile_arch, cache_dir=cache_dir, jobs=jobs)
+        self.compiler = compiler or Compiler(self.device.compile_arch, cache_dir=cache_dir, jobs=jobs,
+                                             deadline=CompileDeadline())  # fmt: skip
         self.toolchain = Toolchain(nvcc=self.compiler.version, flags=list(self.compiler.flags))
         # The validation kernel and the baseline compile side by side (one nvcc's time, not two, before a search).
         compare_job = self.compiler.submit(Path(__file__).with_name("compare.cu"), {})
@@ -177,7 +188,8 @@ class GpuEvaluator(Evaluator):
         return max((s.shared_bytes for s in steps if isinstance(s, Launch)), default=0)
 
     def _evaluate(self, config: Config, compiled: CompileResult) -> Measurement:
-        reply = self._request("evaluate", {"config": config, "cubin": compiled.cubin})
+        race_ms = self.race_line.threshold_ms() if self.race_line is not None else None
+        reply = self._request("evaluate", {"config": config, "cubin": compiled.cubin, "race_ms": race_ms})
         if isinstance(reply, Measurement):
             measurement = reply
         else:
@@ -190,6 +202,8 @@ class GpuEvaluator(Evaluator):
         measurement.compile_cached = compiled.cached
         if measurement.ok and measurement.evaluate_s:
             self._slowest_ok = max(self._slowest_ok, measurement.evaluate_s)
+        if self.race_line is not None:
+            self.race_line.offer(measurement)
         return measurement
 
     def retime(self, configs: Sequence[Config], rounds: int) -> list[Timing | None]:

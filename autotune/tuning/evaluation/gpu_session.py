@@ -160,7 +160,8 @@ class GpuSession:
                 pass  # the context is broken; the worker is about to exit anyway
 
     # --- requests -------------------------------------------------------------------------------------------
-    def evaluate(self, config: Config, cubin: str) -> Measurement:
+    def evaluate(self, config: Config, cubin: str, race_ms: float | None = None) -> Measurement:
+        """Validate, then time; ``race_ms``: the race line (`autotune.tuning.evaluation.racing`), None for none."""
         t0 = time.perf_counter()
         module = None
         scratch: list[Any] = []
@@ -179,6 +180,14 @@ class GpuSession:
             validated = time.perf_counter()
             # Estimate one run (warm, L2 flushed) to choose the repetitions.
             estimate = self.timer.time([steps], 1)[0][0]
+            if race_ms is not None and estimate > race_ms:
+                second = self.timer.time([steps], 1)[0][0]
+                if second > race_ms:  # twice over the line: clearly slower than the leaders
+                    return Measurement(
+                        ok=True, timing=Timing.of([estimate, second]), max_rel_error=worst, raced=True,
+                        evaluate_s=time.perf_counter() - t0, validate_s=validated - t0,
+                    )
+                estimate = min(estimate, second)
             s = self.setup
             reps = min(s.max_reps, max(s.min_reps, math.ceil(s.min_time_ms / max(estimate, 1e-3))))
             samples = self.timer.time([steps], reps)[0]

@@ -22,6 +22,7 @@ from autotune.shape import Shape
 from autotune.spaces.base import Config, KernelSpace
 from autotune.tuning.evaluation.base import Evaluator, Measurement, Timing
 from autotune.tuning.evaluation.process import WorkerProcess
+from autotune.tuning.evaluation.racing import RaceLine
 
 if TYPE_CHECKING:
     from autotune.tuning.evaluation.gpu import GpuEvaluator
@@ -92,6 +93,8 @@ class MultiGpuEvaluator(Evaluator):
             raise InvalidArgument(f"--devices: expected distinct GPUs, got {list(ordinals)}")
         self._queue: "queue.Queue[tuple | None]" = queue.Queue()
         self.evaluators: list[GpuEvaluator] = []
+        if options.get("racing", True):  # one race line: the fastest found on any GPU
+            options["race_line"] = RaceLine()
         others = ordinals[1:]
         pool = ThreadPoolExecutor(max(1, len(others)), thread_name_prefix="gpu-start")
         # The other GPUs' worker processes start (import, CUDA context) while the first GPU's evaluator sets up.

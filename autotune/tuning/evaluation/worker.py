@@ -9,7 +9,7 @@ Protocol over a multiprocessing connection, pickled tuples:
     worker → parent   ("device", DeviceInfo dict)          once started
     parent → worker   ("setup", Setup dict)
     worker → parent   ("ready", None) | ("fatal", one-line message)
-    parent → worker   ("evaluate", {"config", "cubin"})     → ("result", Measurement dict, sticky)
+    parent → worker   ("evaluate", {"config", "cubin", "race_ms"}) → ("result", Measurement dict, sticky)
                       ("retime", {"items": [(config, cubin)], "rounds"}) → ("retimed", [Timing dict | None], sticky)
                       ("stop", None)
 
@@ -116,7 +116,7 @@ def _serve(conn: Any, session: GpuSession) -> None:
         sticky = False
         try:
             if kind == "evaluate":
-                answer: Any = asdict(session.evaluate(payload["config"], payload["cubin"]))
+                answer: Any = asdict(session.evaluate(payload["config"], payload["cubin"], payload.get("race_ms")))
             elif kind == "retime":
                 timings = session.retime(payload["items"], payload["rounds"])
                 answer = [asdict(t) if t else None for t in timings]
