@@ -16,6 +16,13 @@ from autotune.device import DeviceInfo
 
 DATA = Path(__file__).parent / "data"
 
+# On a host of several GPUs, AUTOTUNE_TEST_GPUS=N spreads pytest-xdist's workers over GPUs 0..N-1 (worker gwK sees
+# GPU K mod N alone). Set here, at the conftest's import, before any test initialises CUDA; the GPU worker
+# processes of a search inherit it. Tests of several GPUs (tests/test_multi.py) run without it.
+if os.environ.get("AUTOTUNE_TEST_GPUS") and os.environ.get("PYTEST_XDIST_WORKER", "").startswith("gw"):
+    _worker = int(os.environ["PYTEST_XDIST_WORKER"][2:])
+    os.environ["CUDA_VISIBLE_DEVICES"] = str(_worker % int(os.environ["AUTOTUNE_TEST_GPUS"]))
+
 # Limits of an NVIDIA H200 as pycuda reports them (read on the GPU machine), for CPU-side constraint checks.
 H200 = DeviceInfo(
     name="NVIDIA H200",
