@@ -61,7 +61,8 @@ def test_random_valid_configs_are_correct(shape, dtype, algo, device):
         results = [f.result() for f in [evaluator.submit(c) for c in configs]]
     wrong = [(space.describe(c), m.failure, m.reason) for c, m in zip(configs, results) if not m.ok]
     assert not wrong, wrong
-    assert all(m.timing.median > 0 and m.timing.reps >= 5 for m in results)
+    # Racing (on by default): a candidate twice over the fastest of the batch is timed by two runs only.
+    assert all(m.timing.median > 0 and (m.timing.reps >= 5 or (m.raced and m.timing.reps == 2)) for m in results)
     assert all(m.registers and m.registers > 0 for m in results)
 
 
