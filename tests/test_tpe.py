@@ -93,3 +93,46 @@ def test_incremental_groups_are_optunas_groups():
                                                   state=state, value=value))  # fmt: skip
         expected = [sorted(space) for space in optunas.calculate(study).search_spaces]
         assert [sorted(space) for space in ours.calculate(study).search_spaces] == expected
+
+
+def _owner(keys, params):
+    """The group filter of the `_drive` space (as `autotune.spaces.optuna_mapping.group_used` for a real one)."""
+    owners = {key.split(".")[0] for key in keys if "." in key}
+    if not owners:
+        return True
+    return None if "algo" not in params else params["algo"] in owners
+
+
+def test_a_group_filter_samples_only_the_groups_a_proposal_uses(monkeypatch):
+    """With a group filter, each proposal after the start-up samples the algorithm's group, then that
+    algorithm's parameters alone, and shares only those as its constant lie; the trials are as valid."""
+    sampled: list[tuple[int, frozenset]] = []
+    shared: dict[int, set] = {}
+    ours = CachingTPESampler(seed=3, n_startup_trials=8, multivariate=True, group=True, constant_liar=True)
+    ours.group_filter = _owner
+    original = CachingTPESampler._sample
+
+    def logged(self, study, trial, search_space):
+        sampled.append((trial.number, frozenset(search_space)))
+        out = original(self, study, trial, search_space)
+        return out
+
+    monkeypatch.setattr(CachingTPESampler, "_sample", logged)
+    original_share = CachingTPESampler._sample_used_groups
+
+    def sharing(self, study, trial, search_space, used):
+        params = original_share(self, study, trial, search_space, used)
+        shared[trial.number] = set(params)
+        return params
+
+    monkeypatch.setattr(CachingTPESampler, "_sample_used_groups", sharing)
+    trials = _drive(ours, 3)
+    assert len(trials) == 90 and len(sampled) > 80
+    by_trial: dict[int, list[frozenset]] = {}
+    for number, space in sampled:
+        by_trial.setdefault(number, []).append(space)
+    for number, spaces in by_trial.items():
+        algo = next(params["algo"] for n, _, params in trials if n == number)
+        assert spaces[0] == {"algo"}, spaces  # the choice first, then only the chosen algorithm's group
+        assert all(key.startswith(f"{algo}.") for space in spaces[1:] for key in space), (algo, spaces)
+        assert shared[number] <= {"algo"} | {f"{algo}.{name}" for name in ALGOS[algo]}

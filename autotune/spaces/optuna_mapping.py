@@ -7,7 +7,7 @@ define-by-run: ``ALGO`` first, then the parameters of the algorithm it picked.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from autotune.spaces.base import ALGO, Config, KernelSpace
 
@@ -34,3 +34,16 @@ def config_of(space: KernelSpace, params: Mapping[str, Any]) -> Config:
         if p.key in params and (p.algorithm is None or p.algorithm == algo):
             config[p.name] = params[p.key]
     return config
+
+
+def group_used(space: KernelSpace, keys: Sequence[str], params: Mapping[str, Any]) -> bool | None:
+    """Whether a trial whose parameters so far are ``params`` can use the parameters ``keys`` (a group of
+    Optuna's multivariate TPE): those of no algorithm always, an algorithm's only once ``ALGO`` names it; None
+    while ``ALGO`` is not known."""
+    algorithms = {p.key: p.algorithm for p in space.params}
+    owners = {algorithms.get(key) for key in keys}
+    if owners <= {None}:
+        return True
+    if ALGO not in params:
+        return None
+    return params[ALGO] in owners

@@ -19,6 +19,7 @@ of the best known went from 0.954 / 0.974 at 25 / 50 trials to 0.967 / 1.000.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import operator
 from typing import Any, Callable, Iterator, Sequence
@@ -31,8 +32,9 @@ from optuna.trial import FrozenTrial, TrialState
 from autotune.device import DeviceInfo
 from autotune.shape import Shape
 from autotune.spaces.base import ALGO, Config, KernelSpace
-from autotune.spaces.optuna_mapping import config_of, optuna_params
+from autotune.spaces.optuna_mapping import config_of, group_used, optuna_params
 from autotune.tuning.claims import Claim
+from autotune.tuning.tpe import CachingTPESampler
 
 MAX_CHANGED = 2  # parameters a repair may change; beyond that the proposal is rejected as it was
 _STEP = operator.itemgetter(0)  # of a move: (steps, parameter name, value)
@@ -103,6 +105,8 @@ class RepairingSampler(BaseSampler):
         self.device = device
         self.measured = measured
         self.claim = claim
+        if isinstance(base, CachingTPESampler):  # only the groups of the algorithm a proposal picks are sampled
+            base.group_filter = functools.partial(group_used, space)
         self.repaired = 0  # invalid proposals moved to a valid configuration
         self.moved = 0  # valid proposals of a measured (or claimed) configuration moved to an unmeasured neighbour
 
