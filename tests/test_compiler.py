@@ -125,3 +125,20 @@ def test_a_compile_past_its_deadline_is_stopped_whole_and_not_cached(tmp_path):
     (tmp_path / "child.pid").unlink()
     again = compiler.compile(source, {})
     assert not again.cached and (tmp_path / "child.pid").exists(), "a stopped compile is compiled again"
+
+
+def test_a_first_wave_compile_is_stopped_once_the_median_exists(tmp_path):
+    """A compile started before any compile of the search finished (no median: the 300 s limit) is stopped soon
+    after the median appears (issue 24's straggler was proposed at 0.5 s, in the first wave)."""
+    import threading
+
+    source = tmp_path / "k.cu"
+    source.write_text("// any source\n")
+    deadline = CompileDeadline(factor=2.0, floor_s=0.5, warmup=2, poll_s=0.05)
+    compiler = Compiler("sm_90", cache_dir=tmp_path / "cache", nvcc=_slow_nvcc(tmp_path, 30), deadline=deadline)
+    threading.Timer(0.3, lambda: [deadline.record(0.1) for _ in range(2)]).start()
+    start = time.perf_counter()
+    result = compiler.compile(source, {})
+    assert 0.5 <= time.perf_counter() - start < 5
+    assert not result.ok and "0.10 s" in result.error
+    assert not deadline._running and not deadline._stopped  # nothing left behind

@@ -144,17 +144,22 @@ def parse_ptxas(log: str) -> dict[str, KernelResources]:
 
 class CompileDeadline:
     """How long one compile of a search may run: ``factor`` times the median of the search's finished compiles, and
-    at least ``floor_s``; `COMPILE_TIMEOUT_S` until ``warmup`` compiles have finished. Read while a compile runs,
-    so that one started in the first wave (before any median exists) is judged by the median once there is one.
+    at least ``floor_s``; `COMPILE_TIMEOUT_S` until ``warmup`` compiles have finished. One watcher thread judges
+    the running compiles against it every ``poll_s`` (the compiles' own threads wait on nvcc undisturbed), so a
+    compile started in the first wave, before any median exists, is judged by the median once there is one.
     Thread-safe."""
 
     # The floor was 10 s first: on four H200s (call 4 of 2026-11-26c) the fp32 8192³ search then waited 4 s on the
     # 10 s stop of one compile (median 1.06 s) after its other 199 trials were measured.
-    def __init__(self, factor: float = 5.0, floor_s: float = 3.0, warmup: int = 8) -> None:
+    def __init__(self, factor: float = 5.0, floor_s: float = 3.0, warmup: int = 8, poll_s: float = 0.25) -> None:
         self.factor = factor
         self.floor_s = floor_s
         self.warmup = warmup
+        self.poll_s = poll_s
         self._seconds: list[float] = []
+        self._running: dict[subprocess.Popen, float] = {}  # compile → when it started
+        self._stopped: set[subprocess.Popen] = set()
+        self._watcher: threading.Thread | None = None
         self._lock = threading.Lock()
 
     def record(self, seconds: float) -> None:
@@ -179,6 +184,45 @@ class CompileDeadline:
         return (f"error: nvcc ran over {seconds:.1f} s, {self.factor:g}x the median compile of this search "
                 f"({median:.2f} s): stopped, not measured")  # fmt: skip
 
+    def watch(self, proc: subprocess.Popen, started: float) -> None:
+        """Judge ``proc`` (an nvcc in its own process group, started at ``started``) until `release`."""
+        with self._lock:
+            self._running[proc] = started
+            if self._watcher is None:
+                self._watcher = threading.Thread(target=self._watch, name="nvcc-deadline", daemon=True)
+                self._watcher.start()
+
+    def release(self, proc: subprocess.Popen) -> bool:
+        """``proc`` has ended: whether the deadline stopped it."""
+        with self._lock:
+            self._running.pop(proc, None)
+            stopped = proc in self._stopped
+            self._stopped.discard(proc)
+            return stopped
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(self.poll_s)
+            limit, now = self.limit(), time.perf_counter()
+            with self._lock:
+                if not self._running:  # the next compile starts a new watcher
+                    self._watcher = None
+                    return
+                late = [proc for proc, started in self._running.items() if now - started >= limit]
+                for proc in late:
+                    self._stopped.add(proc)
+                    del self._running[proc]
+            for proc in late:
+                _stop(proc)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """Kill an nvcc and the cicc and ptxas it started (its process group)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
 
 def run_nvcc(cmd: list[str], deadline: CompileDeadline | None) -> tuple[int | None, str, float]:
     """Run one nvcc command to its end or its deadline: (return code, or None where stopped; output; seconds).
@@ -186,22 +230,19 @@ def run_nvcc(cmd: list[str], deadline: CompileDeadline | None) -> tuple[int | No
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)  # fmt: skip
-    poll_s = 0.5 if deadline is not None else COMPILE_TIMEOUT_S
-    while True:
-        try:
-            out, _ = proc.communicate(timeout=poll_s)
-            return proc.returncode, out, time.perf_counter() - start
-        except subprocess.TimeoutExpired:
-            seconds = time.perf_counter() - start
-            limit = deadline.limit() if deadline is not None else COMPILE_TIMEOUT_S
-            if seconds < limit:
-                continue
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.communicate()
-            return None, "", seconds
+    if deadline is not None:
+        deadline.watch(proc, start)
+    try:
+        out, _ = proc.communicate(timeout=COMPILE_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        _stop(proc)
+        proc.communicate()
+        return None, "", time.perf_counter() - start
+    finally:
+        stopped = deadline.release(proc) if deadline is not None else False
+    if stopped:
+        return None, "", time.perf_counter() - start
+    return proc.returncode, out, time.perf_counter() - start
 
 
 def first_error(log: str) -> str:
