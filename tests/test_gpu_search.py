@@ -27,7 +27,8 @@ def test_fifty_trial_search_end_to_end(tmp_path):
     bad = {k: n for k, n in report.failures.items() if k in ("wrong", "nan", "crash", "timeout", "worker")}
     assert not bad, report.failure_examples
     assert report.best is not None and report.best.metric > 1.0
-    assert report.default is not None and report.speedup >= 1.0 - 0.05  # the default is among the re-timed
+    # Re-timed with the leaders where within twice the fastest; beyond, its search time stands (slower anyway).
+    assert report.default is not None and report.speedup >= 1.0 - 0.05
     (row,) = Database(resolve_url(db), create=False).best("gemm")
     assert row.config == report.best.config and row.device_name == query_device().name
     study = optuna.load_study(study_name=report.study_name, storage=resolve_url(db))

@@ -155,7 +155,7 @@ def test_best_is_the_fastest_retimed_and_is_stored(tmp_path, recording_file):
 def test_the_rule_default_is_retimed_beside_the_leaders(tmp_path, recording_file):
     """The dispatcher's untuned choice for the shape is re-timed with the leaders and the template's default, so a
     winner slower than it cannot pass on a noisy search-time measurement of it (seen on the H100: a tuned RMSNorm
-    backward slower than its rule default)."""
+    backward slower than its rule default); either is left out when clearly slower (twice the fastest)."""
     db = tmp_path / "r.db"
     report = tune("gemm", trials=40, db=str(db), replay=str(recording_file), seed=11)
     study = load_study(db, report)
@@ -164,8 +164,11 @@ def test_the_rule_default_is_retimed_beside_the_leaders(tmp_path, recording_file
                      key=lambda t: t.value)[:5]  # fmt: skip
     assert rule.number not in [t.number for t in leaders], "the recording's rule default is no leader here"
     retimed = {r.trial_number for r in report.ranking if r.retimed}
-    assert rule.number in retimed and report.default.trial_number in retimed
-    assert report.rule.trial_number == rule.number and report.rule.retimed
+    # Within twice the fastest it is timed again side by side; beyond, its search time stands (tests/test_ranking.py).
+    line = 2 * leaders[0].value
+    default = next(t for t in study.trials if t.number == report.default.trial_number)
+    assert (rule.number in retimed) == (rule.value <= line) and (default.number in retimed) == (default.value <= line)
+    assert report.rule.trial_number == rule.number and report.rule.retimed == (rule.value <= line)
 
 
 def test_grid_is_exhaustive_and_stops(tmp_path):
