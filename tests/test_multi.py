@@ -177,11 +177,14 @@ class StandInCompiler:
     def __init__(self, arch: str, **_: object) -> None:
         pass
 
-    def submit(self, template, defines) -> Future:
+    def compile(self, template, defines):
         from autotune.runtime.compiler import CompileResult
 
+        return CompileResult(ok=True, key="k", cubin="/nonexistent.cubin")
+
+    def submit(self, template, defines) -> Future:
         future: Future = Future()
-        future.set_result(CompileResult(ok=True, key="k", cubin="/nonexistent.cubin"))
+        future.set_result(self.compile(template, defines))
         return future
 
     def close(self) -> None:
@@ -227,3 +230,52 @@ def test_eight_gpus_start_side_by_side_and_none_idles_while_work_waits(monkeypat
     assert max(last.values()) - min(last.values()) <= 10 * StandInWorker.STEP_S + 0.05, last
     ideal = sum(costs) * StandInWorker.STEP_S / 8
     assert wall < 2 * ideal + 0.5, (wall, ideal)
+
+
+class RetimingStandIn(StandInWorker):
+    """A stand-in worker that re-times: each item ``rounds`` samples of its ``COST`` ms; keeps the rounds each GPU
+    was asked for; with ``fail_second``, the second request to arrive fails as a whole (its worker crashed)."""
+
+    SETUP_S = 0.0
+    asked: dict[int, list[int]] = {}
+    fail_second = False
+    received = 0
+
+    def request(self, kind, payload, timeout):
+        assert kind == "retime"
+        with self.lock:
+            type(self).received += 1
+            failing = self.fail_second and self.received == 2
+            self.asked.setdefault(self.device_ordinal, []).append(payload["rounds"])
+        time.sleep(0.1)  # long enough that every free GPU takes a share
+        if failing:
+            return ("retimed", [None for _ in payload["items"]], False)
+        return ("retimed", [[float(c["COST"])] * payload["rounds"] for c, _ in payload["items"]], False)
+
+
+@pytest.mark.parametrize("fail_second", [False, True])
+def test_the_leaders_are_retimed_on_every_gpu_with_the_rounds_split(monkeypatch, fail_second):
+    """Four stand-in GPUs: 20 rounds are four requests of 5, taken by the free GPUs, every configuration in each,
+    and each configuration's samples pooled; a request that fails as a whole leaves the others' rounds standing."""
+    from autotune.spaces import get_space
+    from autotune.tuning.evaluation import gpu, multi
+    from autotune.tuning.evaluation.multi import MultiGpuEvaluator
+
+    monkeypatch.setattr(gpu, "WorkerProcess", RetimingStandIn)
+    monkeypatch.setattr(multi, "WorkerProcess", RetimingStandIn)
+    monkeypatch.setattr(gpu, "Compiler", StandInCompiler)
+    monkeypatch.setattr(RetimingStandIn, "log", [])
+    monkeypatch.setattr(RetimingStandIn, "asked", {})
+    monkeypatch.setattr(RetimingStandIn, "received", 0)
+    monkeypatch.setattr(RetimingStandIn, "fail_second", fail_second)
+    space = get_space("gemm")
+    evaluator = MultiGpuEvaluator(space, (256, 256, 256), list(range(4)))
+    try:
+        configs = [dict(space.default_config, COST=c) for c in (2, 3, 5)]
+        timings = evaluator.retime(configs, 20)
+    finally:
+        evaluator.close()
+    assert sorted(r for rounds in RetimingStandIn.asked.values() for r in rounds) == [5, 5, 5, 5]
+    assert len(RetimingStandIn.asked) >= 2, RetimingStandIn.asked  # shared by the free GPUs, side by side
+    assert [t.median for t in timings] == [2.0, 3.0, 5.0]
+    assert {t.reps for t in timings} == ({15} if fail_second else {20})

@@ -207,15 +207,30 @@ class GpuEvaluator(Evaluator):
         return measurement
 
     def retime(self, configs: Sequence[Config], rounds: int) -> list[Timing | None]:
+        return [Timing.of(s) if s else None for s in self.retime_samples(configs, [rounds])]
+
+    def retime_samples(self, configs: Sequence[Config], rounds: Sequence[int]) -> list[list[float] | None]:
+        """Each configuration's samples of interleaved re-timing: one request of ``rounds[i]`` rounds per entry,
+        each taken by whichever GPU of the queue is free (`MultiGpuEvaluator` splits the rounds over its GPUs),
+        the samples pooled; None for a configuration that one of them could not run again."""
         compiled = [self.compiler.compile(self.space.template_for(c), self.space.compile_defines(c, self.shape))
                     for c in configs]
         items = [(c, r.cubin) for c, r in zip(configs, compiled) if r.ok]
-        future: Future[list[Timing | None]] = Future()
-        self._queue.put(("retime", items, rounds, future))
-        timings = iter(future.result())
-        return [next(timings) if r.ok else None for r in compiled]
+        futures: list[Future[list[list[float] | None]]] = []
+        for n in rounds:
+            futures.append(Future())
+            self._queue.put(("retime", items, n, futures[-1]))
+        pooled: list[list[float] | None] = [[] for _ in items]
+        for future in futures:
+            answer = future.result()
+            if items and all(samples is None for samples in answer):
+                continue  # that GPU's worker failed as a whole (restarted): the others' rounds stand
+            for i, samples in enumerate(answer):
+                pooled[i] = None if samples is None or pooled[i] is None else pooled[i] + samples  # type: ignore[operator]
+        answers = iter(pooled)
+        return [(next(answers) or None) if r.ok else None for r in compiled]
 
-    def _retime(self, items: list, rounds: int) -> list[Timing | None]:
+    def _retime(self, items: list, rounds: int) -> list[list[float] | None]:
         if not items:
             return []
         # An evaluation times about max_reps runs; a retime runs rounds × len(items).
@@ -223,7 +238,7 @@ class GpuEvaluator(Evaluator):
         reply = self._request("retime", {"items": items, "rounds": rounds}, scale)
         if isinstance(reply, Measurement) or reply[0] != "retimed":
             return [None] * len(items)
-        return [Timing(**t) if t else None for t in reply[1]]
+        return [list(s) if s else None for s in reply[1]]
 
     def close(self) -> None:
         if getattr(self, "_queue", None) is not None and self._owns_queue:

@@ -199,7 +199,8 @@ class GpuSession:
             self._free(scratch)
             self._unload(module)
 
-    def retime(self, items: list[tuple[Config, str]], rounds: int) -> list[Timing | None]:
+    def retime(self, items: list[tuple[Config, str]], rounds: int) -> list[list[float] | None]:
+        """Each item's samples (ms) of ``rounds`` interleaved rounds; None for one that cannot be run again."""
         plans, keep, results = [], [], []
         index = []
         for config, cubin in items:
@@ -220,7 +221,7 @@ class GpuSession:
                 self._free(scratch)
                 self._unload(module)
         for i in index:
-            results.append(None if i is None else Timing.of(samples[i]))
+            results.append(None if i is None else samples[i])
         return results
 
     def close(self) -> None:

@@ -10,7 +10,7 @@ Protocol over a multiprocessing connection, pickled tuples:
     parent → worker   ("setup", Setup dict)
     worker → parent   ("ready", None) | ("fatal", one-line message)
     parent → worker   ("evaluate", {"config", "cubin", "race_ms"}) → ("result", Measurement dict, sticky)
-                      ("retime", {"items": [(config, cubin)], "rounds"}) → ("retimed", [Timing dict | None], sticky)
+                      ("retime", {"items": [(config, cubin)], "rounds"}) → ("retimed", [samples | None], sticky)
                       ("stop", None)
 
 ``sticky`` means the context is broken (illegal address, …): the worker exits after answering.
@@ -118,8 +118,7 @@ def _serve(conn: Any, session: GpuSession) -> None:
             if kind == "evaluate":
                 answer: Any = asdict(session.evaluate(payload["config"], payload["cubin"], payload.get("race_ms")))
             elif kind == "retime":
-                timings = session.retime(payload["items"], payload["rounds"])
-                answer = [asdict(t) if t else None for t in timings]
+                answer = session.retime(payload["items"], payload["rounds"])
             else:
                 raise ValueError(f"unknown request {kind!r}")
         except CandidateFailed as failure:
