@@ -220,15 +220,8 @@ class GpuEvaluator(Evaluator):
         for n in rounds:
             futures.append(Future())
             self._queue.put(("retime", items, n, futures[-1]))
-        pooled: list[list[float] | None] = [[] for _ in items]
-        for future in futures:
-            answer = future.result()
-            if items and all(samples is None for samples in answer):
-                continue  # that GPU's worker failed as a whole (restarted): the others' rounds stand
-            for i, samples in enumerate(answer):
-                pooled[i] = None if samples is None or pooled[i] is None else pooled[i] + samples  # type: ignore[operator]
-        answers = iter(pooled)
-        return [(next(answers) or None) if r.ok else None for r in compiled]
+        answers = iter(pool_shares([f.result() for f in futures], len(items)))
+        return [next(answers) if r.ok else None for r in compiled]
 
     def _retime(self, items: list, rounds: int) -> list[list[float] | None]:
         if not items:
@@ -248,3 +241,16 @@ class GpuEvaluator(Evaluator):
             self.worker.stop()
         if getattr(self, "compiler", None) is not None and self._owns_compiler:
             self.compiler.close()
+
+
+def pool_shares(shares: list[list[list[float] | None]], count: int) -> list[list[float] | None]:
+    """The samples of ``count`` configurations re-timed in several shares (requests), pooled per configuration;
+    None for one that a share could not run again. A share that failed as a whole (its worker crashed and was
+    restarted) is dropped: the others' rounds stand."""
+    pooled: list[list[float] | None] = [[] for _ in range(count)]
+    for share in shares:
+        if count and all(samples is None for samples in share):
+            continue
+        for i, samples in enumerate(share):
+            pooled[i] = None if samples is None or pooled[i] is None else pooled[i] + samples  # type: ignore[operator]
+    return [samples or None for samples in pooled]
