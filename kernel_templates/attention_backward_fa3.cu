@@ -143,6 +143,20 @@ __device__ __forceinline__ void pack_pairs(uint32_t (&p)[N / 2], const float (&x
   for (int i = 0; i < N / 2; ++i) p[i] = pack2(x[2 * i], x[2 * i + 1]);
 }
 
+// acc (64×N) += Aᵀ·B as one wgmma group, A the fp32 values `a` (Sᵀ-shaped, 64 × K) packed to 16-bit pairs in
+// `packed` (kept: dS is stored for dQ afterwards); B as in wgmma_rs_panels. The register fences keep the packing
+// and acc's earlier uses on this side of the asynchronous read.
+template <int N, int K>
+__device__ __forceinline__ void wgmma_packed(float (&acc)[N / 2], uint32_t (&packed)[K / 4], const float (&a)[K / 2],
+                                             uint32_t b, uint32_t b_panel) {
+  pack_pairs<K / 2>(packed, a);
+  fence_regs(packed);
+  fence_regs(acc);
+  wgmma_fence();
+  wgmma_rs_panels<N, K>(acc, packed, b, b_panel);
+  wgmma_commit();
+}
+
 // f(x, stat) for each element x of this thread's Sᵀ-shaped accumulator (64 keys × BM queries), stat = the entry of
 // its query column in `stats` (shared memory, read as a float2 per 8-column group).
 template <class F>
@@ -299,23 +313,13 @@ extern "C" __global__ void __launch_bounds__(NT, 1)
           if (key >= seq_kv || (CAUSAL && key > query + offset)) s[x] = 0.f;
         }
       }
-      pack_pairs<BM / 2>(p, s);
-      fence_regs(p);
-      fence_regs(dv[0]);
-      wgmma_fence();
-      wgmma_rs_panels<HEAD_DIM, BM>(dv[0], p, do_t, Q_PANEL);  // dV += Pᵀ·dO
-      wgmma_commit();
+      wgmma_packed<HEAD_DIM, BM>(dv[0], p, s, do_t, Q_PANEL);  // dV += Pᵀ·dO
 
       wgmma_wait<1>();  // dPᵀ is ready; dV may still run
       fence_regs(dp);
       const float* dl = smem_floats(smem_raw, dl_s + sd * STAT_BYTES);
       per_column(dl, t, [&](int x, float d) { dp[x] = s[x] * (dp[x] - d); });
-      pack_pairs<BM / 2>(ds, dp);
-      fence_regs(ds);
-      fence_regs(dk[0]);
-      wgmma_fence();
-      wgmma_rs_panels<HEAD_DIM, BM>(dk[0], ds, q_t, Q_PANEL);  // dK += dSᵀ·Q
-      wgmma_commit();
+      wgmma_packed<HEAD_DIM, BM>(dk[0], ds, dp, q_t, Q_PANEL);  // dK += dSᵀ·Q
 
       // dS into this warpgroup's panel (its previous dQ product retired in add_dq), visible to the async proxy
       // and to the whole warpgroup before the dQ wgmma reads it.
