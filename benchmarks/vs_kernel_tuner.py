@@ -99,12 +99,12 @@ def run_kernel_tuner(space, shape, device, budget: int, lang: str, seed: int) ->
     }
 
 
-def run_autotune(space, shape, budget: int, seed: int, db: Path) -> dict:
+def run_autotune(space, shape, budget: int, seed: int, db: Path, racing: bool) -> dict:
     from autotune.tuning.tune import tune
 
     start = time.perf_counter()
     report = tune("gemm", shape, trials=budget, db=str(db), sampler="random", seed=seed, domains=DOMAINS,
-                  warm_start=False)  # fmt: skip
+                  warm_start=False, racing=racing)  # fmt: skip
     wall = time.perf_counter() - start
     return {
         "wall_s": wall,
@@ -113,6 +113,7 @@ def run_autotune(space, shape, budget: int, seed: int, db: Path) -> dict:
         "best_ms": report.best.time_ms if report.best else None,
         "best_config": report.best.config if report.best else None,
         "profile": report.profile.to_dict(),
+        "racing": racing,  # raced candidates are timed by two runs (profile: raced); Kernel Tuner times every one fully
     }
 
 
@@ -131,13 +132,15 @@ def main() -> None:
     parser.add_argument("--lang", default="CUDA", help="Kernel Tuner backend: CUDA (pycuda), NVCUDA, CUPY")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--no-race", dest="racing", action="store_false",
+                        help="time every candidate fully, as Kernel Tuner does (racing is autotune's default)")
     args = parser.parse_args()
     space = get_space("gemm", DOMAINS)
     shape = space.parse_shape(args.shape)
     device = query_device()
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        ours = run_autotune(space, shape, args.budget, args.seed, Path(tmp) / "kt.db")
+        ours = run_autotune(space, shape, args.budget, args.seed, Path(tmp) / "kt.db", args.racing)
     theirs = run_kernel_tuner(space, shape, device, args.budget, args.lang, args.seed)
     winners = [c for c in (ours["best_config"], theirs["best_config"]) if c is not None]
     retimed = retime_side_by_side(space, shape, winners) if winners else []

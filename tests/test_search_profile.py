@@ -34,3 +34,14 @@ def test_search_prints_its_profile(tmp_path):
     )
     assert result.exit_code == 0, result.output
     assert "profile: 12 candidates" in result.output and "optuna (driver)" in result.output
+
+
+def test_the_start_up_phases_are_one_line():
+    profile = Profile(wall_s=10.0)
+    profile.add(Measurement(ok=True, evaluate_s=0.5, validate_s=0.2, raced=True))
+    assert profile.raced == 1 and "1 raced (two runs only)" in "\n".join(profile.lines())
+    assert not any("start-up" in line for line in profile.lines())  # a replay has none
+    profile.startup = {"worker": 1.25, "build": 1.5, "setup": 4.0, "others": 2.0}
+    (line,) = [line for line in profile.lines() if "start-up" in line]
+    assert "8.8 s" in line and "GPU worker 1.2 s" in line and "inputs and references 4.0 s" in line
+    assert "the other GPUs 2.0 s" in line and profile.to_dict()["startup"]["setup"] == 4.0

@@ -80,6 +80,7 @@ class Search:
         self.ledger = TrialLedger(space, self.shape, self.report)
         self.writer = TrialWriter(study, self.claims, self.ledger, settings.sampler)
         self.profile = self.report.profile
+        self.profile.startup = dict(evaluator.startup)
         self.sync = StudySync(study, space, self.ledger, self.claims, liveness)
         self.proposer = Proposer(space, self.shape, self.device, evaluator, study, settings, self.report,
                                  self.ledger, self.writer, self.claims, self.sync)  # fmt: skip

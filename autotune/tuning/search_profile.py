@@ -8,14 +8,16 @@ Phases, summed over the candidates measured by this run:
   a GPU idle much of the time while little waits in the queue means compilation is the bottleneck); a raced
   candidate (clearly slower than the leaders) is timed by two runs only;
 * optuna: the driver's ask / suggest / tell and reading the study (the sampler's own cost);
-* retime: the final interleaved re-timing of the leaders.
+* retime: the final interleaved re-timing of the leaders;
+* start-up, before the search (not in its wall time): the GPU worker's process and context, building the
+  validation kernel and the baseline, and the worker's inputs and float64 references.
 """
 
 from __future__ import annotations
 
 import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Iterator
 
 from autotune.tuning.evaluation.base import Measurement
@@ -37,6 +39,7 @@ class Profile:
     time_s: float = 0.0
     optuna_s: float = 0.0
     retime_s: float = 0.0
+    startup: dict[str, float] = field(default_factory=dict)  # the evaluator's start-up phases (`Evaluator.startup`)
 
     def add(self, m: Measurement) -> None:
         self.measured += 1
@@ -83,6 +86,11 @@ class Profile:
             ("retime leaders", self.retime_s, ""),
         ]
         out = [f"profile: {self.measured} candidates in {self.wall_s:.1f} s wall; GPU busy {100 * self.gpu_busy:.0f}%"]
+        if self.startup:
+            names = {"worker": "GPU worker", "build": "validation kernel and baseline", "setup": "inputs and references",
+                     "others": "the other GPUs"}  # fmt: skip
+            phases = ", ".join(f"{names.get(k, k)} {v:.1f} s" for k, v in self.startup.items())
+            out.append(f"  start-up before the search {sum(self.startup.values()):.1f} s: {phases}")
         for name, total, note in rows:
             out.append(f"  {name:<22} {total:8.2f} s  {1000 * total / n:8.1f} ms/candidate  {note}".rstrip())
         return out

@@ -104,6 +104,9 @@ class Evaluator(ABC):
     device: DeviceInfo
     toolchain: Toolchain
     restarts: int = 0  # GPU worker restarts so far (crashes, hangs)
+    # Seconds of start-up before the first candidate, by phase (a GPU evaluator's: "worker" process and context,
+    # "build" of the validation kernel and baseline, "setup" of the inputs and float64 references); {} for none.
+    startup: dict[str, float] = {}
 
     @abstractmethod
     def submit(self, config: Config) -> "Future[Measurement]":

@@ -74,11 +74,13 @@ class GpuEvaluator(Evaluator):
         self._cache_dir = cache_dir or cache_root()
 
         # The worker tells us which GPU this is; only then do we know the architecture to compile for.
+        t0 = time.perf_counter()
         if started is not None:
             self.worker, self.device = started
         else:
             self.worker = WorkerProcess(device_ordinal)
             self.device = self.worker.spawn()
+        t_spawned = time.perf_counter()
         needed = space.device_bytes(space.default_config, self.shape)
         if needed > 0.9 * self.device.total_memory:
             self.worker.kill()
@@ -107,6 +109,7 @@ class GpuEvaluator(Evaluator):
                 self.worker.kill()
                 raise DeviceError(f"cannot build the baseline configuration that sets tolerances: {built.error}")
             baseline_cubin = built.cubin
+        t_built = time.perf_counter()
         self._setup = Setup(
             space_ref=type(space).ref(),
             shape=self.shape,
@@ -121,6 +124,8 @@ class GpuEvaluator(Evaluator):
             max_reps=max_reps,
         )
         self.worker.configure(self._setup)
+        # Where the start-up went, before any candidate (`Profile.startup`; issue 23 asks for it to shrink).
+        self.startup = {"worker": t_spawned - t0, "build": t_built - t_spawned, "setup": time.perf_counter() - t_built}
 
         self._queue: "queue.Queue[tuple | None]" = work_queue if work_queue is not None else queue.Queue()
         self._feeder = threading.Thread(target=self._feed, name="gpu-feeder", daemon=True)

@@ -13,6 +13,7 @@ free GPU takes. Only GPUs of one model share a study: times of different models 
 from __future__ import annotations
 
 import queue
+import time
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -106,9 +107,11 @@ class MultiGpuEvaluator(Evaluator):
             # two workers' time, not one per GPU (eight 8192³ set-ups in a row took minutes).
             first = GpuEvaluator(space, shape, device_ordinal=ordinals[0], work_queue=self._queue, **options)
             self.evaluators.append(first)
+            t_others = time.perf_counter()
             starting = [pool.submit(_set_up, spawned, space, shape, ordinal, self._queue, first.compiler, options)
                         for spawned, ordinal in zip(spawning, others)]  # fmt: skip
             wait(starting)
+            others_s = time.perf_counter() - t_others
             for future in starting:  # every evaluator that started is kept (closed below if another failed)
                 if future.exception() is None:
                     self.evaluators.append(future.result())
@@ -130,6 +133,8 @@ class MultiGpuEvaluator(Evaluator):
             raise InvalidArgument(f"--devices: GPUs of different models ({', '.join(sorted(names))}) need their own studies")
         self.device = first.device
         self.toolchain = first.toolchain
+        # The first GPU's phases; "others": the other GPUs' set-up after it, side by side (their wall time).
+        self.startup = dict(first.startup, others=others_s)
         self.compiler = first.compiler  # shared; the first evaluator closes it
 
     @property  # type: ignore[override]
