@@ -409,12 +409,13 @@ def export_configs(
     database = Database(resolve_url(db), create=False)
     try:
         rows = database.best(kernel=space.name if space else None, device_name=device)
+        code_hashes = database.code_hashes()
     finally:
         database.close()
     target = Path(out)
     if not target.parent.is_dir():
         raise InvalidArgument(f"cannot write {target}: directory {target.parent} does not exist")
-    data = interchange.export(rows, with_binaries=with_binaries, space=space)
+    data = interchange.export(rows, with_binaries=with_binaries, space=space, code_hashes=code_hashes)
     try:
         target.write_text(json.dumps(data, indent=1) + "\n")
     except OSError as exc:

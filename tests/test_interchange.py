@@ -29,8 +29,9 @@ def entry(device="NVIDIA H200", shape="4096x4096x4096", time_ms=3.1, **params) -
 @pytest.fixture
 def source_db(tmp_path):
     db = Database(resolve_url(tmp_path / "src.db"))
-    db.import_entries([entry(), entry(shape="1024x1024x1024", time_ms=0.07, BM=64),
-                       entry(device="NVIDIA H100 80GB HBM3", time_ms=3.9)], overwrite=True)  # fmt: skip
+    with_code = entry(shape="1024x1024x1024", time_ms=0.07, BM=64)
+    with_code.code_hash = "c0de" * 16
+    db.import_entries([entry(), with_code, entry(device="NVIDIA H100 80GB HBM3", time_ms=3.9)], overwrite=True)
     db.close()
     return tmp_path / "src.db"
 
@@ -51,6 +52,10 @@ def test_round_trip_through_the_cli(tmp_path, source_db):
         for field in ("params", "time_ms", "metric", "template_hash", "nvcc_version", "driver_version"):
             assert src[key][field] == dst[key][field]
     assert src.keys() == dst.keys()
+    reader = Database(resolve_url(target), create=False)
+    codes = {(r.device_name, r.shape): reader.code_hashes().get(r.id) for r in reader.best()}
+    assert codes == {("NVIDIA H200", "1024x1024x1024"): "c0de" * 16, ("NVIDIA H200", "4096x4096x4096"): None,
+                     ("NVIDIA H100 80GB HBM3", "4096x4096x4096"): None}  # the machine-code identity travels along
     # Importing again keeps what is stored unless asked to overwrite.
     again = runner.invoke(app, ["import", str(out), "--db", str(target)])
     assert "3 already stored and kept" in again.output
@@ -104,6 +109,7 @@ MUTATIONS = [
     ("string time", lambda d: second(d).update(time_ms="3"), "time_ms: expected"),
     ("unit", lambda d: second(d).update(metric_unit="flops"), "metric_unit"),
     ("trial", lambda d: second(d).update(trial_number=True), "trial_number"),
+    ("code hash", lambda d: second(d).update(code_hash="cafe"), "code_hash: expected 64 hex digits"),
     # Every value in its domain, but the warp tile 8x16 cannot hold 32 threads of 8x4: the dispatcher would fail.
     ("constraints", lambda d: second(d)["params"].update(BM=32, BN=64, WARPS_M=4, WARPS_N=4, TM=8, TN=4),
      "params: not valid for gemm 4096x4096x4096 on NVIDIA H200 (cc 9.0): warp tile 8x16"),

@@ -182,7 +182,7 @@ def test_bad_input_table_cli_and_api(tmp_path, monkeypatch):
 
 
 # --- schema evolution -----------------------------------------------------------------------------------------
-def test_a_schema_1_database_upgrades_to_claims_keeping_every_row(tmp_path):
+def test_a_schema_1_database_upgrades_to_claims_and_code_hashes_keeping_every_row(tmp_path):
     db = tmp_path / "v1.db"
     shutil.copy(DATA / "autotune_schema_v1.db", db)
     reader = Database(resolve_url(db), create=False)
@@ -190,12 +190,13 @@ def test_a_schema_1_database_upgrades_to_claims_keeping_every_row(tmp_path):
     before = {r.shape: r.to_dict() for r in reader.best()}
     assert reader.schema_version() == 1 and file_digest(db) == digest, "a reader changes nothing"
     database = Database(resolve_url(db))
-    assert database.schema_version() == SCHEMA_VERSION == 2
+    assert database.schema_version() == SCHEMA_VERSION == 3
     (row,) = database.best("gemm")
     assert row.shape == "1024x1024x1024" and row.config["BM"] in (64, 128)
     assert {r.shape: r.to_dict() for r in database.best()} == before, "every row survives the upgrade"
     with database.engine.connect() as conn:
-        assert {"autotune_claims", "autotune_claim_locks"} <= set(sa.inspect(conn).get_table_names())
+        assert {"autotune_claims", "autotune_claim_locks", "autotune_code"} <= set(sa.inspect(conn).get_table_names())
+    assert database.code_hashes() == {} and reader.code_hashes() == {}  # rows stored before have none
     database.close()
     assert optuna.get_all_study_summaries(resolve_url(db))[0].n_trials > 0, "Optuna's tables are readable"
 
@@ -210,16 +211,16 @@ def test_a_future_migration_upgrades_in_place_without_losing_rows(tmp_path, monk
     def add_notes(conn):
         conn.execute(sa.text("ALTER TABLE autotune_best ADD COLUMN notes TEXT DEFAULT ''"))
 
-    monkeypatch.setattr(storage, "SCHEMA_VERSION", 3)
-    monkeypatch.setitem(storage.MIGRATIONS, 3, add_notes)
+    monkeypatch.setattr(storage, "SCHEMA_VERSION", 4)
+    monkeypatch.setitem(storage.MIGRATIONS, 4, add_notes)
     upgraded = Database(resolve_url(db))
-    assert upgraded.schema_version() == 3
+    assert upgraded.schema_version() == 4
     after = {r.shape: r.to_dict() for r in upgraded.best()}
     assert after == before, "every row survives the upgrade"
     with upgraded.engine.connect() as conn:
         assert "notes" in {c["name"] for c in sa.inspect(conn).get_columns("autotune_best")}
     upgraded.close()
-    monkeypatch.setattr(storage, "SCHEMA_VERSION", 2)  # the older program refuses the upgraded file, untouched
+    monkeypatch.setattr(storage, "SCHEMA_VERSION", 3)  # the older program refuses the upgraded file, untouched
     digest = file_digest(db)
     with pytest.raises(StorageError, match="newer autotune"):
         Database(resolve_url(db))

@@ -302,3 +302,21 @@ def test_a_log_holding_transactions_is_read_through_not_skipped(tmp_path):
         assert sorted(p.name for p in copy.iterdir()) == ["a.db", "a.db-wal"]
     finally:
         os.chmod(copy, 0o755)
+
+
+def test_a_rows_code_hash_is_stored_replaced_and_dropped_with_it(tmp_path):
+    """`CodeHash`: a row's machine-code identity follows the row: stored with it, replaced with it, and gone when
+    the row is replaced by one without a hash (its old hash would describe another configuration)."""
+    db = Database(resolve_url(tmp_path / "c.db"))
+    db.save_best(entry(code_hash="1" * 64))
+    db.save_best(entry(shape="1024x1024x1024", code_hash=None))
+    rows = {r.shape: r.id for r in db.best()}
+    assert db.code_hashes() == {rows["4096x4096x4096"]: "1" * 64}
+    db.save_best(entry(params={"BM": 256}, code_hash="2" * 64))  # same key: replaced
+    assert db.code_hashes() == {rows["4096x4096x4096"]: "2" * 64}
+    db.save_best(entry(params={"BM": 64}))  # replaced by a row without a hash
+    assert db.code_hashes() == {}
+    db.close()
+    reader = Database(resolve_url(tmp_path / "c.db"), create=False)
+    assert reader.code_hashes() == {}
+    reader.close()

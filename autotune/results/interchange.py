@@ -30,7 +30,7 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from autotune.device import COMPUTE_CAPABILITIES, nominal_device
 from autotune.errors import AutotuneError, InvalidArgument, UnknownKernel
@@ -76,12 +76,16 @@ def binary_of(row: BestConfig, space: Any = None) -> dict[str, Any] | None:
             "sha256": hashlib.sha256(cubin).hexdigest(), "cubin": base64.b64encode(cubin).decode()}  # fmt: skip
 
 
-def export(rows: Sequence[BestConfig], *, with_binaries: bool = False, space: Any = None) -> dict[str, Any]:
-    """The file of ``rows``; ``space``: the space of rows of its name (a kernel of one's own, by reference)."""
+def export(rows: Sequence[BestConfig], *, with_binaries: bool = False, space: Any = None,
+           code_hashes: Mapping[int, str] | None = None) -> dict[str, Any]:  # fmt: skip
+    """The file of ``rows``; ``space``: the space of rows of its name (a kernel of one's own, by reference);
+    ``code_hashes``: the rows' machine-code identities by row id (`Database.code_hashes`), carried along."""
     devices: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for row in rows:
         entry = row.to_dict()
         key = (entry.pop("device_name"), entry.pop("compute_capability"))
+        if code_hashes and row.id in code_hashes:
+            entry["code_hash"] = code_hashes[row.id]
         if with_binaries:
             binary = binary_of(row, space if space is not None and space.name == row.kernel else None)
             if binary is not None:
@@ -235,6 +239,9 @@ def parse_all(data: Any) -> tuple[list[BestEntry], list[Binary]]:
             trial = c.get("trial_number", int)
             if trial < 0:
                 raise InvalidArgument(f"{c.path}.trial_number: negative")
+            code_hash = c.get("code_hash", str, optional=True)  # files of schema 2 have none
+            if code_hash is not None and not re.fullmatch(r"[0-9a-f]{64}", code_hash):
+                raise InvalidArgument(f"{c.path}.code_hash: expected 64 hex digits, got {code_hash!r}")
             entries.append(
                 BestEntry(
                     device_name=device_name,
@@ -252,6 +259,7 @@ def parse_all(data: Any) -> tuple[list[BestEntry], list[Binary]]:
                     nvcc_version=c.get("nvcc_version", str),
                     study_name=c.get("study_name", str),
                     trial_number=trial,
+                    code_hash=code_hash,
                 )
             )
     return entries, binaries

@@ -36,7 +36,7 @@ from autotune.errors import StorageError
 
 DEFAULT_DB = Path("studies") / "autotune.db"
 ENV_DB = "AUTOTUNE_DB"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 BUSY_TIMEOUT_S = 120
 SQLITE_MAGIC = b"SQLite format 3\x00"
 # PostgreSQL through psycopg 3 (SQLAlchemy 2.1's default for postgresql://; the `postgres` extra installs it).
@@ -125,13 +125,28 @@ class ClaimLock(Base):
     locked_at: Mapped[dt.datetime]
 
 
+class CodeHash(Base):
+    """The sha256 of the cubin a stored row was tuned with: where its template changed since but the configuration
+    builds the same cubin (a comment edit), the row stays valid (`autotune.runtime.selection`). Its own table, so
+    that an older file (without it) reads unchanged."""
+
+    __tablename__ = "autotune_code"
+    best_id: Mapped[int] = mapped_column(sa.ForeignKey("autotune_best.id"), primary_key=True)
+    code_hash: Mapped[str] = mapped_column(sa.String(64))
+
+
 def _add_claims(conn: Connection) -> None:
     """Schema 2: the claim tables (no existing row changes)."""
     Base.metadata.create_all(conn, tables=[Claim.__table__, ClaimLock.__table__])
 
 
+def _add_code_hashes(conn: Connection) -> None:
+    """Schema 3: the machine-code identity of stored rows (rows stored before have none)."""
+    Base.metadata.create_all(conn, tables=[CodeHash.__table__])
+
+
 # version → function upgrading a database from version-1 to version, inside one transaction.
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {2: _add_claims}
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {2: _add_claims, 3: _add_code_hashes}
 
 
 def resolve_url(db: str | os.PathLike[str] | None = None) -> str:
@@ -256,6 +271,7 @@ class BestEntry:
     nvcc_version: str
     study_name: str
     trial_number: int
+    code_hash: str | None = None  # sha256 of the tuned configuration's cubin (`CodeHash`), where known
 
 
 class Database:
@@ -368,13 +384,20 @@ class Database:
         )
         row = session.scalars(sa.select(BestConfig).filter_by(**key).with_for_update()).first()
         if row is None:
-            session.add(BestConfig(**key, **values))
-            return "added"
-        if not overwrite:
+            row = BestConfig(**key, **values)
+            session.add(row)
+            outcome = "added"
+        elif not overwrite:
             return "kept"
-        for name, value in values.items():
-            setattr(row, name, value)
-        return "replaced"
+        else:
+            outcome = "replaced"
+            for name, value in values.items():
+                setattr(row, name, value)
+        session.flush()  # the row's id, for its code hash
+        session.execute(sa.delete(CodeHash).where(CodeHash.best_id == row.id))  # a replaced row's old code goes
+        if entry.code_hash:
+            session.add(CodeHash(best_id=row.id, code_hash=entry.code_hash))
+        return outcome
 
     def save_best(self, entry: BestEntry) -> None:
         """Store the best configuration of a search (replacing the row of the same key)."""
@@ -415,6 +438,16 @@ class Database:
         try:
             with Session(self.engine, expire_on_commit=False) as session:
                 return list(session.scalars(query))
+        except SQLAlchemyError as exc:
+            raise StorageError(f"cannot read {_display(self.url)}: {_one_line(exc)}") from None
+
+    def code_hashes(self) -> dict[int, str]:
+        """Stored rows' machine-code identities by row id (`CodeHash`); none in a file older than schema 3."""
+        try:
+            with self.engine.connect() as conn:
+                if not sa.inspect(conn).has_table(CodeHash.__tablename__):
+                    return {}
+                return {row[0]: row[1] for row in conn.execute(sa.select(CodeHash.best_id, CodeHash.code_hash))}
         except SQLAlchemyError as exc:
             raise StorageError(f"cannot read {_display(self.url)}: {_one_line(exc)}") from None
 

@@ -245,6 +245,12 @@ def run_nvcc(cmd: list[str], deadline: CompileDeadline | None) -> tuple[int | No
     return proc.returncode, out, time.perf_counter() - start
 
 
+def cubin_hash(cubin: bytes) -> str:
+    """A cubin's identity: the sha256 of its bytes. nvcc writes the same bytes for the same machine code (measured:
+    a comment edit of the template or of a header, another directory)."""
+    return hashlib.sha256(cubin).hexdigest()
+
+
 def first_error(log: str) -> str:
     for line in log.splitlines():
         if "error" in line.lower():
@@ -330,6 +336,12 @@ class Compiler:
             tmp_report.write_text(json.dumps(result.to_dict()))
             os.replace(tmp_report, report)
         return result
+
+    def code_hash(self, template: str | Path, defines: Mapping[str, object]) -> str | None:
+        """The sha256 of the cubin (compiled, or from the cache): the machine code's identity, which a comment edit
+        of the template does not change (`autotune.results.storage.CodeHash`); None where it does not compile."""
+        result = self.compile(template, defines)
+        return cubin_hash(Path(result.cubin).read_bytes()) if result.ok and result.cubin else None
 
     def submit(self, template: str | Path, defines: Mapping[str, object]) -> "Future[CompileResult]":
         if self._pool is None:

@@ -134,4 +134,5 @@ def winner_entry(report: SearchReport, space: KernelSpace, evaluator: Evaluator,
         nvcc_version=evaluator.toolchain.nvcc,
         study_name=report.study_name,
         trial_number=best.trial_number,
+        code_hash=evaluator.code_hash(best.config),
     )

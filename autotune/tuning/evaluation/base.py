@@ -116,6 +116,11 @@ class Evaluator(ABC):
     def retime(self, configs: Sequence[Config], rounds: int) -> list[Timing | None]:
         """Time already-measured configurations again, interleaved round-robin; None where one fails now."""
 
+    def code_hash(self, config: Config) -> str | None:
+        """The sha256 of ``config``'s cubin: its machine code (`autotune.results.storage.CodeHash`); None where the
+        evaluator compiles nothing (a replay)."""
+        return None
+
     def close(self) -> None:
         pass
 

@@ -91,31 +91,19 @@ class GpuEvaluator(Evaluator):
         self.compiler = compiler or Compiler(self.device.compile_arch, cache_dir=cache_dir, jobs=jobs,
                                              deadline=CompileDeadline())  # fmt: skip
         self.toolchain = Toolchain(nvcc=self.compiler.version, flags=list(self.compiler.flags))
-        # The validation kernel and the baseline compile side by side (one nvcc's time, not two, before a search).
-        compare_job = self.compiler.submit(Path(__file__).with_name("compare.cu"), {})
         baseline = space.baseline_config()
-        baseline_job = None
-        if baseline is not None:
-            defines = space.compile_defines(baseline, self.shape)
-            baseline_job = self.compiler.submit(space.template_for(baseline), defines)
-        compare = compare_job.result()
-        if not compare.ok or not compare.cubin:
+        try:
+            compare_cubin, baseline_cubin = build_checkers(self.compiler, space, self.shape, baseline)
+        except DeviceError:
             self.worker.kill()
-            raise DeviceError(f"cannot build the validation kernel: {compare.error}")
-        baseline_cubin = None
-        if baseline_job is not None:
-            built = baseline_job.result()
-            if not built.ok or not built.cubin:
-                self.worker.kill()
-                raise DeviceError(f"cannot build the baseline configuration that sets tolerances: {built.error}")
-            baseline_cubin = built.cubin
+            raise
         t_built = time.perf_counter()
         self._setup = Setup(
             space_ref=type(space).ref(),
             shape=self.shape,
             seed=seed,
             dtype=space.dtype,
-            compare_cubin=compare.cubin,
+            compare_cubin=compare_cubin,
             cache_dir=str(self._cache_dir),
             flush_l2=flush_l2,
             baseline_config=baseline,
@@ -238,6 +226,9 @@ class GpuEvaluator(Evaluator):
             return [None] * len(items)
         return [list(s) if s else None for s in reply[1]]
 
+    def code_hash(self, config: Config) -> str | None:
+        return self.compiler.code_hash(self.space.template_for(config), self.space.compile_defines(config, self.shape))
+
     def close(self) -> None:
         if getattr(self, "_queue", None) is not None and self._owns_queue:
             self._queue.put(None)
@@ -246,6 +237,25 @@ class GpuEvaluator(Evaluator):
             self.worker.stop()
         if getattr(self, "compiler", None) is not None and self._owns_compiler:
             self.compiler.close()
+
+
+def build_checkers(compiler: Compiler, space: KernelSpace, shape: Shape,
+                   baseline: Config | None) -> tuple[str, str | None]:  # fmt: skip
+    """The cubins of the validation kernel and of the baseline configuration that sets tolerances (None without
+    one), compiled side by side (one nvcc's time, not two, before a search); `DeviceError` if either fails."""
+    compare_job = compiler.submit(Path(__file__).with_name("compare.cu"), {})
+    baseline_job = None
+    if baseline is not None:
+        baseline_job = compiler.submit(space.template_for(baseline), space.compile_defines(baseline, shape))
+    compare = compare_job.result()
+    if not compare.ok or not compare.cubin:
+        raise DeviceError(f"cannot build the validation kernel: {compare.error}")
+    if baseline_job is None:
+        return compare.cubin, None
+    built = baseline_job.result()
+    if not built.ok or not built.cubin:
+        raise DeviceError(f"cannot build the baseline configuration that sets tolerances: {built.error}")
+    return compare.cubin, built.cubin
 
 
 def pool_shares(shares: list[list[list[float] | None]], count: int) -> list[list[float] | None]:

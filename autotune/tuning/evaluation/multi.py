@@ -153,6 +153,9 @@ class MultiGpuEvaluator(Evaluator):
         samples = self.evaluators[0].retime_samples(configs, split)
         return [Timing.of(s) if s else None for s in samples]
 
+    def code_hash(self, config: Config) -> str | None:
+        return self.evaluators[0].code_hash(config)  # one compiler for every GPU
+
     def close(self) -> None:
         for _ in self.evaluators:  # one stop per feeder: each takes one and ends
             self._queue.put(None)
