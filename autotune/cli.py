@@ -203,6 +203,7 @@ def best(
     database = Database(resolve_url(db), create=False)
     try:
         rows = database.best(kernel=kernel, device_name=device)
+        code_hashes = database.code_hashes()
     finally:
         database.close()
     current: dict[tuple[str, str], str | None] = {}
@@ -212,14 +213,18 @@ def best(
         except AutotuneError:
             current[key] = None
     if as_json:
-        data = [dict(r.to_dict(), stale=current.get((r.kernel, r.dtype)) != r.template_hash) for r in rows]
+        data = [dict(r.to_dict(), stale=current.get((r.kernel, r.dtype)) != r.template_hash,
+                     code_hash=code_hashes.get(r.id)) for r in rows]  # fmt: skip
         console.print_json(json.dumps(data))
         return
     if not rows:
         console.print("no tuned configurations stored" + (f" for {kernel}" if kernel else ""))
         return
     for r in rows:
-        stale = current.get((r.kernel, r.dtype)) != r.template_hash
+        stale = ""
+        if current.get((r.kernel, r.dtype)) != r.template_hash:  # the dispatcher may still use it (code_check)
+            stale = (" [yellow](the template has changed: used where its machine code has not)[/]" if
+                     r.id in code_hashes else " [yellow](stale: the template has changed)[/]")  # fmt: skip
         vs_default = f", {r.default_time_ms / r.time_ms:.2f}x the default" if r.default_time_ms else ""
         console.print(
             f"[bold]{r.kernel} {r.shape}[/] {r.dtype} on {escape(r.device_name)} (cc {r.compute_capability}): "
@@ -229,7 +234,7 @@ def best(
         described = describe_config(ref if ref and ":" in ref else r.kernel, r.dtype, r.config)
         console.print(f"    {described}", markup=False, soft_wrap=True)
         console.print(
-            f"    template {r.template_hash[:8]}{' [yellow](stale: the template has changed)[/]' if stale else ''}, "
+            f"    template {r.template_hash[:8]}{stale}, "
             f"driver {r.driver_version}, nvcc {r.nvcc_version}, trial {r.trial_number} of {escape(r.study_name)}, "
             f"{r.updated_at:%Y-%m-%d %H:%M} UTC",
             soft_wrap=True,

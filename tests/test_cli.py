@@ -324,3 +324,24 @@ def test_the_dashboards_help_names_the_extra(runner):
     result = runner.invoke(app, ["dashboard", "--help"])
     assert result.exit_code == 0
     assert "pip install 'autotune[dashboard]'" in " ".join(result.output.split()), result.output
+
+
+def test_best_says_which_changed_rows_the_dispatcher_may_still_use(tmp_path, runner):
+    """A row of an older template with a machine-code identity (`CodeHash`) is not called stale: the dispatcher
+    uses it where its configuration still builds the same cubin (autotune/runtime/code_check.py)."""
+    from test_storage import entry
+
+    from autotune.results.storage import Database, resolve_url
+    from autotune.spaces import get_space
+
+    db = tmp_path / "b.db"
+    database = Database(resolve_url(db))
+    params = get_space("gemm").default_config
+    database.save_best(entry(params=params, code_hash="e" * 64))
+    database.save_best(entry(params=params, shape="1024x1024x1024"))
+    database.close()
+    text = " ".join(runner.invoke(app, ["best", "gemm", "--db", str(db)]).output.split())
+    assert "used where its machine code has not" in text and text.count("stale: the template has changed") == 1
+    data = {r["shape"]: r for r in json.loads(runner.invoke(app, ["best", "--json", "--db", str(db)]).output)}
+    assert data["4096x4096x4096"]["code_hash"] == "e" * 64 and data["1024x1024x1024"]["code_hash"] is None
+    assert all(r["stale"] for r in data.values())  # the template hash did change

@@ -142,3 +142,22 @@ def test_a_first_wave_compile_is_stopped_once_the_median_exists(tmp_path):
     assert 0.5 <= time.perf_counter() - start < 5
     assert not result.ok and "0.10 s" in result.error
     assert not deadline._running and not deadline._stopped  # nothing left behind
+
+
+@pytest.mark.nvcc
+def test_the_code_hash_ignores_a_comment_but_not_the_code(tmp_path):
+    """The premise of a tuned row's machine-code identity (`CodeHash`): nvcc writes the same cubin bytes after a
+    comment edit of the template or of a header it includes (the template hash changes), and other bytes after a
+    change of the code."""
+    source = tmp_path / "k.cu"
+    header = tmp_path / "common.cuh"
+    header.write_text("#define SCALE 2.0f\n")
+    source.write_text('#include "common.cuh"\nextern "C" __global__ void k(float* x) { x[threadIdx.x] *= SCALE * V; }\n')
+    compiler = Compiler("sm_90", cache_dir=tmp_path / "cache")
+    before = compiler.code_hash(source, {"V": 3})
+    header.write_text("// the scale of every element\n#define SCALE 2.0f\n")
+    source.write_text("// a comment\n" + source.read_text())
+    assert compiler.code_hash(source, {"V": 3}) == before
+    assert compiler.code_hash(source, {"V": 4}) != before
+    header.write_text("#define SCALE 3.0f\n")
+    assert compiler.code_hash(source, {"V": 3}) != before

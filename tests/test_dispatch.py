@@ -23,8 +23,8 @@ def test_the_dispatcher_reads_a_read_only_store_creating_nothing(tmp_path):
     before = file_digest(folder / "a.db")
     try:
         stand_in = types.SimpleNamespace(strict=True, space=get_space("gemm"))
-        rows = TunedKernel._read_rows(stand_in, str(folder / "a.db"))  # type: ignore[arg-type]
-        assert [(r.kernel, r.shape) for r in rows] == [("gemm", "4096x4096x4096")]
+        rows, code_hashes = TunedKernel._read_rows(stand_in, str(folder / "a.db"))  # type: ignore[arg-type]
+        assert [(r.kernel, r.shape) for r in rows] == [("gemm", "4096x4096x4096")] and code_hashes == {}
         assert [p.name for p in folder.iterdir()] == ["a.db"] and file_digest(folder / "a.db") == before
     finally:
         os.chmod(folder, 0o755)

@@ -207,3 +207,30 @@ def test_half_rule_defaults_use_tma_where_it_fits_and_split_k_where_tiles_are_fe
         assert config["SPLIT_K"] > 1 and tiles * config["SPLIT_K"] >= 0.9 * h200.multiprocessors
     older = dataclasses.replace(h200, compute_capability=(8, 0))
     assert space.rule_default(shape, older)["ALGO"] == "mma", "no TMA before Hopper"
+
+
+def test_a_stale_row_with_unchanged_machine_code_is_used(space, h200):
+    """A row of another template hash runs where `revalidate` says its configuration builds the cubin it was tuned
+    with (a comment edit); it is asked only of rows that would be used, and a row it refuses stays stale."""
+    asked = []
+
+    def same_code(row):
+        asked.append(row.shape)
+        return row.params["BM"] == 256  # this row's machine code is unchanged, the others' is not
+
+    rows = [Row("1024x1024x1024", cfg(space, BM=64), template_hash=OLD),
+            Row("4096x4096x4096", cfg(space, BM=256), template_hash=OLD),
+            Row("8192x8192x8192", cfg(space, BM=128), template_hash=OLD)]  # fmt: skip
+    exact = choose(space, (4096, 4096, 4096), h200, rows, HASH, revalidate=same_code)
+    assert exact.source == TUNED and exact.config["BM"] == 256 and asked == ["4096x4096x4096"]
+    asked.clear()
+    nearest = choose(space, (3000, 3000, 3000), h200, rows, HASH, revalidate=same_code)
+    assert nearest.source == NEAREST and nearest.config["BM"] == 256 and asked == ["4096x4096x4096"]
+    asked.clear()
+    refused = choose(space, (1024, 1024, 1024), h200, rows, HASH, revalidate=same_code)
+    assert refused.source == NEAREST and refused.config["BM"] == 256 and asked[0] == "1024x1024x1024"
+    assert choose(space, (1024, 1024, 1024), h200, rows, HASH).source == DEFAULT  # no revalidation: all stale
+    current = [Row("1024x1024x1024", cfg(space, BM=32)), *rows]
+    asked.clear()
+    first = choose(space, (1024, 1024, 1024), h200, current, HASH, revalidate=same_code)
+    assert first.config["BM"] == 32 and asked == []  # a row of this template first, nothing compiled

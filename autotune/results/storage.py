@@ -126,27 +126,22 @@ class ClaimLock(Base):
 
 
 class CodeHash(Base):
-    """The sha256 of the cubin a stored row was tuned with: where its template changed since but the configuration
-    builds the same cubin (a comment edit), the row stays valid (`autotune.runtime.selection`). Its own table, so
-    that an older file (without it) reads unchanged."""
+    """The sha256 of the cubin a stored row was tuned with (`autotune.runtime.code_check`). Its own table, so that
+    an older file (without it) reads unchanged."""
 
     __tablename__ = "autotune_code"
     best_id: Mapped[int] = mapped_column(sa.ForeignKey("autotune_best.id"), primary_key=True)
     code_hash: Mapped[str] = mapped_column(sa.String(64))
 
 
-def _add_claims(conn: Connection) -> None:
-    """Schema 2: the claim tables (no existing row changes)."""
-    Base.metadata.create_all(conn, tables=[Claim.__table__, ClaimLock.__table__])
+def _add_tables(*tables: type[Base]) -> Callable[[Connection], None]:
+    """A migration that adds tables (no existing row changes)."""
+    return lambda conn: Base.metadata.create_all(conn, tables=[t.__table__ for t in tables])
 
 
-def _add_code_hashes(conn: Connection) -> None:
-    """Schema 3: the machine-code identity of stored rows (rows stored before have none)."""
-    Base.metadata.create_all(conn, tables=[CodeHash.__table__])
-
-
-# version → function upgrading a database from version-1 to version, inside one transaction.
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {2: _add_claims, 3: _add_code_hashes}
+# version → function upgrading a database from version-1 to version, inside one transaction. Schema 2: the claims;
+# 3: the machine-code identities of stored rows (rows stored before have none).
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {2: _add_tables(Claim, ClaimLock), 3: _add_tables(CodeHash)}
 
 
 def resolve_url(db: str | os.PathLike[str] | None = None) -> str:

@@ -25,6 +25,7 @@ from autotune.results.storage import Database, resolve_url, sqlite_path
 from autotune.runtime.arrays import TORCH, ArrayArg, check_matches, describe, stream_handle
 from autotune.runtime.call_arrays import CallArrays
 from autotune.runtime.call_log import record_name
+from autotune.runtime.code_check import CodeCheck
 from autotune.runtime.cuda_driver import Driver
 from autotune.runtime.kernel_modules import KernelModules
 from autotune.runtime.launch_plan import LaunchPlan
@@ -59,7 +60,8 @@ class TunedKernel:
         self._ordinal = device
         self._context = self._driver.primary_context(self._driver.device(device))
         self.template_hash = self.hash_for(self.space.dtype)
-        self.rows = self._read_rows(db)
+        self.rows, code_hashes = self._read_rows(db)
+        self._code_check = CodeCheck(code_hashes, self.device.compile_arch, self.space_for)
         self._plans: dict[tuple, ProblemPlan] = {}
         self._modules = KernelModules(self._driver, self._context, self.device.compile_arch)
         self._lock = threading.RLock()
@@ -67,7 +69,8 @@ class TunedKernel:
         self._torch = TorchCalls(self._driver, self._context, device, len(self.input_names))
         self._call_torch: Any = None  # the torch fast path, once torch tensors have been seen
 
-    def _read_rows(self, db: str | None) -> list:
+    def _read_rows(self, db: str | None) -> tuple[list, dict[int, str]]:
+        """The kernel's stored rows, and their machine-code identities by row id."""
         url = resolve_url(db)
         path = sqlite_path(url)
         if path is not None and not path.exists():
@@ -75,10 +78,10 @@ class TunedKernel:
                 raise NotTuned(f"no tuned configurations: database {path} does not exist")
             log.warning("autotune: database %s does not exist: %s runs its default configuration", path,
                         self.space.name)  # fmt: skip
-            return []
+            return [], {}
         database = Database(url, create=False)
         try:
-            return database.best(kernel=self.space.name)
+            return database.best(kernel=self.space.name), database.code_hashes()
         finally:
             database.close()
 
@@ -105,7 +108,8 @@ class TunedKernel:
         space = self.space_for(dtype or self.space.dtype)
         shape_t = space.parse_shape(shape) if isinstance(shape, str) else tuple(shape)
         rows = [r for r in self.rows if r.dtype == space.dtype]
-        return choose(space, shape_t, self.device, rows, self.hash_for(space.dtype), strict=self.strict)
+        return choose(space, shape_t, self.device, rows, self.hash_for(space.dtype), strict=self.strict,
+                      revalidate=self._code_check)  # fmt: skip
 
     def _plan(self, key: tuple, inputs: Sequence[ArrayArg]) -> ProblemPlan:
         with self._lock:
@@ -143,7 +147,8 @@ class TunedKernel:
             log.warning("autotune: the search for %s %s %s failed (%s); %s", space.name, text, dtype, exc,
                         describe_fallback(fallback))  # fmt: skip
             return fallback
-        self.rows = self._read_rows(self._db)
+        self.rows, code_hashes = self._read_rows(self._db)
+        self._code_check.hashes.update(code_hashes)
         return self.choice(shape, dtype)
 
     def _build(self, space: KernelSpace, shape: Shape, choice: Choice) -> ProblemPlan:

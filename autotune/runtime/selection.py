@@ -3,7 +3,9 @@
 Pure logic over stored rows, so every rule is tested without a GPU:
 
 1. Rows tuned on another GPU model or compute capability are never used.
-2. Rows whose template hash differs from the template as it is now are stale and never used.
+2. Rows whose template hash differs from the template as it is now are stale and never used, unless their
+   configuration still builds the very cubin they were tuned with (``revalidate``: the dispatcher compiles it and
+   compares the stored code hash, `autotune.results.storage.CodeHash`); a comment edit keeps tuned rows.
 3. The row of the exact shape, if any.
 4. Else the nearest tuned shape (Euclidean distance between the logs of the dimensions) whose configuration
    is valid for this shape on this device, among the shapes of the same key (`KernelSpace.shape_key`: never
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 from autotune.device import DeviceInfo
 from autotune.errors import NotTuned
@@ -59,43 +61,58 @@ def choose(
     template_hash: str,
     *,
     strict: bool = False,
+    revalidate: Callable[[Any], bool] | None = None,
 ) -> Choice:
-    """The configuration to run; ``strict`` raises `NotTuned` instead of any fallback."""
-    choice = _choose(space, shape, device, rows, template_hash)
+    """The configuration to run; ``strict`` raises `NotTuned` instead of any fallback. ``revalidate(row)``: whether
+    a row of another template hash builds the same machine code now (asked only of rows that would be used)."""
+    choice = _choose(space, shape, device, rows, template_hash, revalidate)
     if strict and choice.source != TUNED:
         raise NotTuned(f"{choice.reason} (strict: no fallback)")
     return choice
 
 
-def _choose(
-    space: KernelSpace, shape: Shape, device: DeviceInfo, rows: Sequence[TunedRow], template_hash: str
-) -> Choice:
+def _choose(space: KernelSpace, shape: Shape, device: DeviceInfo, rows: Sequence[TunedRow], template_hash: str,
+            revalidate: Callable[[Any], bool] | None) -> Choice:  # fmt: skip
     shape_text = format_shape(shape)
     rows = [r for r in rows if r.dtype == space.dtype]
     here = [r for r in rows if r.device_name == device.name and r.compute_capability == device.cc]
     elsewhere = sorted({f"{r.device_name} (cc {r.compute_capability})" for r in rows} - {f"{device.name} (cc {device.cc})"})
-    current = [r for r in here if r.template_hash == template_hash]
-    stale = len(here) - len(current)
+    # Rows of this template first; one of another is used where its machine code is unchanged (asked lazily:
+    # `revalidate` compiles).
+    here.sort(key=lambda r: r.template_hash != template_hash)
+    kept: list = []
 
-    exact = [r for r in current if r.shape == shape_text]
-    if exact:
-        return Choice(exact[0].config, TUNED, "", exact[0])
+    def usable(row: Any) -> bool:
+        if row.template_hash == template_hash:
+            return True
+        if revalidate is not None and revalidate(row):
+            kept.append(row)
+            return True
+        return False
+
+    exact = next((r for r in here if r.shape == shape_text and usable(r)), None)
+    if exact is not None:
+        return Choice(exact.config, TUNED, "", exact)
 
     # Fallbacks stay within the shape's key (never across it) and class (a 1-row GEMM does not borrow a square
     # tile): where the space has classes and none of this class fits, its rule-based default runs instead.
     key, klass = space.shape_key(shape), space.shape_class(shape)
-    same = [r for r in current if space.shape_key(space.parse_shape(r.shape)) == key]
+    same = [r for r in here if space.shape_key(space.parse_shape(r.shape)) == key]
     other_classes = [r for r in same if space.shape_class(space.parse_shape(r.shape)) != klass]
     same = [r for r in same if r not in other_classes]
+    other_classes = [r for r in other_classes if r.template_hash == template_hash]  # for the reason
     ranked = sorted(same, key=lambda r: log_distance(space.parse_shape(r.shape), shape))
     rejected = []
     for row in ranked:
+        if not usable(row):
+            continue
         problems = space.violations(row.config, shape, device)
         if not problems:
             return Choice(row.config, NEAREST, f"{shape_text} was not tuned on {device.name}; the nearest "
                           f"tuned shape is {row.shape}", row)  # fmt: skip
         rejected.append(f"{row.shape} ({problems[0]})")
 
+    stale = sum(r.template_hash != template_hash for r in here) - len(kept)
     why = [f"no configuration of {space.name} tuned for {shape_text} or a compatible shape on {device.name}"]
     if rejected:
         why.append("tuned shapes whose configuration does not fit: " + ", ".join(rejected[:3]))
