@@ -124,7 +124,8 @@ def search(
     """Search the configurations of KERNEL and store the fastest valid one for this GPU.
 
     Several shapes (--shape repeated, --shapes, --shapes-from) are tuned in turn; each new study starts from
-    the leaders of the shapes tuned before it."""
+    the leaders of the shapes tuned before it. A range (--shape 1-8192x4096x4096) is tuned as its buckets, the
+    --trials split over them."""
     from autotune.tuning.multishape import plan
 
     problems = plan(kernel, dtype, shape, shapes, shapes_from)  # every problem checked before any is tuned
@@ -134,20 +135,29 @@ def search(
     if devices is not None and replay is not None:
         raise InvalidArgument("--devices and --replay exclude each other: a replay answers from its recording, "
                               "not from GPUs")  # fmt: skip
+    ranged = next((p.range_of for p in problems if p.range_of), None)
+    if ranged is not None and replay is not None:
+        raise InvalidArgument(f"--replay answers the one shape it recorded; the range {ranged} has several")
     if devices is not None:
         from autotune.tuning.evaluation.multi import host_devices
 
         groups = host_devices(devices)  # GPUs of one model share a study; other models get their own
+    ranges_shown: set[str] = set()
     for problem, group in [(p, g) for p in problems for g in groups]:
         space = get_space(problem.kernel, dtype=problem.dtype)
         shape_t = problem.shape
         label = space.format_shape(shape_t) if shape_t else "(replay)" if replay else space.format_shape(space.default_shape)
-        bar, show = progress_bar(f"{space.name} {label} {space.dtype}", trials, space.metric_unit)
+        budget = problem.trials(trials)
+        if problem.range_of is not None and problem.range_of not in ranges_shown:
+            ranges_shown.add(problem.range_of)
+            console.print(f"range {problem.range_of}: {problem.buckets} buckets (its ends and the powers of two "
+                          f"between), {budget} trials each, smallest first", soft_wrap=True)  # fmt: skip
+        bar, show = progress_bar(f"{space.name} {label} {space.dtype}", budget, space.metric_unit)
         try:
             # The kernel as the user named it: a file reference (./my_space.py:MySpace) is how tune() and the
             # GPU workers find a kernel of one's own; its `name` resolves only among the library's kernels.
             report = tune(
-                problem.kernel, shape_t, trials=trials, dtype=problem.dtype, db=db, sampler=sampler, seed=seed,
+                problem.kernel, shape_t, trials=budget, dtype=problem.dtype, db=db, sampler=sampler, seed=seed,
                 timeout_s=timeout, hot_cache=hot_cache, on_progress=show, replay=replay, warm_start=warm_start,
                 from_study=from_study, devices=group, racing=race,
             )  # fmt: skip

@@ -7,6 +7,11 @@ Sources: ``--shape`` (repeatable), ``--shapes FILE`` (one shape per line, ``#`` 
 
 The problems are tuned one after the other, sharing the compile cache; each new study is warm-started by the
 leaders of the shapes tuned before it (`autotune.tuning.warmstart`), so later shapes start from what earlier ones found.
+
+A range (``--shape 1-8192x4096x4096``: any dimension ``LO-HI``; serving sees every M) is tuned as its buckets
+(`autotune.shape.expand_range`: the ends and the powers of two between), smallest first, each warm-started by
+its tuned neighbours, ``--trials`` split evenly over them (at least `MIN_BUCKET_TRIALS` each); the dispatcher runs
+the nearest tuned bucket for any shape of the range (`autotune.runtime.selection`).
 """
 
 from __future__ import annotations
@@ -15,8 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autotune.errors import InvalidArgument
-from autotune.shape import Shape, format_shape
+from autotune.shape import Shape, expand_range, format_shape, is_range
 from autotune.spaces import get_space
+
+MIN_BUCKET_TRIALS = 10  # below this a search measures little beyond the defaults and the warm-start seeds
 
 
 @dataclass(frozen=True)
@@ -24,9 +31,25 @@ class Problem:
     kernel: str
     dtype: str | None  # None: the kernel's first
     shape: Shape | None  # None: the kernel's default shape
+    range_of: str | None = None  # the range this shape is a bucket of (``--shape LO-HI x …``)
+    buckets: int = 1  # how many buckets that range has: they share one ``--trials``
 
     def label(self) -> str:
         return f"{self.kernel} {format_shape(self.shape) if self.shape else '(default shape)'} {self.dtype or ''}"
+
+    def trials(self, budget: int) -> int:
+        """This problem's share of ``--trials``: all of it, or a range's even split."""
+        return budget if self.range_of is None else max(MIN_BUCKET_TRIALS, budget // self.buckets)
+
+
+def shape_problems(kernel: str, dtype: str | None, text: str) -> list[Problem]:
+    """One ``--shape`` (or line of ``--shapes``): a shape, or the buckets of a range."""
+    space = get_space(kernel, dtype=dtype)
+    text = text.replace(",", "x") if not is_range(text) else text
+    if not is_range(text):
+        return [Problem(kernel, dtype, space.parse_shape(text))]
+    shapes = expand_range(text, space.dims)
+    return [Problem(kernel, dtype, shape, range_of=text, buckets=len(shapes)) for shape in shapes]
 
 
 def load_calls(path: str | Path) -> list[Problem]:
@@ -41,8 +64,9 @@ def load_calls(path: str | Path) -> list[Problem]:
 
 
 def read_shapes_file(path: str | Path, kernel: str, dtype: str | None) -> list[Problem]:
-    """``--shapes FILE``: one shape per line (``4096x4096x4096`` or ``4096,4096,4096``), ``#`` comments."""
-    space = get_space(kernel, dtype=dtype)
+    """``--shapes FILE``: one shape (or range) per line (``4096x4096x4096`` or ``4096,4096,4096``), ``#``
+    comments."""
+    get_space(kernel, dtype=dtype)  # an unknown kernel or dtype: one line, before the file is read
     try:
         lines = Path(path).read_text().splitlines()
     except OSError as exc:
@@ -52,7 +76,7 @@ def read_shapes_file(path: str | Path, kernel: str, dtype: str | None) -> list[P
         text = line.split("#", 1)[0].strip()
         if text:
             try:
-                out.append(Problem(kernel, dtype, space.parse_shape(text.replace(",", "x"))))
+                out += shape_problems(kernel, dtype, text)
             except InvalidArgument as exc:
                 raise InvalidArgument(f"--shapes {path} line {number}: {exc}") from None
     if not out:
@@ -72,8 +96,8 @@ def plan(
     if kernel is None and shapes_from is None:
         raise InvalidArgument("name a KERNEL, or give --shapes-from FILE")
     if kernel is not None:
-        space = get_space(kernel, dtype=dtype)
-        problems += [Problem(kernel, dtype, space.parse_shape(s.replace(",", "x"))) for s in shapes or []]
+        get_space(kernel, dtype=dtype)  # an unknown kernel or dtype: one line, whatever else is wrong
+        problems += [p for s in shapes or [] for p in shape_problems(kernel, dtype, s)]
         if shapes_file is not None:
             problems += read_shapes_file(shapes_file, kernel, dtype)
     elif shapes or shapes_file:
