@@ -35,3 +35,27 @@ def test_a_row_is_kept_only_where_its_cubin_is_the_same(tmp_path, monkeypatch):
     monkeypatch.setenv("AUTOTUNE_NVCC", "/nonexistent/nvcc")
     without_nvcc = CodeCheck({1: stored}, "sm_90", lambda dtype: get_space("gemm", dtype=dtype))
     assert not without_nvcc(tuned), "no nvcc: cannot tell, so stale"
+
+
+@pytest.mark.gpu
+def test_a_tuned_row_survives_a_comment_edit_but_not_a_code_edit(tmp_path):
+    """End to end on a GPU: a kernel of one's own is tuned; a comment added to its template leaves the row in use
+    (the same cubin), a change of its code makes it stale (the tests run in tmp_path)."""
+    from typer.testing import CliRunner
+
+    import autotune
+    from autotune.cli import app
+    from autotune.runtime.selection import DEFAULT, TUNED
+    from autotune.tuning.tune import tune
+
+    assert CliRunner().invoke(app, ["new-kernel", "my_add"]).exit_code == 0
+    ref, db = "./my_add_space.py:MyAddSpace", str(tmp_path / "t.db")
+    report = tune(ref, "100000", trials=6, db=db, seed=1, warm_start=False)
+    assert report.best is not None
+    template = tmp_path / "my_add.cu"
+    template.write_text("// an edit that changes no machine code\n" + template.read_text())
+    kept = autotune.load(ref, db=db).choice((100000,))
+    assert kept.source == TUNED and kept.config == report.best.config
+    template.write_text(template.read_text() + "\n__device__ int autotune_code_probe;  // new machine code\n")
+    stale = autotune.load(ref, db=db).choice((100000,))
+    assert stale.source == DEFAULT and "1 stale" in stale.reason
