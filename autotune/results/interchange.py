@@ -24,7 +24,6 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime as dt
-import hashlib
 import json
 import math
 import re
@@ -35,6 +34,7 @@ from typing import Any, Mapping, Sequence
 from autotune.device import COMPUTE_CAPABILITIES, nominal_device
 from autotune.errors import AutotuneError, InvalidArgument, UnknownKernel
 from autotune.results.storage import BestConfig, BestEntry
+from autotune.runtime.compiler import cubin_hash
 from autotune.spaces import get_space
 
 FORMAT = "autotune-configs/1"
@@ -73,7 +73,7 @@ def binary_of(row: BestConfig, space: Any = None) -> dict[str, Any] | None:
     arch = nominal_device(row.device_name, _cc_tuple(row.compute_capability)).compile_arch
     cubin, _route = load_cubin(space.template_for(config), defines, arch)
     return {"arch": arch, "defines": {k: defines[k] for k in sorted(defines)},
-            "sha256": hashlib.sha256(cubin).hexdigest(), "cubin": base64.b64encode(cubin).decode()}  # fmt: skip
+            "sha256": cubin_hash(cubin), "cubin": base64.b64encode(cubin).decode()}  # fmt: skip
 
 
 def export(rows: Sequence[BestConfig], *, with_binaries: bool = False, space: Any = None,
@@ -149,7 +149,7 @@ def _binary(c: _Fields, space: Any, params: dict, shape: Any, device: Any, templ
         cubin = base64.b64decode(b.text("cubin"), validate=True)
     except (binascii.Error, ValueError):
         raise InvalidArgument(f"{b.path}.cubin: not base64") from None
-    if hashlib.sha256(cubin).hexdigest() != b.text("sha256"):
+    if cubin_hash(cubin) != b.text("sha256"):
         raise InvalidArgument(f"{b.path}.cubin: its sha256 is not the one recorded (damaged file)")
     try:
         sm = cubin_sm(cubin)

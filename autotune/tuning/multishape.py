@@ -45,9 +45,8 @@ class Problem:
 def shape_problems(kernel: str, dtype: str | None, text: str) -> list[Problem]:
     """One ``--shape`` (or line of ``--shapes``): a shape, or the buckets of a range."""
     space = get_space(kernel, dtype=dtype)
-    text = text.replace(",", "x") if not is_range(text) else text
     if not is_range(text):
-        return [Problem(kernel, dtype, space.parse_shape(text))]
+        return [Problem(kernel, dtype, space.parse_shape(text.replace(",", "x")))]
     shapes = expand_range(text, space.dims)
     return [Problem(kernel, dtype, shape, range_of=text, buckets=len(shapes)) for shape in shapes]
 
