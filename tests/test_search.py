@@ -310,3 +310,41 @@ def test_an_interrupt_inside_a_database_write_does_not_lock_the_clean_up(tmp_pat
     assert states[TrialState.COMPLETE] >= 3, states  # the interrupt came mid-search
     assert states[TrialState.RUNNING] == 0, states  # every trial in flight was settled as interrupted
     assert any(t.user_attrs.get(studies.OUTCOME) == studies.INTERRUPTED for t in study.trials)
+
+
+@pytest.mark.parametrize("when", ["before its parameters", "after its parameters"])
+def test_a_trial_another_process_settled_first_is_left_to_it(tmp_path, recording_file, monkeypatch, when):
+    # Two processes on one SQLite study can pop the same enqueued trial (SQLite cannot lock the row between read
+    # and update), and a stale sweep can fail a trial whose process was too busy to beat. The other process's
+    # record then stands: the first write that finds the trial finished drops ours (CI once failed here, on the
+    # first parameter's write of the enqueued default), and the search measures its target from other trials.
+    from autotune.tuning import proposer
+
+    db = tmp_path / "s.db"
+    real_suggest = proposer.suggest
+    settled: list[int] = []
+
+    def settle_elsewhere(trial):
+        other = optuna.storages.RDBStorage(resolve_url(db))  # another process's connection
+        other.set_trial_state_values(studies.trial_id(trial), TrialState.FAIL)
+        other.engine.dispose()
+        settled.append(trial.number)
+
+    def suggest_while_another_process_settles(proposals, trial):
+        every_third = trial.number % 3 != 1 and trial.number < 30
+        if every_third and when == "before its parameters":
+            settle_elsewhere(trial)
+        config = real_suggest(proposals, trial)
+        if every_third and when == "after its parameters":
+            settle_elsewhere(trial)
+        return config
+
+    monkeypatch.setattr(proposer, "suggest", suggest_while_another_process_settles)
+    report = tune("gemm", trials=20, db=str(db), replay=str(recording_file), seed=6, sampler="random")
+    study = load_study(db, report)
+    assert 0 in settled and len(settled) >= 5
+    by_number = {t.number: t for t in study.trials}
+    for number in settled:
+        assert by_number[number].state == TrialState.FAIL and not studies.is_measured(by_number[number])
+    assert report.measured_total == 20 == sum(studies.is_measured(t) for t in study.trials)
+    assert not [t for t in study.trials if t.state == TrialState.RUNNING]

@@ -268,7 +268,11 @@ class LocalTrials(_CachedStorage):
                 optuna.distributions.check_distribution_compatibility(known, distribution)
                 self._held.hold_param(trial_id, param_name, param_value_internal, distribution)
         if known is None:  # the first time: at once, checked against the database (another process's trials)
-            super().set_trial_param(trial_id, param_name, param_value_internal, distribution)
+            try:
+                super().set_trial_param(trial_id, param_name, param_value_internal, distribution)
+            except optuna.exceptions.UpdateFinishedTrialError:
+                self._asked.discard(trial_id)  # settled elsewhere: from now on read from the database
+                raise
         with self._lock:
             trial = self._cached(trial_id)
             if trial is not None:

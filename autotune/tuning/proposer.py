@@ -95,10 +95,20 @@ class Proposer:
             trial = self.study.ask()
         try:
             self.sync.beat([trial])  # at once: a trial without any heartbeat is only failed after the grace period
-            with warnings.catch_warnings():
-                # Define-by-run: an algorithm's parameters exist only in its trials (multivariate TPE groups them).
-                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-                config = suggest(self.proposals, trial)
+            try:
+                with warnings.catch_warnings():
+                    # Define-by-run: an algorithm's parameters exist only in its trials (multivariate TPE groups
+                    # them).
+                    warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                    config = suggest(self.proposals, trial)
+            except optuna.exceptions.UpdateFinishedTrialError:
+                # A parameter's first write found the trial finished: another process popped the same enqueued
+                # trial (SQLite cannot lock the row between read and update) and settled it first, or a stale
+                # sweep failed it. Its record stands; this proposal counts for nothing here.
+                if not self.writer.settled_elsewhere(trial):
+                    raise
+                self._idle += 1
+                return
             self._place(trial, config)
         except BaseException as exc:  # interrupted between ask and submit: settle the trial unless it is in flight
             studies.release_interrupted_write(exc)
@@ -112,8 +122,8 @@ class Proposer:
         """Reject, answer as a duplicate, or submit a freshly asked trial."""
         problems = self.space.violations(config, self.shape, self.device)
         if problems:
-            self.writer.reject(trial, problems[0])
-            self.ledger.rejected(trial.number)
+            if self.writer.reject(trial, problems[0]):
+                self.ledger.rejected(trial.number)
             self._idle += 1
             return
         key = config_key(config)

@@ -44,14 +44,20 @@ class TrialWriter:
         self.ledger = ledger
         self.sampler = sampler  # the sampler's name: how a rejected proposal is told
 
-    def reject(self, trial: optuna.Trial, reason: str) -> None:
-        """A proposal that breaks a constraint."""
-        trial.set_user_attr(studies.OUTCOME, studies.REJECTED)
-        trial.set_user_attr(studies.REASON, reason)
-        if learns_from_pruned(self.sampler):
-            self.study.tell(trial, state=TrialState.PRUNED)
-        else:  # a penalty the sampler can learn from; our accounting goes by the outcome, not the state
-            self.study.tell(trial, 10.0 * self.ledger.slowest())
+    def reject(self, trial: optuna.Trial, reason: str) -> bool:
+        """A proposal that breaks a constraint; False where another process finished the trial first."""
+        try:
+            trial.set_user_attr(studies.OUTCOME, studies.REJECTED)
+            trial.set_user_attr(studies.REASON, reason)
+            if learns_from_pruned(self.sampler):
+                self.study.tell(trial, state=TrialState.PRUNED)
+            else:  # a penalty the sampler can learn from; our accounting goes by the outcome, not the state
+                self.study.tell(trial, 10.0 * self.ledger.slowest())
+        except (optuna.exceptions.UpdateFinishedTrialError, ValueError):
+            if not self.settled_elsewhere(trial):
+                raise
+            return False
+        return True
 
     def tell_duplicate(self, trial: optuna.Trial, known: Known) -> None:
         """A proposal of a configuration measured already, answered from that measurement."""
