@@ -331,11 +331,13 @@ def test_a_trial_another_process_settled_first_is_left_to_it(tmp_path, recording
         settled.append(trial.number)
 
     def suggest_while_another_process_settles(proposals, trial):
-        every_third = trial.number % 3 != 1 and trial.number < 30
-        if every_third and when == "before its parameters":
+        # Two trials of every three among the first 30: the enqueued default (0) among them, and rejected,
+        # duplicate and measured proposals alike.
+        taken_elsewhere = trial.number % 3 != 1 and trial.number < 30
+        if taken_elsewhere and when == "before its parameters":
             settle_elsewhere(trial)
         config = real_suggest(proposals, trial)
-        if every_third and when == "after its parameters":
+        if taken_elsewhere and when == "after its parameters":
             settle_elsewhere(trial)
         return config
 
