@@ -35,6 +35,16 @@
 // (boxes of 32 × BM), B big, B small (32 × BN). The host side (autotune/spaces/gemm_wgmma_tma.py,
 // gemm_wgmma_tf32x3.py) describes these tensor maps.
 //
+// Layouts (16-bit only; the gemm_nt, gemm_tn and linear families, autotune/spaces/gemm_layouts.py):
+//   B_K_MAJOR = 1: B is stored N×K (C = A·Bᵀ, nn.Linear's weight). wgmma's natural B layout: the stage holds B as
+//     BN rows of 64 k (128-byte swizzled), copied in boxes of 64 k × 64 rows that land at the same byte offsets as
+//     the MN-major panels, so the ring, the cluster split and the stage size are unchanged; wgmma reads B
+//     without the transpose bit, a k16 step adding 32 bytes like A's.
+//   A_MN_MAJOR = 1: A is stored K×M (C = Aᵀ·B, a weight's gradient). The stage holds A as BM/64 panels of 64 rows
+//     (m) × BK k-rows, as B's MN-major panels, and wgmma reads A with the transpose bit.
+//   GEMM_BIAS = 1: C += bias[col] (a length-N vector of the element type), added in fp32 before the rounding to
+//     the element type; with split-K the reduce's output gets gemm_bias_add (kernel_templates/gemm_layout.cuh).
+//
 // Split-K (a launch choice, no define): with gridDim.z = S > 1, the blocks of z-slice z walk the tiles over
 // k-tiles [z·per, (z+1)·per) and store fp32 partial tiles to out = partial[z][M][N]; gemm_splitk_reduce
 // (kernel_templates/gemm_splitk.cuh) then sums the slices in a fixed order into C. An empty slice stores zeros.
@@ -51,6 +61,21 @@
 //   FOLD      3×TF32 only: k-tiles per accumulation window of the tensor cores (see above)
 //   GROUP_M   tile rows swept before moving right
 //   CLUSTER_M 1, or 2: blocks in clusters of two along M sharing B by TMA multicast
+
+// The operand layouts come first: wgmma_sm90.cuh takes its transpose bits from them.
+#ifndef A_MN_MAJOR
+#define A_MN_MAJOR 0
+#endif
+#ifndef B_K_MAJOR
+#define B_K_MAJOR 0
+#endif
+#if A_MN_MAJOR && B_K_MAJOR
+#define WGMMA_16_IMMEDIATES "1, 1, 1, 0"
+#elif A_MN_MAJOR
+#define WGMMA_16_IMMEDIATES "1, 1, 1, 1"
+#elif B_K_MAJOR
+#define WGMMA_16_IMMEDIATES "1, 1, 0, 0"
+#endif
 
 #include "dtype.cuh"
 #include "gemm_splitk.cuh"
@@ -85,6 +110,12 @@
 #endif
 #ifndef CLUSTER_M
 #define CLUSTER_M 1
+#endif
+#ifndef GEMM_BIAS
+#define GEMM_BIAS 0
+#endif
+#if GEMM_BIAS
+#include "gemm_layout.cuh"
 #endif
 
 #if TF32X3
@@ -129,6 +160,7 @@ static_assert(FOLD >= 1 && FOLD <= 16, "FOLD: 1..16 k-tiles per window");
 static_assert(STAGES >= 2 && STAGES <= 8, "2..8 stages");
 static_assert(SMEM_BYTES <= 232448, "shared memory beyond the sm_90 limit of 227 KB per block");
 static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "clusters of one or two blocks along M");
+static_assert(!TF32X3 || (!A_MN_MAJOR && !B_K_MAJOR && !GEMM_BIAS), "other layouts and the bias: 16-bit only");
 
 // Registers per thread after setmaxnreg (multiples of 8; 128·(PRODUCER + WG·CONSUMER) ≤ 65536).
 #if WG == 2
@@ -158,7 +190,12 @@ struct Maps {
 
 __device__ __forceinline__ void load_stage(const Maps& maps, uint32_t stage, uint32_t full, int k0, int bm0, int bn0,
                                            uint32_t rank) {
+#if A_MN_MAJOR
+#pragma unroll
+  for (int p = 0; p < BM / 64; ++p) tma_load_2d(stage + p * B_PANEL_BYTES, maps.a, bm0 + 64 * p, k0, full);
+#else
   tma_load_2d(stage, maps.a, k0, bm0, full);
+#endif
 #if TF32X3
   tma_load_2d(stage + A_TILE_BYTES, maps.a_small, k0, bm0, full);
 #endif
@@ -169,9 +206,9 @@ __device__ __forceinline__ void load_stage(const Maps& maps, uint32_t stage, uin
     const TmaDesc* map = p ? maps.b_small : maps.b;
     const int c0 = k0, c1 = bn0;
 #else
-    const uint32_t dst = stage + A_TILE_BYTES + p * B_PANEL_BYTES;
+    const uint32_t dst = stage + A_TILE_BYTES + p * B_PANEL_BYTES;  // K-major: rows 64p.. of B, same bytes
     const TmaDesc* map = maps.b;
-    const int c0 = bn0 + 64 * p, c1 = k0;
+    const int c0 = B_K_MAJOR ? k0 : bn0 + 64 * p, c1 = B_K_MAJOR ? bn0 + 64 * p : k0;
 #endif
 #if CLUSTER_M > 1
     if (p % CLUSTER_M == (int)rank) tma_load_2d_multicast(dst, map, c0, c1, full, (1u << CLUSTER_M) - 1);
@@ -200,13 +237,23 @@ __device__ __forceinline__ void mma_stage(float (&acc)[M_TILES][ACC], uint32_t s
     }
   }
 #else
+  // Row r of a K-major operand at r·128 bytes, a k16 step 32 bytes on; an MN-major one in panels of 64 columns
+  // (8 KB: 64 k-rows of 128 bytes), a k16 step 2048 bytes on. Either way consumer rows row0.. start at row0·128.
   const uint32_t a_base = stage + row0 * 128, b_base = stage + A_TILE_BYTES;
 #pragma unroll
   for (int kk = 0; kk < BK / 16; ++kk) {
+#if B_K_MAJOR
+    const uint64_t db = sw128_desc(b_base + kk * 32, 16, 1024);
+#else
     const uint64_t db = sw128_desc(b_base + kk * 2048, B_PANEL_BYTES, 1024);
+#endif
 #pragma unroll
     for (int m = 0; m < M_TILES; ++m) {
+#if A_MN_MAJOR
+      const uint64_t da = sw128_desc(a_base + m * B_PANEL_BYTES + kk * 2048, B_PANEL_BYTES, 1024);
+#else
       const uint64_t da = sw128_desc(a_base + m * 64 * 128 + kk * 32, 16, 1024);
+#endif
       wgmma_m64k16<BN>(acc[m], da, db);
     }
   }
@@ -224,7 +271,11 @@ gemm_wgmma_tma(const __grid_constant__ TmaDesc tmap_a, const __grid_constant__ T
 #if TF32X3
                const __grid_constant__ TmaDesc tmap_a_small, const __grid_constant__ TmaDesc tmap_b_small,
 #endif
-               void* __restrict__ out, int M, int N, int K) {
+               void* __restrict__ out,
+#if GEMM_BIAS
+               const elem_t* __restrict__ bias,
+#endif
+               int M, int N, int K) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const uint32_t raw = smem_u32(smem_raw);
   const uint32_t ring = (raw + 1023) & ~1023u;  // swizzle atoms and TMA boxes want 1024-byte alignment
@@ -356,6 +407,9 @@ gemm_wgmma_tma(const __grid_constant__ TmaDesc tmap_a, const __grid_constant__ T
       store_fragments_f32<M_TILES, BN>(total, dst, M, N, bm0 + row0, bn0);
 #else
       if (gridDim.z == 1) {
+#if GEMM_BIAS
+        add_bias<M_TILES, BN>(acc, bias, N, bn0);
+#endif
         store_fragments<M_TILES, BN>(acc, static_cast<elem_t*>(out), M, N, bm0 + row0, bn0);
       } else {
         float* partial = static_cast<float*>(out) + (size_t)blockIdx.z * M * N;

@@ -125,3 +125,23 @@ __device__ __forceinline__ void store_fragments_f32(const float (&acc)[MT][TN / 
     }
   }
 }
+
+// acc += bias[col] for each accumulator of MT m64 slices × TN columns whose first column is col0 (columns past N
+// add nothing: the store drops them).
+template <int MT, int TN>
+__device__ __forceinline__ void add_bias(float (&acc)[MT][TN / 2], const elem_t* __restrict__ bias, int N,
+                                         int col0) {
+  const int q = (threadIdx.x % 32) % 4;
+#pragma unroll
+  for (int j = 0; j < TN / 8; ++j) {
+    const int col = col0 + j * 8 + 2 * q;
+    const float b0 = col < N ? to_f32(bias[col]) : 0.f, b1 = col + 1 < N ? to_f32(bias[col + 1]) : 0.f;
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+      acc[m][4 * j] += b0;
+      acc[m][4 * j + 1] += b1;
+      acc[m][4 * j + 2] += b0;
+      acc[m][4 * j + 3] += b1;
+    }
+  }
+}

@@ -80,13 +80,22 @@ __device__ __forceinline__ void setmaxnreg_dec() { asm volatile("setmaxnreg.dec.
 template <int N>
 __device__ __forceinline__ void setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N)); }
 
-// d (64×N fp32 fragment) += A (64×16, desc_a) · B (16×N, desc_b, MN-major).
+// The immediates after the predicate: scale-a 1, scale-b 1, then the transpose bits of A and B. By default A is
+// K-major (bit 0) and B MN-major (bit 1); a template reading other layouts defines its own before including this.
+#ifndef WGMMA_16_IMMEDIATES
+#define WGMMA_16_IMMEDIATES "1, 1, 0, 1"
+#endif
+
+// d (64×N fp32 fragment) += A (64×16, desc_a) · B (16×N, desc_b), in the layouts WGMMA_16_IMMEDIATES names.
 template <int N>
 __device__ __forceinline__ void wgmma_m64k16(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b) {
   static_assert(N == 64 || N == 128 || N == 192 || N == 256, "wgmma N is 64, 128, 192 or 256 here");
-  // Immediates: scale-a 1, scale-b 1, A not transposed (K-major), B transposed (MN-major).
-  if constexpr (N == 64) WGMMA_ASM(32, "m64n64k16.f32." WGMMA_AB "." WGMMA_AB, "1, 1, 0, 1", d, desc_a, desc_b, 1);
-  if constexpr (N == 128) WGMMA_ASM(64, "m64n128k16.f32." WGMMA_AB "." WGMMA_AB, "1, 1, 0, 1", d, desc_a, desc_b, 1);
-  if constexpr (N == 192) WGMMA_ASM(96, "m64n192k16.f32." WGMMA_AB "." WGMMA_AB, "1, 1, 0, 1", d, desc_a, desc_b, 1);
-  if constexpr (N == 256) WGMMA_ASM(128, "m64n256k16.f32." WGMMA_AB "." WGMMA_AB, "1, 1, 0, 1", d, desc_a, desc_b, 1);
+  if constexpr (N == 64)
+    WGMMA_ASM(32, "m64n64k16.f32." WGMMA_AB "." WGMMA_AB, WGMMA_16_IMMEDIATES, d, desc_a, desc_b, 1);
+  if constexpr (N == 128)
+    WGMMA_ASM(64, "m64n128k16.f32." WGMMA_AB "." WGMMA_AB, WGMMA_16_IMMEDIATES, d, desc_a, desc_b, 1);
+  if constexpr (N == 192)
+    WGMMA_ASM(96, "m64n192k16.f32." WGMMA_AB "." WGMMA_AB, WGMMA_16_IMMEDIATES, d, desc_a, desc_b, 1);
+  if constexpr (N == 256)
+    WGMMA_ASM(128, "m64n256k16.f32." WGMMA_AB "." WGMMA_AB, WGMMA_16_IMMEDIATES, d, desc_a, desc_b, 1);
 }

@@ -11,6 +11,7 @@ import pytest
 from autotune.spaces import ALGO, Launch, get_space
 from autotune.spaces.base import TensorMap
 from autotune.spaces.enumeration import random_config
+from autotune.spaces.gemm_layouts import LAYOUT_DEFINES
 
 from space_checks import compile_all, sample_valid, template_defaults
 
@@ -38,6 +39,8 @@ def test_default_config_is_the_templates_defaults(space):
     assert rendered.pop("DTYPE") == (1 if space.dtype == "float16" else 2)
     defaults = template_defaults("gemm_wgmma_tma.cu")
     assert rendered == {k: defaults[k] for k in rendered}
+    # The operand layouts and the bias are the layout families' (tests/test_spaces_gemm_layouts.py), off here.
+    assert {k: defaults.pop(k) for k in LAYOUT_DEFINES} == dict.fromkeys(LAYOUT_DEFINES, 0)
     assert set(defaults) == set(rendered), "every tunable macro of the template is a parameter"
 
 

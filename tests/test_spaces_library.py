@@ -18,7 +18,8 @@ from autotune.spaces.enumeration import random_config
 from autotune.templates import _sources, template_path
 
 KERNELS = kernel_names()
-LIBRARY = [k for k in KERNELS if k != "gemm"]  # gemm has its own module
+# gemm and its layouts have their own modules (tests/test_spaces_gemm*.py)
+LIBRARY = [k for k in KERNELS if k not in ("gemm", "gemm_nt", "gemm_tn", "linear")]
 
 
 def template_defaults(space, config) -> dict[str, int]:

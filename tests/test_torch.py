@@ -22,6 +22,9 @@ CASES = {
     "rmsnorm": lambda: (meta(5, 96), meta(96)),
     "softmax": lambda: (meta(5, 96),),
     "gemm": lambda: (meta(33, 17), meta(17, 65)),
+    "gemm_nt": lambda: (meta(33, 17), meta(65, 17)),
+    "gemm_tn": lambda: (meta(17, 33), meta(17, 65)),
+    "linear": lambda: (meta(33, 17), meta(65, 17), meta(65)),
 }
 OUTPUT_SHAPES = {
     "layernorm": [(37, 1031), (37,), (37,)],
@@ -29,13 +32,17 @@ OUTPUT_SHAPES = {
     "rmsnorm": [(5, 96)],
     "softmax": [(5, 96)],
     "gemm": [(33, 65)],
+    "gemm_nt": [(33, 65)],
+    "gemm_tn": [(33, 65)],
+    "linear": [(33, 65)],
 }
 
 
 def test_library_operators_are_registered():
     assert set(CASES) <= set(att.OPERATORS)
     assert {"attention", "attention_backward", "attention_causal", "attention_causal_backward"} <= set(att.OPERATORS)
-    assert set(att.WITH_AUTOGRAD) == {"layernorm", "rmsnorm", "softmax", "gemm", "attention", "attention_causal"}
+    assert set(att.WITH_AUTOGRAD) == {"layernorm", "rmsnorm", "softmax", "gemm", "gemm_nt", "gemm_tn", "linear",
+                                      "attention", "attention_causal"}  # fmt: skip
     schema = str(torch.ops.autotune.layernorm.default._schema)
     assert schema == "autotune::layernorm(Tensor x, Tensor weight, Tensor bias) -> (Tensor, Tensor, Tensor)"
 
@@ -66,6 +73,7 @@ def test_compile_traces_without_graph_breaks():
     def block(x, w, b, m):
         h = att.functional.layer_norm(x, (x.shape[-1],), w, b)
         h = att.functional.matmul(h, m)
+        h = att.functional.linear(h, m, w)  # (4, 8, 32) · (64, 32)ᵀ + bias
         h = att.functional.softmax(h)
         return att.functional.rms_norm(h, w[: h.shape[-1]])
 
@@ -132,7 +140,7 @@ def test_patch_swaps_what_the_kernels_compute_and_shares_parameters():
     weight = model[1].weight
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     report = att.patch(model)
-    assert report.swapped == ["1", "3.0"]
+    assert report.swapped == ["0", "1", "3.0"] and type(model[0]) is att.Linear
     assert [name for name, _ in report.skipped] == ["2", "3.1"]
     assert type(model[1]) is att.LayerNorm and type(model[3][0]) is att.RMSNorm
     assert type(model[2]) is torch.nn.LayerNorm and type(model[3][1]) is torch.nn.RMSNorm

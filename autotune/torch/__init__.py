@@ -2,13 +2,15 @@
 modules, and `patch`.
 
     import autotune.torch as att
-    report = att.patch(model)                 # nn.LayerNorm / nn.RMSNorm → the tuned kernels, same parameters
+    report = att.patch(model)                 # nn.LayerNorm / RMSNorm / Linear → the tuned kernels, same parameters
     y = att.functional.softmax(x)             # or the functions, or torch.ops.autotune.<kernel> directly
     torch.compile(model, fullgraph=True)      # no graph breaks: every operator has a fake implementation
 
-* Operators: ``torch.ops.autotune.{layernorm, layernorm_backward, rmsnorm, softmax, gemm}``, ``attention`` and
+* Operators: ``torch.ops.autotune.{layernorm, layernorm_backward, rmsnorm, softmax, gemm, gemm_nt, gemm_tn,
+  linear}``, ``attention`` and
   ``attention_causal`` with their ``*_backward``, each built from its kernel space (`autotune.torch.ops`).
-* Autograd: layernorm and attention (fp16/bf16) through their tuned backward kernels, gemm through gemm, rmsnorm
+* Autograd: layernorm and attention (fp16/bf16) through their tuned backward kernels, each GEMM layout through
+  the other two, rmsnorm
   and softmax through torch (`autotune.torch.autograd`). ``attention_causal`` masks bottom-right, torch's
   ``is_causal=True`` top-left: the same only where seq_q == seq_kv.
 * CUDA graphs: after one warm-up call per shape, a call allocates only through torch's caching allocator and
@@ -38,7 +40,7 @@ from autotune.torch import functional  # noqa: E402
 from autotune.torch.autograd import register_autograd  # noqa: E402
 from autotune.torch.errors import NotContiguous, TensorError, WrongDevice, WrongDtype, WrongShape  # noqa: E402
 from autotune.torch.launch import set_database  # noqa: E402
-from autotune.torch.modules import LayerNorm, PatchReport, RMSNorm, patch  # noqa: E402
+from autotune.torch.modules import LayerNorm, Linear, PatchReport, RMSNorm, patch  # noqa: E402
 from autotune.torch.ops import OPS, op, register  # noqa: E402
 from autotune.torch.ops import register_library as _register_library  # noqa: E402
 
@@ -48,6 +50,7 @@ functional.bind()
 
 __all__ = [
     "LayerNorm",
+    "Linear",
     "NotContiguous",
     "OPERATORS",
     "OPS",

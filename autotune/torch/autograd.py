@@ -1,7 +1,10 @@
 """Backward formulas of the operators (`torch.library.register_autograd`).
 
 * layernorm: our tuned ``layernorm_backward`` kernel (dx, dweight, dbias from the saved mean and rstd);
-* gemm: two more GEMMs through the same operator (dA = dC·Bᵀ, dB = Aᵀ·dC; the transposes are copied);
+* gemm, gemm_nt, gemm_tn, linear: each GEMM's two gradients are the other layouts' products, with no operand
+  copied (gemm: dA = gemm_nt(dC, B), dB = gemm_tn(A, dC); gemm_nt and linear: dA = gemm(dC, B),
+  dB = gemm_tn(dC, A); gemm_tn: dA = gemm_nt(B, dC), dB = gemm(A, dC)); linear's dbias is dC summed over rows,
+  accumulated in fp32;
 * attention, attention_causal: our tuned ``attention_backward`` / ``attention_causal_backward`` kernels (dq, dk,
   dv from the saved q, k, v, o and lse), float16 and bfloat16 only: float32 attention has no backward kernel, and
   its backward raises `WrongDtype` (the forward runs; torch's own SDPA trains in float32);
@@ -75,11 +78,32 @@ def _gemm_setup(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
 
 def _gemm_backward(ctx: Any, dc: torch.Tensor) -> tuple:
     a, b = ctx.saved_tensors
-    dc = dc.contiguous()
-    gemm = torch.ops.autotune.gemm
-    da = gemm(dc, b.t().contiguous()) if ctx.needs_input_grad[0] else None
-    db = gemm(a.t().contiguous(), dc) if ctx.needs_input_grad[1] else None
-    return da, db
+    dc, ops, needs = dc.contiguous(), torch.ops.autotune, ctx.needs_input_grad
+    return (ops.gemm_nt(dc, b) if needs[0] else None, ops.gemm_tn(a, dc) if needs[1] else None)
+
+
+def _gemm_nt_backward(ctx: Any, dc: torch.Tensor) -> tuple:
+    a, b = ctx.saved_tensors[:2]
+    dc, ops, needs = dc.contiguous(), torch.ops.autotune, ctx.needs_input_grad
+    return (ops.gemm(dc, b) if needs[0] else None, ops.gemm_tn(dc, a) if needs[1] else None)
+
+
+def _gemm_tn_backward(ctx: Any, dc: torch.Tensor) -> tuple:
+    a, b = ctx.saved_tensors
+    dc, ops, needs = dc.contiguous(), torch.ops.autotune, ctx.needs_input_grad
+    return (ops.gemm_nt(b, dc) if needs[0] else None, ops.gemm(a, dc) if needs[1] else None)
+
+
+def _linear_setup(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
+    ctx.save_for_backward(*inputs[:2])
+
+
+def _linear_backward(ctx: Any, dc: torch.Tensor) -> tuple:
+    da, db = _gemm_nt_backward(ctx, dc)
+    # Summed in fp32 at least (half-precision rows would round at every step), returned in dC's dtype.
+    wide = torch.promote_types(dc.dtype, torch.float32)
+    dbias = dc.sum(0, dtype=wide).to(dc.dtype) if ctx.needs_input_grad[2] else None
+    return da, db, dbias
 
 
 def _attention_setup(ctx: Any, inputs: tuple, output: tuple) -> None:
@@ -117,14 +141,19 @@ BACKWARDS = {
     "rmsnorm": (_rmsnorm_backward, _rmsnorm_setup),
     "softmax": (_softmax_backward, _softmax_setup),
     "gemm": (_gemm_backward, _gemm_setup),
+    "gemm_nt": (_gemm_nt_backward, _gemm_setup),
+    "gemm_tn": (_gemm_tn_backward, _gemm_setup),
+    "linear": (_linear_backward, _linear_setup),
     "attention": (_attention_backward, _attention_setup),
     "attention_causal": (_attention_causal_backward, _attention_setup),
 }
-# The backward operator each of these forwards calls: without it registered, the forward gets no autograd.
-NEEDS = {
-    "layernorm": "layernorm_backward",
-    "attention": "attention_backward",
-    "attention_causal": "attention_causal_backward",
+# The backward operators each of these forwards calls: without them registered, the forward gets no autograd.
+GEMMS = ("gemm", "gemm_nt", "gemm_tn")
+NEEDS: dict[str, tuple[str, ...]] = {
+    "layernorm": ("layernorm_backward",),
+    "attention": ("attention_backward",),
+    "attention_causal": ("attention_causal_backward",),
+    **{name: GEMMS for name in (*GEMMS, "linear")},
 }
 
 
@@ -163,7 +192,7 @@ def register_autograd() -> list[str]:
     done = []
     for kernel, (backward, setup) in BACKWARDS.items():
         info = OPS.get(kernel)
-        if info is None or NEEDS.get(kernel, kernel) not in OPS:
+        if info is None or any(need not in OPS for need in NEEDS.get(kernel, ())):
             continue
         if not _fast_autograd(info.name, len(info.inputs), backward, setup):
             torch.library.register_autograd(info.qualname, backward, setup_context=setup, lib=_LIBRARY)

@@ -21,14 +21,17 @@ _LAYERNORM: Any = None
 _RMSNORM: Any = None
 _SOFTMAX: Any = None
 _GEMM: Any = None
+_GEMM_NT: Any = None
+_LINEAR: Any = None
 
 
 def bind() -> None:
     """Look the operators up (autotune.torch does it after registering them)."""
-    global _LAYERNORM, _RMSNORM, _SOFTMAX, _GEMM
+    global _LAYERNORM, _RMSNORM, _SOFTMAX, _GEMM, _GEMM_NT, _LINEAR
     ops = torch.ops.autotune
     _LAYERNORM, _RMSNORM, _SOFTMAX, _GEMM = (ops.layernorm.default, ops.rmsnorm.default, ops.softmax.default,
                                              ops.gemm.default)  # fmt: skip
+    _GEMM_NT, _LINEAR = ops.gemm_nt.default, ops.linear.default
 
 
 # Each function passes a tensor on as it is where it already is the contiguous matrix or vector the kernel takes:
@@ -101,6 +104,18 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """``x @ weightᵀ + bias`` as torch.nn.functional.linear (the transposed weight is copied per call)."""
-    y = matmul(x, weight.t())
-    return y if bias is None else y + bias
+    """``x @ weightᵀ + bias`` as torch.nn.functional.linear: x of shape (..., in_features), weight
+    (out_features, in_features) read as stored (``gemm_nt``, or ``linear`` with the bias in the product)."""
+    if weight.dim() != 2:
+        raise WrongShape(f"autotune.linear: weight must be 2-D (out_features, in_features), got shape "
+                         f"{tuple(weight.shape)}")  # fmt: skip
+    shape = x.shape
+    if len(shape) == 0:
+        raise WrongShape("autotune.linear: x must have at least one dim (..., in_features)")
+    rows = x if len(shape) == 2 and x.is_contiguous() else x.reshape(-1, shape[-1]).contiguous()
+    w = weight if weight.is_contiguous() else weight.contiguous()
+    if bias is None:
+        y = _GEMM_NT(rows, w)
+    else:
+        y = _LINEAR(rows, w, bias if bias.is_contiguous() else bias.contiguous())
+    return y if len(shape) == 2 else y.view(*shape[:-1], weight.shape[0])

@@ -1,5 +1,9 @@
 """Drop-in modules and `patch`, which swaps them into a model.
 
+`Linear` subclasses torch.nn.Linear and runs ``linear`` (or ``gemm_nt`` without a bias) on CUDA tensors of a dtype
+the GEMM families support (under autocast, in autocast's dtype, cast as autocast would), and torch's own elsewhere;
+a `patch` report counts those run-time fallbacks with the reason.
+
 `LayerNorm` and `RMSNorm` subclass torch's own (same parameters, same state_dict) and run autotune's kernels on
 CUDA tensors of a dtype their family supports, and on meta/fake tensors (torch.compile tracing, recording shapes
 without a GPU). Elsewhere — CPU tensors, dtypes no kernel covers — they run torch's implementation: a module never
@@ -10,6 +14,7 @@ module asking for another eps is refused at construction, and `patch` leaves suc
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +31,8 @@ from autotune.torch import functional
 # autotune.runtime.arrays' shared dtype memo broke the graph on the H100 ("Dynamo cannot determine whether the
 # underlying object is hashable") after other code had filled the memo.
 _DTYPE_NAMES = {d: dtype_name(d) for d in (torch.float32, torch.float16, torch.bfloat16)}
-_TAKES = {k: frozenset(space_class(k).supported_dtypes()) for k in ("layernorm", "layernorm_backward", "rmsnorm")}
+_TAKES = {k: frozenset(space_class(k).supported_dtypes())
+          for k in ("layernorm", "layernorm_backward", "rmsnorm", "linear")}  # fmt: skip
 
 
 def _kernel_takes(kernel: str, x: torch.Tensor) -> bool:
@@ -74,27 +80,57 @@ class RMSNorm(nn.RMSNorm):
         return functional.rms_norm(x, weight)
 
 
+class Linear(nn.Linear):
+    """torch.nn.Linear on autotune's tuned GEMMs (forward ``linear`` / ``gemm_nt``; backward ``gemm`` and
+    ``gemm_tn``, no operand copied)."""
+
+    fallbacks: Counter | None = None  # set by `patch`: the report's count of calls that ran torch's
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        weight, bias = self.weight, self.bias
+        if x.device.type == "cuda" and torch.is_autocast_enabled("cuda"):
+            dtype = torch.get_autocast_dtype("cuda")  # what autocast would cast F.linear's operands to
+            x, weight = x.to(dtype), weight.to(dtype)
+            bias = bias.to(dtype) if bias is not None else None
+        if _kernel_takes("linear", x) and weight.dtype == x.dtype and x.device == weight.device:
+            return functional.linear(x, weight, bias)
+        if self.fallbacks is not None:
+            self.fallbacks[f"{x.device.type} {x.dtype} input, {weight.dtype} weight"] += 1
+        return nn.functional.linear(x, weight, bias)
+
+
 @dataclass
 class PatchReport:
-    """What `patch` did: the swapped modules' names, and the others of a swappable kind with why not."""
+    """What `patch` did: the swapped modules' names, the others of a swappable kind with why not, and calls of
+    swapped Linear layers that ran torch's at run time (by reason: device and dtypes)."""
 
     swapped: list[str] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    fallbacks: Counter = field(default_factory=Counter)
 
     def __str__(self) -> str:
         lines = [f"swapped {len(self.swapped)} modules"]
         lines += [f"  kept {name}: {why}" for name, why in self.skipped]
+        lines += [f"  {count} calls ran torch's Linear: {why}" for why, count in self.fallbacks.items()]
         return "\n".join(lines)
 
 
-def _replacement(module: nn.Module) -> tuple[nn.Module | None, str]:
+def _replacement(module: nn.Module, linear: bool) -> tuple[nn.Module | None, str]:
     """The autotune module equivalent to ``module`` sharing its parameters, or None and why not."""
-    if isinstance(module, (LayerNorm, RMSNorm)):
+    if isinstance(module, (LayerNorm, RMSNorm, Linear)):
         return None, "already autotune's"
+    if isinstance(module, nn.Linear):
+        if not linear:
+            return None, ""
+        if type(module) is not nn.Linear:  # e.g. MultiheadAttention's out_proj, which it calls by its weight
+            return None, f"a subclass of nn.Linear ({type(module).__name__}) whose use may bypass its forward"
+        new: nn.Module = Linear.__new__(Linear)
+        new.__dict__.update(module.__dict__)
+        return new, ""
     if isinstance(module, nn.LayerNorm):
         if not math.isclose(module.eps, LAYERNORM_EPS, rel_tol=1e-6):
             return None, f"eps={module.eps} (the kernel's is {LAYERNORM_EPS})"
-        new: nn.Module = LayerNorm.__new__(LayerNorm)
+        new = LayerNorm.__new__(LayerNorm)
     elif isinstance(module, nn.RMSNorm):
         if module.eps is None or not math.isclose(module.eps, RMSNORM_EPS, rel_tol=1e-6):
             return None, f"eps={module.eps} (the kernel's is {RMSNORM_EPS})"
@@ -107,18 +143,21 @@ def _replacement(module: nn.Module) -> tuple[nn.Module | None, str]:
     return new, ""
 
 
-def patch(model: nn.Module) -> PatchReport:
-    """Swap, in place, every torch.nn.LayerNorm / RMSNorm of ``model`` that autotune's kernels can compute for
-    the autotune module sharing its parameters; returns what was swapped and what was kept, with why."""
+def patch(model: nn.Module, *, linear: bool = True) -> PatchReport:
+    """Swap, in place, every torch.nn.LayerNorm / RMSNorm (and, with ``linear``, every nn.Linear) of ``model``
+    that autotune's kernels can compute for the autotune module sharing its parameters; returns what was swapped
+    and what was kept, with why."""
     report = PatchReport()
-    if _replacement(model)[0] is not None:
-        raise ValueError("autotune.torch.patch: model is itself a norm layer: wrap it or construct "
-                         "autotune.torch.LayerNorm / RMSNorm directly")  # fmt: skip
+    if _replacement(model, linear)[0] is not None:
+        raise ValueError("autotune.torch.patch: model is itself a layer patch would swap: wrap it or construct "
+                         "autotune.torch.LayerNorm / RMSNorm / Linear directly")  # fmt: skip
     for parent_name, parent in list(model.named_modules()):
         for name, child in list(parent.named_children()):
             full = f"{parent_name}.{name}" if parent_name else name
-            new, why = _replacement(child)
+            new, why = _replacement(child, linear)
             if new is not None:
+                if isinstance(new, Linear):
+                    new.fallbacks = report.fallbacks
                 setattr(parent, name, new)
                 report.swapped.append(full)
             elif why:

@@ -1,0 +1,275 @@
+"""GEMM with an operand stored the other way: the families ``gemm_nt`` (C = A·Bᵀ, B stored N×K: `nn.Linear`'s
+weight, the forward and the input's gradient) and ``gemm_tn`` (C = Aᵀ·B, A stored K×M: a weight's gradient), and
+the machinery `autotune.spaces.linear` (C = A·Bᵀ + bias) adds its bias to.
+
+Shapes are (M, N, K) of the product, as for ``gemm``; only the stored operand differs. The families have gemm's
+algorithms, dtypes, accuracy contract, shape classes and rule defaults; each algorithm meets the layout in one of
+three ways (`layout_variant`):
+
+* natively: ``wgmma_tma`` reads B K-major (``B_K_MAJOR``) or A MN-major (``A_MN_MAJOR``) with the same TMA copies
+  and swizzle and wgmma's transpose bits flipped (kernel_templates/gemm_wgmma_tma.cu), and adds the bias in its
+  epilogue (``GEMM_BIAS``);
+* by swapping operands where a vector makes the layouts the same memory: ``gemv``'s one-row and one-column
+  products (a 1×K row and a K×1 column are the same bytes);
+* otherwise by a transposed copy of the stored operand (``gemm_transpose``, kernel_templates/gemm_layout.cuh)
+  into a workspace, launched first and timed with the product: what is timed is what runs.
+
+Without a bias epilogue, the bias is added by ``gemm_bias_add`` after the product.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import ClassVar, Mapping
+
+import numpy as np
+
+from autotune.device import DeviceInfo
+from autotune.errors import InvalidArgument
+from autotune.shape import Shape
+from autotune.spaces.algorithm import Algorithm
+from autotune.spaces.base import BufferSpec, Config, Launch, Step, TensorMap, Zero, ceil_div
+from autotune.spaces.gemm import GemmSpace
+from autotune.spaces.gemm_gemv import GemvGemm
+from autotune.spaces.gemm_wgmma_tma import ALIGN_ELEMENTS, BK, WgmmaTmaGemm
+
+TRANSPOSE_TILE, TRANSPOSE_THREADS = 32, 256  # kernel_templates/gemm_layout.cuh
+MAX_GRID_Y = 65535
+BIAS_THREADS = 256
+LAYOUT_DEFINES = ("A_MN_MAJOR", "B_K_MAJOR", "GEMM_BIAS")  # gemm_wgmma_tma.cu's, set by these families alone
+
+
+def relabel(steps: list[Step], names: Mapping[str, str]) -> list[Step]:
+    """The launch plan with its buffers renamed (``names``: old → new; others kept)."""
+
+    def arg(a: object) -> object:
+        if isinstance(a, str):
+            return names.get(a, a)
+        if isinstance(a, TensorMap):
+            return dataclasses.replace(a, buffer=names.get(a.buffer, a.buffer))
+        return a
+
+    out: list[Step] = []
+    for step in steps:
+        if isinstance(step, Zero):
+            out.append(Zero(names.get(step.buffer, step.buffer)))
+        else:
+            out.append(dataclasses.replace(step, args=tuple(arg(a) for a in step.args)))
+    return out
+
+
+def bias_launch(m: int, n: int, device: DeviceInfo) -> Launch:
+    """``gemm_bias_add``: C += bias, rounded once more; a few blocks per SM."""
+    blocks = max(1, min(ceil_div(m * n, BIAS_THREADS), 4 * device.multiprocessors))
+    return Launch("gemm_bias_add", (blocks, 1, 1), (BIAS_THREADS, 1, 1), 0, ("C", "bias", np.int64(m * n), np.int32(n)))
+
+
+def transpose_launch(src: str, dst: str, rows: int, cols: int) -> Launch:
+    """``gemm_transpose``: dst (cols × rows) = srcᵀ."""
+    grid = (ceil_div(cols, TRANSPOSE_TILE), ceil_div(rows, TRANSPOSE_TILE), 1)
+    return Launch("gemm_transpose", grid, (TRANSPOSE_THREADS, 1, 1), 0, (src, dst, np.int32(rows), np.int32(cols)))
+
+
+class Layout:
+    """What a layout family asks of an algorithm: which operand is stored transposed, and whether a bias is added."""
+
+    def __init__(self, transposed: str, bias: bool) -> None:
+        self.transposed, self.bias = transposed, bias
+
+    def stored_dims(self, shape: Shape) -> tuple[int, int]:
+        """(rows, cols) of the transposed operand as stored."""
+        m, n, k = shape
+        return (n, k) if self.transposed == "B" else (k, m)
+
+    def swapped(self, shape: Shape) -> Shape | None:
+        """Where a vector makes the stored layout gemm's with A and B exchanged, the shape of that product
+        (gemm_nt at M = 1: the rows of the weight times the row; gemm_tn at N = 1); None otherwise."""
+        m, n, k = shape
+        if self.transposed == "B" and m == 1 and n > 1:
+            return (n, 1, k)
+        if self.transposed == "A" and n == 1 and m > 1:
+            return (1, m, k)
+        return None
+
+    def same_as_gemm(self, shape: Shape) -> bool:
+        """Whether the stored operand, a vector, has gemm's layout already (K×1 and 1×K are the same bytes)."""
+        m, n, _ = shape
+        return (n == 1) if self.transposed == "B" else (m == 1)
+
+
+def _with_bias(layout: Layout, steps: list[Step], shape: Shape, device: DeviceInfo) -> list[Step]:
+    return steps + [bias_launch(shape[0], shape[1], device)] if layout.bias else steps
+
+
+class NativeTma(WgmmaTmaGemm):
+    """``wgmma_tma`` reading the stored layout itself (and adding the bias in its epilogue)."""
+
+    layout: ClassVar[Layout]
+
+    def defines(self, config: Config) -> dict[str, int | str]:
+        flag = "B_K_MAJOR" if self.layout.transposed == "B" else "A_MN_MAJOR"
+        return {**super().defines(config), flag: 1, **({"GEMM_BIAS": 1} if self.layout.bias else {})}
+
+    def unfit(self, shape: Shape, device: DeviceInfo) -> str | None:
+        reason = Algorithm.unfit(self, shape, device)
+        if reason is not None:
+            return reason
+        m, n, k = shape
+        # Row strides of 16 bytes: A (M×K) and B stored N×K have rows of K; A stored K×M and B (K×N) rows of M, N.
+        inner = {"K": k} if self.layout.transposed == "B" else {"M": m, "N": n}
+        bad = [f"{name}={v}" for name, v in inner.items() if v % ALIGN_ELEMENTS]
+        if bad:
+            return (f"algorithm {self.name} copies with TMA, whose row strides are multiples of 16 bytes: "
+                    f"{' and '.join(inner)} must be multiples of {ALIGN_ELEMENTS} (got {', '.join(bad)})")  # fmt: skip
+        return None
+
+    def launches(self, config: Config, shape: Shape, device: DeviceInfo) -> list[Step]:
+        m, n, k = shape
+        steps = super().launches(config, shape, device)
+        gemm, rest = steps[0], steps[1:]
+        assert isinstance(gemm, Launch)
+        args = list(gemm.args)
+        if self.layout.transposed == "B":  # B stored N×K: boxes of 64 k × 64 rows
+            args[1] = TensorMap("B", self.dtype, dims=(k, n), box=(BK, 64))
+        else:  # A stored K×M: boxes of 64 rows (m) × BK k-rows
+            args[0] = TensorMap("A", self.dtype, dims=(m, k), box=(64, BK))
+        split = bool(rest)
+        if self.layout.bias:
+            args.insert(3, "bias")
+        out = [dataclasses.replace(gemm, args=tuple(args)), *rest]
+        return _with_bias(self.layout, out, shape, device) if split else out
+
+
+class SwappedGemv(GemvGemm):
+    """``gemv`` over the swapped product where the layout allows (`Layout.swapped`), else gemm's own."""
+
+    layout: ClassVar[Layout]
+    template = "layout_gemm_gemv.cu"
+
+    def _shape(self, shape: Shape) -> Shape:
+        return self.layout.swapped(shape) or shape
+
+    def constraints(self, config: Config, shape: Shape, device: DeviceInfo) -> list[str]:
+        return super().constraints(config, self._shape(shape), device)
+
+    def launches(self, config: Config, shape: Shape, device: DeviceInfo) -> list[Step]:
+        swapped = self.layout.swapped(shape)
+        if swapped is None:
+            steps = super().launches(config, shape, device)
+        else:
+            steps = relabel(super().launches(config, swapped, device), {"A": "B", "B": "A"})
+        return _with_bias(self.layout, steps, shape, device)
+
+    def workspace(self, config: Config, shape: Shape) -> dict[str, BufferSpec]:
+        return super().workspace(config, self._shape(shape))
+
+
+class CopyFirst:
+    """Mixed into an algorithm that reads row-major A and B only: the stored operand is transposed into a
+    workspace (``AT`` or ``BT``) first."""
+
+    layout: ClassVar[Layout]
+
+    def _copy_name(self) -> str:
+        return self.layout.transposed + "T"
+
+    def constraints(self, config: Config, shape: Shape, device: DeviceInfo) -> list[str]:
+        problems = super().constraints(config, shape, device)  # type: ignore[misc]
+        rows, _ = self.layout.stored_dims(shape)
+        if ceil_div(rows, TRANSPOSE_TILE) > MAX_GRID_Y:
+            problems.append(f"the transposed copy's grid has more than {MAX_GRID_Y} rows of tiles")
+        return problems
+
+    def launches(self, config: Config, shape: Shape, device: DeviceInfo) -> list[Step]:
+        steps = super().launches(config, shape, device)  # type: ignore[misc]
+        if self.layout.same_as_gemm(shape):
+            return _with_bias(self.layout, steps, shape, device)
+        rows, cols = self.layout.stored_dims(shape)
+        name = self.layout.transposed
+        copy = transpose_launch(name, self._copy_name(), rows, cols)
+        return _with_bias(self.layout, [copy, *relabel(steps, {name: self._copy_name()})], shape, device)
+
+    def workspace(self, config: Config, shape: Shape) -> dict[str, BufferSpec]:
+        space = super().workspace(config, shape)  # type: ignore[misc]
+        rows, cols = self.layout.stored_dims(shape)
+        return {**space, self._copy_name(): BufferSpec((cols, rows), self.dtype)}  # type: ignore[attr-defined]
+
+
+def layout_variant(base: type[Algorithm], layout: Layout) -> type[Algorithm]:
+    """The algorithm ``base`` for a layout family: same name, tunables and defaults (so tuned configurations read
+    the same), computing the stored layout natively, by swapping, or after a transposed copy."""
+    attrs: dict[str, object] = {"layout": layout, "__module__": __name__}
+    if issubclass(base, WgmmaTmaGemm) and base.template == WgmmaTmaGemm.template:
+        return type(f"{base.__name__}{layout.transposed}", (NativeTma,), attrs)
+    if issubclass(base, GemvGemm):
+        return type(f"{base.__name__}{layout.transposed}", (SwappedGemv,), attrs)
+    attrs["template"] = f"layout_{base.template}"
+    return type(f"{base.__name__}{layout.transposed}", (CopyFirst, base), attrs)
+
+
+class LayoutGemmSpace(GemmSpace):
+    """The base of gemm_nt, gemm_tn and linear: gemm's problem with one operand stored transposed."""
+
+    LAYOUT: ClassVar[Layout]
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if "LAYOUT" in vars(cls):
+            cls.algorithms = tuple(layout_variant(a, cls.LAYOUT) for a in GemmSpace.algorithms)
+
+    def input_specs(self, shape: Shape) -> dict[str, BufferSpec]:
+        specs = super().input_specs(shape)
+        rows, cols = self.LAYOUT.stored_dims(shape)
+        specs[self.LAYOUT.transposed] = BufferSpec((rows, cols), self.dtype)
+        return specs
+
+    def infer_shape(self, inputs: Mapping[str, tuple[int, ...]]) -> Shape:
+        name = self.LAYOUT.transposed
+        stored = inputs[name]
+        if len(stored) != 2:
+            raise InvalidArgument(f"{name} must be a 2-D matrix, got shape {tuple(stored)}")
+        return super().infer_shape({**inputs, name: (stored[1], stored[0])})
+
+    def inputs(self, shape: Shape, rng: np.random.Generator, kind: str = "uniform") -> dict[str, np.ndarray]:
+        made = super().inputs(shape, rng, kind)
+        name = self.LAYOUT.transposed
+        made[name] = np.ascontiguousarray(made[name].T)
+        return made
+
+    def reference(self, inputs: Mapping[str, np.ndarray], shape: Shape) -> dict[str, np.ndarray]:
+        name = self.LAYOUT.transposed
+        return super().reference({**inputs, name: np.asarray(inputs[name]).T}, shape)
+
+    def validation_cases(self, shape: Shape) -> list[tuple[Shape, str]]:
+        cases = super().validation_cases(shape)
+        if self.LAYOUT.transposed == "A":
+            # TMA reads A stored K×M only with M a multiple of 8: two cases where the native path runs, one of them
+            # ragged along K (which no stride constrains here) and wide-range over a long K.
+            cases += [((136, 72, 333), "uniform"), ((200, 264, 4100), "wide")]
+        return cases
+
+
+class GemmNtSpace(LayoutGemmSpace):
+    """C = A·Bᵀ: A (M×K), B stored N×K."""
+
+    name = "gemm_nt"
+    LAYOUT = Layout("B", bias=False)
+
+    def infer_shape(self, inputs: Mapping[str, tuple[int, ...]]) -> Shape:
+        a, b = inputs["A"], inputs["B"]
+        if len(a) == 2 and len(b) == 2 and a[1] != b[1]:
+            raise InvalidArgument(f"A has {a[1]} columns but B has {b[1]}: C = A·Bᵀ needs A (M, K) and B (N, K)")
+        return super().infer_shape(inputs)
+
+
+class GemmTnSpace(LayoutGemmSpace):
+    """C = Aᵀ·B: A stored K×M, B (K×N)."""
+
+    name = "gemm_tn"
+    LAYOUT = Layout("A", bias=False)
+
+    def infer_shape(self, inputs: Mapping[str, tuple[int, ...]]) -> Shape:
+        a, b = inputs["A"], inputs["B"]
+        if len(a) == 2 and len(b) == 2 and a[0] != b[0]:
+            raise InvalidArgument(f"A has {a[0]} rows but B has {b[0]}: C = Aᵀ·B needs A (K, M) and B (K, N)")
+        return super().infer_shape(inputs)

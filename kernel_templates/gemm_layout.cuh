@@ -1,0 +1,38 @@
+// The small kernels by which a GEMM template serves the other operand layouts and the bias of the gemm_nt,
+// gemm_tn and linear families (autotune/spaces/gemm_layouts.py): an algorithm that reads only row-major A (M×K)
+// and B (K×N) gets a transposed copy of the operand stored the other way (gemm_transpose) first, and one without a
+// bias epilogue gets gemm_bias_add after it. The layout_gemm_*.cu templates are the GEMM templates with these.
+#pragma once
+#include "dtype.cuh"
+
+#define TRANSPOSE_TILE 32
+#define TRANSPOSE_ROWS 8  // threads per block: TRANSPOSE_TILE × TRANSPOSE_ROWS
+
+// dst (cols × rows) = srcᵀ, src row-major rows × cols; one 32×32 tile per block through shared memory (padded
+// against bank conflicts), both sides read and written along rows. Grid: (⌈cols/32⌉, ⌈rows/32⌉).
+extern "C" __global__ void __launch_bounds__(TRANSPOSE_TILE* TRANSPOSE_ROWS)
+    gemm_transpose(const elem_t* __restrict__ src, elem_t* __restrict__ dst, int rows, int cols) {
+  __shared__ elem_t tile[TRANSPOSE_TILE][TRANSPOSE_TILE + 1];
+  const int c0 = blockIdx.x * TRANSPOSE_TILE, r0 = blockIdx.y * TRANSPOSE_TILE;
+  const int x = threadIdx.x % TRANSPOSE_TILE, y = threadIdx.x / TRANSPOSE_TILE;
+#pragma unroll
+  for (int j = y; j < TRANSPOSE_TILE; j += TRANSPOSE_ROWS) {
+    const int r = r0 + j, c = c0 + x;
+    if (r < rows && c < cols) tile[j][x] = src[(size_t)r * cols + c];
+  }
+  __syncthreads();
+#pragma unroll
+  for (int j = y; j < TRANSPOSE_TILE; j += TRANSPOSE_ROWS) {
+    const int c = c0 + j, r = r0 + x;
+    if (c < cols && r < rows) dst[(size_t)c * rows + r] = tile[x][j];
+  }
+}
+
+// C (M×N) += bias (N) in fp32, rounded once more to the element type (the GEMM's output was rounded already: a
+// fused epilogue, where an algorithm has one, rounds once).
+extern "C" __global__ void __launch_bounds__(256)
+    gemm_bias_add(elem_t* __restrict__ C, const elem_t* __restrict__ bias, long long mn, int N) {
+  const long long stride = (long long)gridDim.x * 256;
+  for (long long i = (long long)blockIdx.x * 256 + threadIdx.x; i < mn; i += stride)
+    C[i] = from_f32<elem_t>(to_f32(C[i]) + to_f32(bias[i % N]));
+}

@@ -1,0 +1,4 @@
+// gemm_wgmma_tf32x3.cu with the transposed copy and the bias of the gemm_nt, gemm_tn and linear families
+// (kernel_templates/gemm_layout.cuh; autotune/spaces/gemm_layouts.py).
+#include "gemm_wgmma_tf32x3.cu"
+#include "gemm_layout.cuh"

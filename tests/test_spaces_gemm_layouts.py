@@ -1,0 +1,252 @@
+"""gemm_nt, gemm_tn and linear (autotune/spaces/gemm_layouts.py, linear.py): gemm with an operand stored the other
+way, and with a bias. Each algorithm computes the stored layout natively, by swapping a vector's operands, or
+after a transposed copy that its launch plan holds."""
+
+import numpy as np
+import pytest
+
+from autotune.errors import InvalidArgument
+from autotune.spaces import ALGO, Launch, TensorMap, get_space, kernel_names
+from autotune.spaces.gemm_layouts import relabel
+from autotune.spaces.gemm_wgmma_tma import BK
+
+from conftest import H200
+from space_checks import assert_built_without_spills, compile_jobs, sample_valid
+
+FAMILIES = ("gemm_nt", "gemm_tn", "linear")
+DTYPES = ("float32", "float16", "bfloat16")
+# Every shape class of gemm's rules: M 1, ≤ 16, ≤ 64, ≤ 256, large; one column, narrow, deep, wide; ragged sizes.
+SHAPES = [(1, 4096, 4096), (4096, 1, 4096), (8, 3072, 768), (61, 768, 3072), (200, 2304, 768), (8192, 3072, 768),
+          (8192, 768, 3072), (768, 3072, 8192), (64, 64, 65536), (333, 264, 104), (67, 131, 33), (1, 1, 77)]
+TRANSPOSED = {"gemm_nt": "B", "gemm_tn": "A", "linear": "B"}
+
+
+def stored(family: str, shape: tuple) -> tuple:
+    m, n, k = shape
+    return (n, k) if TRANSPOSED[family] == "B" else (k, m)
+
+
+@pytest.fixture(params=[(f, d) for f in FAMILIES for d in DTYPES], ids=lambda p: f"{p[0]}-{p[1]}")
+def space(request):
+    return get_space(request.param[0], dtype=request.param[1])
+
+
+def test_registered_with_gemms_algorithms_and_defaults(space):
+    assert set(FAMILIES) <= set(kernel_names())
+    gemm = get_space("gemm", dtype=space.dtype)
+    assert list(space.algos) == list(gemm.algos)
+    assert space.default_config == gemm.default_config
+    for name, algo in space.algos.items():
+        assert algo.default_config == gemm.algos[name].default_config
+        assert [p.name for p in algo.parameters] == [p.name for p in gemm.algos[name].parameters]
+
+
+def test_templates_are_gemms_own_or_with_the_layout_kernels(space):
+    for name, algo in space.algos.items():
+        base = get_space("gemm", dtype=space.dtype).algos[name].template
+        assert algo.template == (base if name == "wgmma_tma" else f"layout_{base}"), name
+
+
+def test_shapes_are_inferred_from_the_stored_operands(space):
+    m, n, k = 33, 48, 72
+    given = {"A": (m, k), "B": (k, n)}
+    given[TRANSPOSED[space.name]] = stored(space.name, (m, n, k))
+    if space.name == "linear":
+        given["bias"] = (n,)
+    assert space.infer_shape(given) == (m, n, k)
+    assert {name: spec.shape for name, spec in space.input_specs((m, n, k)).items()} == given
+
+
+@pytest.mark.parametrize(
+    "family, given, match",
+    [
+        ("gemm_nt", {"A": (4, 8), "B": (6, 9)}, "A has 8 columns but B has 9: C = A·Bᵀ needs A \\(M, K\\) and B"),
+        ("gemm_tn", {"A": (8, 4), "B": (9, 6)}, "A has 8 rows but B has 9: C = Aᵀ·B needs A \\(K, M\\)"),
+        ("gemm_nt", {"A": (4, 8), "B": (8,)}, "B must be a 2-D matrix"),
+        ("gemm_tn", {"A": (0, 4), "B": (0, 6)}, "is empty"),
+        ("linear", {"A": (4, 8), "B": (6, 8), "bias": (4,)}, "bias has shape \\(4,\\).*needs a bias of \\(6,\\)"),
+        ("linear", {"A": (4, 8), "B": (6, 8), "bias": (1, 6)}, "bias has shape \\(1, 6\\)"),
+    ],
+)
+def test_mismatched_operands_get_one_clear_line(family, given, match):
+    with pytest.raises(InvalidArgument, match=match):
+        get_space(family, dtype="bfloat16").infer_shape(given)
+
+
+@pytest.mark.parametrize("kind", ["uniform", "wide"])
+def test_reference_is_gemms_on_the_stored_operand_transposed(space, kind):
+    shape = (37, 24, 40)
+    inputs = space.inputs(shape, np.random.default_rng(3), kind)
+    name = TRANSPOSED[space.name]
+    assert inputs[name].shape == stored(space.name, shape) and inputs[name].flags.c_contiguous
+    decoded = space.decoded_inputs(inputs, shape)
+    a, b = decoded["A"], decoded["B"]
+    expect = (a @ b.T) if space.name != "gemm_tn" else (a.T @ b)
+    if space.name == "linear":
+        expect = expect + decoded["bias"][None, :]
+    atol = 1e-12 * np.abs(expect).max()  # float64 sums in another order: cancellation differs at ~1e-16
+    np.testing.assert_allclose(space.reference(decoded, shape)["C"], expect, rtol=1e-12, atol=atol)
+    gemm = get_space("gemm", dtype=space.dtype)
+    plain = {"A": a.T if name == "A" else a, "B": b.T if name == "B" else b}
+    product = gemm.reference(plain, shape)["C"]
+    np.testing.assert_allclose(expect - (decoded["bias"][None, :] if space.name == "linear" else 0), product,
+                               rtol=1e-12, atol=atol)  # fmt: skip
+
+
+def test_tolerances_and_validation_are_gemms(space):
+    gemm = get_space("gemm", dtype=space.dtype)
+    assert space.tolerance("C", (64, 64, 64)) == gemm.tolerance("C", (64, 64, 64))
+    assert space.baseline_config() == gemm.baseline_config()
+    cases = space.validation_cases((4096, 4096, 4096))
+    assert cases[: len(gemm.validation_cases((4096, 4096, 4096)))] == gemm.validation_cases((4096, 4096, 4096))
+    if space.name == "gemm_tn" and space.dtype != "float32":
+        native = space.algos["wgmma_tma"]
+        assert [s for s, _ in cases if native.unfit(s, H200) is None], "a case the TMA path takes"
+        assert any(s[2] % 8 and native.unfit(s, H200) is None for s, _ in cases), "ragged K, natively"
+
+
+def _copy_plans(space, config, shape):
+    gemm = get_space("gemm", dtype=space.dtype)
+    return space.launches(config, shape, H200), gemm.launches(config, shape, H200)
+
+
+@pytest.mark.parametrize("shape", [(333, 264, 104), (67, 131, 33), (8192, 3072, 768)])
+def test_copying_algorithms_transpose_first_then_run_gemms_plan(space, shape):
+    name = TRANSPOSED[space.name]
+    for algo in space.algos:
+        if algo in ("wgmma_tma", "gemv"):
+            continue
+        config = {ALGO: algo, **space.algos[algo].default_config}
+        ours, gemms = _copy_plans(space, config, shape)
+        copy = ours[0]
+        rows, cols = stored(space.name, shape)
+        assert copy.kernel == "gemm_transpose" and copy.args[:2] == (name, name + "T")
+        assert (int(copy.args[2]), int(copy.args[3])) == (rows, cols)
+        assert copy.grid[0] * 32 >= cols and copy.grid[1] * 32 >= rows
+        body = ours[1:-1] if space.name == "linear" else ours[1:]
+        assert body == relabel(gemms, {name: name + "T"})
+        ws = space.workspace(config, shape)
+        assert ws[name + "T"].shape == (cols, rows) and ws[name + "T"].dtype == space.dtype
+        if space.name == "linear":
+            assert ours[-1].kernel == "gemm_bias_add" and ours[-1].args[:2] == ("C", "bias")
+            assert int(ours[-1].args[2]) == shape[0] * shape[1] and int(ours[-1].args[3]) == shape[1]
+
+
+def test_relabel_renames_buffers_in_arguments_maps_and_zeroings():
+    from autotune.spaces import Zero
+
+    steps = [Zero("B"), Launch("k", (1, 1, 1), (32, 1, 1), 0,
+                                (TensorMap("B", "float16", (8, 8), (8, 8)), "A", "B", np.int32(3)))]  # fmt: skip
+    out = relabel(steps, {"A": "B", "B": "A"})
+    assert out[0] == Zero("A")
+    assert out[1].args[0].buffer == "A" and out[1].args[1:3] == ("B", "A") and out[1].args[3] == 3
+
+
+@pytest.mark.parametrize("family", ["gemm_nt", "linear", "gemm_tn"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_the_tma_algorithm_reads_the_stored_layout_itself(family, dtype):
+    space = get_space(family, dtype=dtype)
+    shape = (8192, 3072, 768)
+    for split in (1, 4):
+        config = {ALGO: "wgmma_tma", **space.algos["wgmma_tma"].default_config, "SPLIT_K": split}
+        ours = space.launches(config, shape, H200)
+        gemm = get_space("gemm", dtype=dtype).launches(config, shape, H200)
+        main = ours[0]
+        assert main.kernel == "gemm_wgmma_tma" and main.grid == gemm[0].grid and main.block == gemm[0].block
+        a_map, b_map = main.args[:2]
+        m, n, k = shape
+        if family == "gemm_tn":
+            assert a_map == TensorMap("A", dtype, dims=(m, k), box=(64, BK)) and b_map == gemm[0].args[1]
+        else:
+            assert b_map == TensorMap("B", dtype, dims=(k, n), box=(BK, 64)) and a_map == gemm[0].args[0]
+        assert not a_map.problems() and not b_map.problems()
+        defines = space.defines(config)
+        flag = "A_MN_MAJOR" if family == "gemm_tn" else "B_K_MAJOR"
+        assert defines[flag] == 1 and defines.get("GEMM_BIAS", 0) == (family == "linear")
+        args = main.args[2:]
+        if family == "linear":  # the bias pointer follows the output; with a split, bias_add after the reduce
+            assert args[1] == "bias"
+            args = args[:1] + args[2:]
+            tail = [s.kernel for s in ours[1:]]
+            assert tail == (["gemm_splitk_reduce", "gemm_bias_add"] if split > 1 else [])
+        assert args == gemm[0].args[2:]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_tma_alignment_follows_the_stored_rows(dtype):
+    nt, tn = (get_space(f, dtype=dtype).algos["wgmma_tma"] for f in ("gemm_nt", "gemm_tn"))
+    # gemm_nt: rows of A and of B as stored are K long; N is free.
+    assert nt.unfit((100, 131, 64), H200) is None
+    assert "K must be multiples of 8" in nt.unfit((100, 128, 65), H200)
+    # gemm_tn: rows are M (A stored K×M) and N long; K is free.
+    assert tn.unfit((136, 72, 333), H200) is None
+    reason = tn.unfit((130, 72, 64), H200)
+    assert "M and N must be multiples of 8" in reason and "M=130" in reason
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_gemv_swaps_operands_where_a_vector_makes_the_layouts_alike(family, dtype):
+    space, gemm = get_space(family, dtype=dtype), get_space("gemm", dtype=dtype)
+    config = {ALGO: "gemv", **space.algos["gemv"].default_config, "SPLIT_K": 2}
+    m, k = 1 if family != "gemm_tn" else 4096, 4096
+    n = 3072 if family != "gemm_tn" else 1
+    ours = space.launches(config, (m, n, k), H200)
+    swapped = (n, 1, k) if family != "gemm_tn" else (1, m, k)
+    expect = relabel(gemm.launches(config, swapped, H200), {"A": "B", "B": "A"})
+    assert ours[: len(expect)] == expect
+    assert [s.kernel for s in ours[len(expect):]] == (["gemm_bias_add"] if family == "linear" else [])
+    ws, gws = space.workspace(config, (m, n, k)), gemm.workspace(config, swapped)
+    assert {name: s.nbytes for name, s in ws.items()} == {name: s.nbytes for name, s in gws.items()}
+    # The other vector case is gemm's own layout: the same plan, no copy.
+    other = (4096, 1, k) if family != "gemm_tn" else (1, 3072, k)
+    plain = space.launches(config, other, H200)
+    assert plain[: len(gemm.launches(config, other, H200))] == gemm.launches(config, other, H200)
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_rule_defaults_are_valid_in_every_shape_class(space, shape):
+    config = space.rule_default(shape, H200)
+    assert space.violations(config, shape, H200) == [], (config, shape)
+    gemm = get_space("gemm", dtype=space.dtype)
+    if space.dtype != "float32" and shape[2] % 8 == 0 and gemm.rule_default(shape, H200)[ALGO] == "wgmma_tma":
+        assert config[ALGO] == "wgmma_tma"  # where gemm's rule takes TMA, the native layouts do too
+
+
+def test_random_configurations_are_checked_like_gemms(space):
+    shape = (1000, 768, 3072)
+    for config in sample_valid(space, H200, shape, 40, seed=11):
+        assert space.launches(config, shape, H200)
+        assert all(not a.problems() for s in space.launches(config, shape, H200) if isinstance(s, Launch)
+                   for a in s.args if isinstance(a, TensorMap))  # fmt: skip
+
+
+@pytest.mark.nvcc
+def test_defaults_rule_defaults_and_samples_compile_without_spills(cache_dir):
+    jobs = []
+    for family in FAMILIES:
+        for dtype in DTYPES:
+            space = get_space(family, dtype=dtype)
+            configs = [dict(space.default_config)]
+            configs += [space.rule_default(s, H200) for s in ((8192, 3072, 768), (1, 3072, 768), (8, 768, 3072))]
+            configs += sample_valid(space, H200, (4096, 3072, 768), 2, seed=5)
+            jobs += [(space, c, (4096, 3072, 768)) for c in configs]
+    results = compile_jobs(jobs, "sm_90a", cache_dir)
+    # Spills are asserted for defaults and rule defaults; a sampled SIMT tile may spill as gemm's may.
+    checked = [(j, r) for i, (j, r) in enumerate(zip(jobs, results)) if i % 6 < 4]
+    assert_built_without_spills([j for j, _ in checked], [r for _, r in checked])
+    for (space, config, shape), result in zip(jobs, results):
+        assert result.ok, (space.name, config, result.error)
+        launched = {s.kernel for s in space.launches(config, shape, H200) if isinstance(s, Launch)}
+        assert launched <= set(result.kernels), (space.name, space.dtype, launched, result.kernels)
+
+
+def test_linear_layout_variants_keep_gemms_tuned_configurations_readable():
+    # A configuration tuned for gemm renders for the layout families: same keys, same define values besides the
+    # layout's own.
+    for dtype in ("bfloat16", "float32"):
+        gemm, nt = get_space("gemm", dtype=dtype), get_space("gemm_nt", dtype=dtype)
+        for algo in nt.algos:
+            c = {ALGO: algo, **nt.algos[algo].default_config}
+            extra = set(nt.defines(c)) - set(gemm.defines(c))
+            assert extra <= {"B_K_MAJOR"}, (algo, extra)

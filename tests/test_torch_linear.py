@@ -1,0 +1,126 @@
+"""autotune.torch's GEMM layouts without a GPU: `Linear`, `patch` over nn.Linear, the operators gemm_nt, gemm_tn and
+linear, and each GEMM's gradients through the other two (stand-in kernels on the CPU), with no operand copied."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import autotune  # noqa: E402
+import autotune.torch as att  # noqa: E402
+from autotune.torch import WrongShape  # noqa: E402
+
+GEMMS = ("gemm", "gemm_nt", "gemm_tn", "linear")
+FORMULAS = {
+    "gemm": lambda t: t[0] @ t[1],
+    "gemm_nt": lambda t: t[0] @ t[1].T,
+    "gemm_tn": lambda t: t[0].T @ t[1],
+    "linear": lambda t: t[0] @ t[1].T + t[2],
+}
+
+
+def meta(*shape, **kw):
+    return torch.randn(*shape, device="meta", **kw)
+
+
+@pytest.fixture
+def stand_ins(monkeypatch):
+    """Every GEMM operator computed on the CPU by its formula; the tensors each call got, by operator."""
+    calls: dict[str, list] = {name: [] for name in GEMMS}
+    for name in GEMMS:
+        formula = FORMULAS[name]
+        def launcher(tensors, name=name, f=formula):
+            calls[name].append(tensors)
+            return (f(tensors),)
+
+        monkeypatch.setattr(att.OPS[name], "launcher", launcher)
+    return calls
+
+
+def test_the_layouts_are_operators_with_autograd():
+    assert set(GEMMS) <= set(att.OPERATORS) and set(GEMMS) <= set(att.WITH_AUTOGRAD)
+    schema = "autotune::linear(Tensor A, Tensor B, Tensor bias) -> Tensor"
+    assert str(torch.ops.autotune.linear.default._schema) == schema
+
+
+@pytest.mark.parametrize("kernel", GEMMS)
+def test_gradients_are_the_other_layouts_products_with_no_copy(kernel, stand_ins):
+    g = torch.Generator().manual_seed(0)
+    m, n, k = 5, 7, 3
+    shapes = {"gemm": [(m, k), (k, n)], "gemm_nt": [(m, k), (n, k)], "gemm_tn": [(k, m), (k, n)],
+              "linear": [(m, k), (n, k), (n,)]}[kernel]  # fmt: skip
+    leaves = [torch.randn(*s, generator=g, dtype=torch.float64, requires_grad=True) for s in shapes]
+    w = torch.randn(m, n, generator=g, dtype=torch.float64)
+    (att.op(kernel)(*leaves) * w).sum().backward()
+    mine = [t.grad for t in leaves]
+    ref = [t.detach().requires_grad_() for t in leaves]
+    (FORMULAS[kernel](ref) * w).sum().backward()
+    for got, want in zip(mine, (t.grad for t in ref)):
+        torch.testing.assert_close(got, want)
+    # The backward read the forward's operands in place: every tensor any backward GEMM got is one of the forward's
+    # operands or dC itself, never a transposed copy.
+    forward_storage = {t.untyped_storage().data_ptr() for t in leaves}
+    forward = stand_ins[kernel][0]
+    backward_calls = [c for cs in stand_ins.values() for c in cs if c is not forward]
+    assert len(backward_calls) == 2
+    for tensors in backward_calls:
+        assert all(t.is_contiguous() for t in tensors)
+        assert sum(t.untyped_storage().data_ptr() in forward_storage for t in tensors) == 1, "one operand as stored"
+
+
+def test_backward_on_meta_records_every_layout():
+    model = torch.nn.Sequential(att.Linear(64, 96), att.Linear(96, 32, bias=False)).to("meta")
+    x = meta(2, 8, 64, requires_grad=True)
+    with autotune.record() as calls:
+        model(x).sum().backward()
+    assert x.grad.shape == x.shape and model[0].bias.grad.shape == (96,)
+    assert sorted(calls.calls) == sorted([
+        ("linear", (16, 96, 64), "float32"), ("gemm_nt", (16, 32, 96), "float32"),  # forward: A·Wᵀ (+ bias)
+        ("gemm", (16, 96, 32), "float32"), ("gemm_tn", (32, 96, 16), "float32"),  # second layer: dX, dW
+        ("gemm_tn", (96, 64, 16), "float32"),  # first layer: dW (x needs a gradient: dX too)
+        ("gemm", (16, 64, 96), "float32"),
+    ])  # fmt: skip
+
+
+def test_linear_is_drop_in_and_runs_torchs_where_no_kernel_does():
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(16, 8)
+    mine = att.Linear(16, 8)
+    mine.load_state_dict(lin.state_dict())
+    assert mine.state_dict().keys() == lin.state_dict().keys()
+    x = torch.randn(3, 16)
+    assert torch.equal(mine(x), lin(x))  # a CPU tensor: torch's own
+    assert mine.to("meta")(meta(4, 5, 16)).shape == (4, 5, 8)
+    assert att.Linear(16, 8, dtype=torch.float64).to("meta")(meta(2, 16, dtype=torch.float64)).device.type == "meta"
+
+
+def test_patch_swaps_linear_layers_keeps_subclasses_and_counts_fallbacks():
+    mha = torch.nn.MultiheadAttention(16, 2)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 16), mha, torch.nn.LayerNorm(16))
+    weight = model[0].weight
+    report = att.patch(model)
+    assert type(model[0]) is att.Linear and model[0].weight is weight
+    assert "0" in report.swapped and "2" in report.swapped
+    assert ("1.out_proj", "a subclass of nn.Linear (NonDynamicallyQuantizableLinear) whose use may bypass its "
+            "forward") in report.skipped  # fmt: skip
+    model[0](torch.randn(2, 16))
+    model[0](torch.randn(2, 16))
+    assert report.fallbacks == {"cpu torch.float32 input, torch.float32 weight": 2}
+    assert "2 calls ran torch's Linear: cpu torch.float32 input" in str(report)
+    kept = torch.nn.Sequential(torch.nn.Linear(4, 4))
+    assert att.patch(kept, linear=False).swapped == [] and type(kept[0]) is torch.nn.Linear
+    with pytest.raises(ValueError, match="model is itself a layer patch would swap"):
+        att.patch(torch.nn.Linear(4, 4))
+
+
+def test_functional_linear_takes_any_leading_shape_and_refuses_a_bad_weight():
+    assert att.functional.linear(meta(2, 3, 17), meta(65, 17)).shape == (2, 3, 65)
+    assert att.functional.linear(meta(2, 3, 17), meta(65, 17), meta(65)).shape == (2, 3, 65)
+    assert att.functional.linear(meta(17, 2, 3).permute(1, 2, 0), meta(17, 130)[:, ::2].t()).shape == (2, 3, 65)
+    with pytest.raises(WrongShape, match="weight must be 2-D"):
+        att.functional.linear(meta(2, 17), meta(17))
+    with pytest.raises(WrongShape, match="A has 17 columns but B has 16"):
+        att.functional.linear(meta(2, 17), meta(5, 16))
+    with pytest.raises(WrongShape, match="bias has shape \\(4,\\)"):
+        att.functional.linear(meta(2, 17), meta(5, 17), meta(4))
