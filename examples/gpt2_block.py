@@ -1,8 +1,11 @@
 """A GPT-2-sized transformer block (d_model 768, 12 heads, MLP 3072), one training step — forward, backward and
 AdamW — in eager torch against the same block patched with autotune's kernels (`autotune.torch.patch`: its
-LayerNorms run the tuned forward and backward kernels).
+LayerNorms run the tuned forward and backward kernels, its Linear layers the tuned GEMMs: ``linear`` forward,
+``gemm`` and ``gemm_tn`` backward; ``--norms-only`` leaves the Linear layers to torch). Attention stays torch's
+``scaled_dot_product_attention`` in both.
 
     python examples/gpt2_block.py [--batch 8] [--seq 1024] [--dtype float32 bfloat16] [--record shapes.json]
+                                  [--norms-only]
 
 Prints the median step time of each, the speedup, and each kernel's share of the GPU time of a patched step
 (torch.profiler). ``--record`` writes the problems the patched step sends to autotune, for
@@ -86,6 +89,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--dtype", nargs="+", default=["float32", "bfloat16"])
     parser.add_argument("--record", default=None, help="write the problems a patched step sends to autotune")
+    parser.add_argument("--norms-only", action="store_true", help="patch the LayerNorms only, not the Linear layers")
     args = parser.parse_args()
 
     import autotune
@@ -102,7 +106,8 @@ def main() -> None:
         torch.manual_seed(0)
         eager = Block().cuda().to(dtype)
         patched = copy.deepcopy(eager)
-        print(f"{name}: {att.patch(patched)}".replace("\n", "; "))
+        report = att.patch(patched, linear=not args.norms_only)
+        print(f"{name}: {report}".replace("\n", "; "))
         x = torch.randn(args.batch, args.seq, 768, device="cuda", dtype=dtype)
         with torch.no_grad():
             error = (patched(x) - eager(x)).float().norm() / eager(x).float().norm()
@@ -113,6 +118,8 @@ def main() -> None:
         eager_ms, patched_ms = step_ms(eager, x, args.steps), step_ms(patched, x, args.steps)
         print(f"  step: eager {eager_ms:.3f} ms, patched {patched_ms:.3f} ms = {eager_ms / patched_ms:.3f}x; "
               f"output relative error {float(error):.2e}")  # fmt: skip
+        if report.fallbacks:
+            print(f"  calls that ran torch's Linear: {dict(report.fallbacks)}")
         print("  GPU time shares of a patched forward+backward:")
         for kernel, share in kernel_shares(patched, x)[:12]:
             print(f"    {100 * share:5.1f}%  {kernel[:100]}")

@@ -66,12 +66,18 @@ CASES = {
     "rmsnorm": lambda: (cuda(6, 40), cuda(40, seed=1)),
     "softmax": lambda: (cuda(6, 40),),
     "gemm": lambda: (cuda(7, 12), cuda(12, 9, seed=1)),
+    "gemm_nt": lambda: (cuda(7, 12), cuda(9, 12, seed=1)),
+    "gemm_tn": lambda: (cuda(12, 7), cuda(12, 9, seed=1)),
+    "linear": lambda: (cuda(7, 12), cuda(9, 12, seed=1), cuda(9, seed=2)),
 }
 REFERENCE = {
     "layernorm": lambda x, w, b: torch.nn.functional.layer_norm(x, (x.shape[-1],), w, b, eps=1e-5),
     "rmsnorm": lambda x, w: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w,
     "softmax": lambda x: torch.softmax(x, -1),
     "gemm": lambda a, b: a @ b,
+    "gemm_nt": lambda a, b: a @ b.T,
+    "gemm_tn": lambda a, b: a.T @ b,
+    "linear": lambda a, b, bias: a @ b.T + bias,
 }
 
 
@@ -119,7 +125,7 @@ def test_compile_fullgraph_has_no_graph_breaks(att):
     import torch._dynamo
 
     model = Block().cuda()
-    assert att.patch(model).swapped == ["ln", "rms"]
+    assert att.patch(model).swapped == ["ln", "fc", "rms"]
     x = cuda(4, 64, 256)
     eager = model(x)
     torch._dynamo.reset()
