@@ -209,6 +209,20 @@ def test_half_rule_defaults_use_tma_where_it_fits_and_split_k_where_tiles_are_fe
     assert space.rule_default(shape, older)["ALGO"] == "mma", "no TMA before Hopper"
 
 
+@pytest.mark.parametrize("kernel", ["gemm", "gemm_nt", "gemm_tn"])
+@pytest.mark.parametrize("shape, splits", [((768, 768, 8192), 4), ((3072, 768, 8192), 4), ((256, 256, 65536), 32)])
+def test_long_k_over_a_small_output_takes_the_tile_its_searches_chose(h200, kernel, shape, splits):
+    """K ≥ 8192 over at most two waves of 128×128 tiles: those tiles in ping-pong, seven stages, K split about every
+    2048 (further where the slices would not fill the GPU); what the searches of 2026-11-28 chose."""
+    space = get_space(kernel, dtype="bfloat16")
+    config = space.rule_default(shape, h200)
+    picked = {k: config[k] for k in ("ALGO", "BM", "BN", "PINGPONG", "STAGES", "SPLIT_K")}
+    assert picked == {"ALGO": "wgmma_tma", "BM": 128, "BN": 128, "PINGPONG": 1, "STAGES": 7, "SPLIT_K": splits}
+    # Shorter K, or an output of more than two waves of such tiles: the tile rule as before.
+    for other in ((768, 768, 4096), (4096, 4096, 8192)):
+        assert space.rule_default(other, h200).get("PINGPONG") == 0, other
+
+
 def test_a_stale_row_with_unchanged_machine_code_is_used(space, h200):
     """A row of another template hash runs where `revalidate` says its configuration builds the cubin it was tuned
     with (a comment edit); it is asked only of rows that would be used, and a row it refuses stays stale."""

@@ -228,7 +228,7 @@ def test_defaults_rule_defaults_and_samples_compile_without_spills(cache_dir):
         for dtype in DTYPES:
             space = get_space(family, dtype=dtype)
             configs = [dict(space.default_config)]
-            configs += [space.rule_default(s, H200) for s in ((8192, 3072, 768), (1, 3072, 768), (8, 768, 3072))]
+            configs += [space.rule_default(s, H200) for s in ((8192, 3072, 768), (1, 3072, 768), (768, 768, 8192))]
             configs += sample_valid(space, H200, (4096, 3072, 768), 2, seed=5)
             jobs += [(space, c, (4096, 3072, 768)) for c in configs]
     results = compile_jobs(jobs, "sm_90a", cache_dir)

@@ -9,7 +9,8 @@ Classes: the M bucket (1, ≤16, ≤64, ≤256, large) and the aspect (``col``: 
   where the tiles are too few); beyond 64 rows otherwise, a ``tf32x3`` tile (mma.sync), split-K to fill;
 * fp32 otherwise: the SIMT tile whose height fits M (16, 32, 64 rows, else the template's 128×128), and
   split-K until the output tiles fill the GPU — without it a 16-row product runs on a quarter of the SMs;
-* half precision on Hopper, where TMA can stride the rows (N, K multiples of 8): the largest ``wgmma_tma`` tile
+* half precision on Hopper, where TMA can stride the rows (N, K multiples of 8): for K ≥ 8192 over at most two
+  waves of 128×128 tiles, those tiles in ping-pong with K split about every 2048; otherwise the largest ``wgmma_tma`` tile
   whose tiles fill the GPU (about one per SM) while wasting at most a quarter of their area on the edges; where
   none does, the largest such tile split along K until the slices fill it;
 * half precision otherwise (other GPUs, unaligned rows, or rows too few for a TMA tile): an ``mma`` tile whose
@@ -179,8 +180,38 @@ def _tma_tile_rule(space: "KernelSpace", name: str, tiles_by_size: tuple, shape:
     return None
 
 
+# Long K over a small output: searches of the weight gradients of a GPT-2 layer (768..3072 × 768 × 8192, bf16, on an
+# H200, docs/results/2026-11-28) chose, for three of four shapes, 128×128 tiles in ping-pong with seven stages and K
+# split in four, 1.15–1.68× the tile rule below. Taken where K is that long and such tiles number at most two waves.
+LONG_K = 8192
+LONG_K_PER_SPLIT = 2048
+LONG_K_TILE = {"BM": 128, "BN": 128, "WG": 2, "PINGPONG": 1, "STAGES": 7, "GROUP_M": 1}
+
+
+def _long_k_tma(space: "KernelSpace", shape: Shape, device: DeviceInfo) -> Config | None:
+    defaults = _defaults(space, "wgmma_tma")
+    m, n, k = shape
+    if defaults is None or k < LONG_K or space.algos["wgmma_tma"].unfit(shape, device):
+        return None
+    bm, bn = LONG_K_TILE["BM"], LONG_K_TILE["BN"]
+    tiles = ceil_div(m, bm) * ceil_div(n, bn)
+    if tiles > 2 * device.multiprocessors or m * n < TMA_AREA * tiles * bm * bn:
+        return None
+    fill = TMA_FILL * device.multiprocessors
+    usable = [s for s in sorted(space.domain("wgmma_tma.SPLIT_K")) if k >= s * MIN_K_PER_SPLIT]
+    splits = max([s for s in usable if s * LONG_K_PER_SPLIT <= k] or [1])
+    if tiles * splits < fill:  # not enough slices at 2048 of K each: split further, as far as the domain allows
+        splits = next((s for s in usable if tiles * s >= fill), splits)
+    config = {**defaults, **LONG_K_TILE, "SPLIT_K": splits}
+    return config if _within_domains(space, config) and _valid(space, config, shape, device) else None
+
+
 def tma_rule(space: "KernelSpace", shape: Shape, device: DeviceInfo) -> Config | None:
-    """Half precision on Hopper: the largest ``wgmma_tma`` tile that fills the GPU (split along K if need be)."""
+    """Half precision on Hopper: for a long K over a small output, 128×128 ping-pong tiles with K split (see
+    LONG_K); otherwise the largest ``wgmma_tma`` tile that fills the GPU (split along K if need be)."""
+    long_k = _long_k_tma(space, shape, device)
+    if long_k is not None:
+        return long_k
     return _tma_tile_rule(space, "wgmma_tma", TMA_TILES, shape, device)  # rows too few (M ≤ 16): mma fits M
 
 
