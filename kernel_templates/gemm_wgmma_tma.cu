@@ -44,6 +44,7 @@
 //     (m) × BK k-rows, as B's MN-major panels, and wgmma reads A with the transpose bit.
 //   GEMM_BIAS = 1: C += bias[col] (a length-N vector of the element type), added in fp32 before the rounding to
 //     the element type; with split-K the reduce's output gets gemm_bias_add (kernel_templates/gemm_layout.cuh).
+//     3×TF32 takes the bias too; it meets the other layouts in its split pre-pass (both workspaces K-major).
 //
 // Split-K (a launch choice, no define): with gridDim.z = S > 1, the blocks of z-slice z walk the tiles over
 // k-tiles [z·per, (z+1)·per) and store fp32 partial tiles to out = partial[z][M][N]; gemm_splitk_reduce
@@ -160,7 +161,8 @@ static_assert(FOLD >= 1 && FOLD <= 16, "FOLD: 1..16 k-tiles per window");
 static_assert(STAGES >= 2 && STAGES <= 8, "2..8 stages");
 static_assert(SMEM_BYTES <= 232448, "shared memory beyond the sm_90 limit of 227 KB per block");
 static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "clusters of one or two blocks along M");
-static_assert(!TF32X3 || (!A_MN_MAJOR && !B_K_MAJOR && !GEMM_BIAS), "other layouts and the bias: 16-bit only");
+// 3×TF32 meets the other layouts in its split pre-pass (which writes both operands K-major), not here.
+static_assert(!TF32X3 || (!A_MN_MAJOR && !B_K_MAJOR), "3xTF32 reads the pre-pass's K-major workspaces only");
 
 // Registers per thread after setmaxnreg (multiples of 8; 128·(PRODUCER + WG·CONSUMER) ≤ 65536).
 #if WG == 2
@@ -404,6 +406,9 @@ gemm_wgmma_tma(const __grid_constant__ TmaDesc tmap_a, const __grid_constant__ T
       if (pending) release(previous);
 #if TF32X3
       float* dst = static_cast<float*>(out) + (size_t)blockIdx.z * M * N;  // C, or this slice's partial
+#if GEMM_BIAS
+      if (gridDim.z == 1) add_bias<M_TILES, BN>(total, bias, N, bn0);
+#endif
       store_fragments_f32<M_TILES, BN>(total, dst, M, N, bm0 + row0, bn0);
 #else
       if (gridDim.z == 1) {

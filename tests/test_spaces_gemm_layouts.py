@@ -19,6 +19,7 @@ DTYPES = ("float32", "float16", "bfloat16")
 SHAPES = [(1, 4096, 4096), (4096, 1, 4096), (8, 3072, 768), (61, 768, 3072), (200, 2304, 768), (8192, 3072, 768),
           (8192, 768, 3072), (768, 3072, 8192), (64, 64, 65536), (333, 264, 104), (67, 131, 33), (1, 1, 77)]
 TRANSPOSED = {"gemm_nt": "B", "gemm_tn": "A", "linear": "B"}
+NATIVE = ("wgmma_tma", "wgmma_tf32x3")  # read the stored layout themselves: no transposed copy
 
 
 def stored(family: str, shape: tuple) -> tuple:
@@ -44,7 +45,7 @@ def test_registered_with_gemms_algorithms_and_defaults(space):
 def test_templates_are_gemms_own_or_with_the_layout_kernels(space):
     for name, algo in space.algos.items():
         base = get_space("gemm", dtype=space.dtype).algos[name].template
-        assert algo.template == (base if name == "wgmma_tma" else f"layout_{base}"), name
+        assert algo.template == (base if name in NATIVE else f"layout_{base}"), name
 
 
 def test_shapes_are_inferred_from_the_stored_operands(space):
@@ -114,7 +115,7 @@ def _copy_plans(space, config, shape):
 def test_copying_algorithms_transpose_first_then_run_gemms_plan(space, shape):
     name = TRANSPOSED[space.name]
     for algo in space.algos:
-        if algo in ("wgmma_tma", "gemv"):
+        if algo in (*NATIVE, "gemv"):
             continue
         config = {ALGO: algo, **space.algos[algo].default_config}
         ours, gemms = _copy_plans(space, config, shape)
@@ -170,6 +171,35 @@ def test_the_tma_algorithm_reads_the_stored_layout_itself(family, dtype):
             tail = [s.kernel for s in ours[1:]]
             assert tail == (["gemm_splitk_reduce", "gemm_bias_add"] if split > 1 else [])
         assert args == gemm[0].args[2:]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_3xtf32_splits_the_stored_operand_as_it_is(family):
+    """wgmma_tf32x3's pre-pass writes both operands K-major: B stored N×K is split without a transpose, A stored
+    K×M with one; everything else is gemm's plan (linear: the bias after the output, bias_add after a reduce)."""
+    space, gemm = get_space(family, dtype="float32"), get_space("gemm", dtype="float32")
+    shape = (1000, 264, 1030)
+    m, n, k = shape
+    for split in (1, 2):
+        config = {ALGO: "wgmma_tf32x3", **space.algos["wgmma_tf32x3"].default_config, "SPLIT_K": split}
+        ours, theirs = space.launches(config, shape, H200), gemm.launches(config, shape, H200)
+        assert [s.kernel for s in ours[:3]] == ["gemm_tf32_split", "gemm_tf32_split", "gemm_wgmma_tma"]
+        split_a, split_b, main = ours[:3]
+        if family == "gemm_tn":  # A stored K×M: transposed; B as gemm's
+            assert [int(x) for x in split_a.args[3:]] == [k, m, 1, 1032] and split_b == theirs[1]
+            assert split_a.grid == (32, 33, 1)
+        else:  # B stored N×K: split as it is; A as gemm's
+            assert [int(x) for x in split_b.args[3:]] == [n, k, 0, 1032] and split_a == theirs[0]
+            assert split_b.grid == (33, 9, 1)
+        args = main.args
+        if family == "linear":
+            assert args[5] == "bias" and space.defines(config)["GEMM_BIAS"] == 1
+            args = args[:5] + args[6:]
+            assert [s.kernel for s in ours[3:]] == (["gemm_splitk_reduce", "gemm_bias_add"] if split > 1 else [])
+        else:
+            assert ours[3:] == theirs[3:] and "GEMM_BIAS" not in space.defines(config)
+        assert args == theirs[2].args
+        assert space.workspace(config, shape) == gemm.workspace(config, shape)
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])

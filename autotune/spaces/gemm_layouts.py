@@ -8,7 +8,9 @@ three ways (`layout_variant`):
 
 * natively: ``wgmma_tma`` reads B K-major (``B_K_MAJOR``) or A MN-major (``A_MN_MAJOR``) with the same TMA copies
   and swizzle and wgmma's transpose bits flipped (kernel_templates/gemm_wgmma_tma.cu), and adds the bias in its
-  epilogue (``GEMM_BIAS``);
+  epilogue (``GEMM_BIAS``); ``wgmma_tf32x3``'s split pre-pass, which writes both operands K-major anyway, reads
+  the stored operand as it is (transposing A stored K×M, no longer B stored N×K), and the same epilogue adds the
+  bias;
 * by swapping operands where a vector makes the layouts the same memory: ``gemv``'s one-row and one-column
   products (a 1×K row and a K×1 column are the same bytes);
 * otherwise by a transposed copy of the stored operand (``gemm_transpose``, kernel_templates/gemm_layout.cuh)
@@ -31,6 +33,7 @@ from autotune.spaces.algorithm import Algorithm
 from autotune.spaces.base import BufferSpec, Config, Launch, Step, TensorMap, Zero, ceil_div
 from autotune.spaces.gemm import GemmSpace
 from autotune.spaces.gemm_gemv import GemvGemm
+from autotune.spaces.gemm_wgmma_tf32x3 import WgmmaTf32x3Gemm, padded
 from autotune.spaces.gemm_wgmma_tma import ALIGN_ELEMENTS, BK, WgmmaTmaGemm
 
 TRANSPOSE_TILE, TRANSPOSE_THREADS = 32, 256  # kernel_templates/gemm_layout.cuh
@@ -140,6 +143,28 @@ class NativeTma(WgmmaTmaGemm):
         return _with_bias(self.layout, out, shape, device) if split else out
 
 
+class NativeTf32x3(WgmmaTf32x3Gemm):
+    """``wgmma_tf32x3`` whose split pre-pass reads the stored operand as it is (and whose epilogue adds the bias)."""
+
+    layout: ClassVar[Layout]
+
+    def defines(self, config: Config) -> dict[str, int | str]:
+        return {**super().defines(config), **({"GEMM_BIAS": 1} if self.layout.bias else {})}
+
+    def launches(self, config: Config, shape: Shape, device: DeviceInfo) -> list[Step]:
+        m, n, k = shape
+        split_a, split_b, main, *rest = super().launches(config, shape, device)
+        assert isinstance(main, Launch)
+        if self.layout.transposed == "B":  # stored N×K: already the K-major rows the workspaces hold
+            split_b = self._split("B", n, k, padded(k), transpose=False)
+        else:  # stored K×M: transposed into the M×K workspaces
+            split_a = self._split("A", k, m, padded(k), transpose=True)
+        if self.layout.bias:
+            main = dataclasses.replace(main, args=(*main.args[:5], "bias", *main.args[5:]))  # after the output
+        steps = [split_a, split_b, main, *rest]
+        return _with_bias(self.layout, steps, shape, device) if rest else steps
+
+
 class SwappedGemv(GemvGemm):
     """``gemv`` over the swapped product where the layout allows (`Layout.swapped`), else gemm's own."""
 
@@ -199,6 +224,8 @@ def layout_variant(base: type[Algorithm], layout: Layout) -> type[Algorithm]:
     """The algorithm ``base`` for a layout family: same name, tunables and defaults (so tuned configurations read
     the same), computing the stored layout natively, by swapping, or after a transposed copy."""
     attrs: dict[str, object] = {"layout": layout, "__module__": __name__}
+    if issubclass(base, WgmmaTf32x3Gemm):
+        return type(f"{base.__name__}{layout.transposed}", (NativeTf32x3,), attrs)
     if issubclass(base, WgmmaTmaGemm) and base.template == WgmmaTmaGemm.template:
         return type(f"{base.__name__}{layout.transposed}", (NativeTma,), attrs)
     if issubclass(base, GemvGemm):
