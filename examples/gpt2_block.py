@@ -5,13 +5,13 @@ LayerNorms run the tuned forward and backward kernels, its Linear layers the tun
 ``scaled_dot_product_attention`` in both.
 
     python examples/gpt2_block.py [--batch 8] [--seq 1024] [--dtype float32 bfloat16] [--record shapes.json]
-                                  [--norms-only]
+                                  [--norms-only] [--no-compile]
 
-Prints the median step time of each, the speedup, and each kernel's share of the GPU time of a patched step
-(torch.profiler). ``--record`` writes the problems the patched step sends to autotune, for
-``autotune search --shapes-from shapes.json``. A dtype that autotune's LayerNorm has no kernel for is skipped
-(the patched module would run torch's own). Tune first for the numbers that matter: without stored
-configurations the kernels run their defaults.
+Prints the median step time of each — eager, patched, and ``torch.compile`` of the eager block — the speedups, and
+each kernel's share of the GPU time of a patched step (torch.profiler). ``--record`` writes the problems the
+patched step sends to autotune (every dtype's, in one file), for ``autotune search --shapes-from shapes.json``. A
+dtype that autotune's LayerNorm has no kernel for is skipped (the patched module would run torch's own). Tune first
+for the numbers that matter: without stored configurations the kernels run their rule defaults.
 """
 
 from __future__ import annotations
@@ -90,6 +90,7 @@ def main() -> None:
     parser.add_argument("--dtype", nargs="+", default=["float32", "bfloat16"])
     parser.add_argument("--record", default=None, help="write the problems a patched step sends to autotune")
     parser.add_argument("--norms-only", action="store_true", help="patch the LayerNorms only, not the Linear layers")
+    parser.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
     args = parser.parse_args()
 
     import autotune
@@ -97,6 +98,7 @@ def main() -> None:
     from autotune.spaces import space_class
 
     supported = space_class("layernorm").supported_dtypes()
+    recording = autotune.record(args.record) if args.record else None  # one file for every dtype
     print(f"{torch.cuda.get_device_name()}: GPT-2 block, batch {args.batch} x seq {args.seq}, d_model 768")
     for name in args.dtype:
         if name not in supported:
@@ -111,13 +113,17 @@ def main() -> None:
         x = torch.randn(args.batch, args.seq, 768, device="cuda", dtype=dtype)
         with torch.no_grad():
             error = (patched(x) - eager(x)).float().norm() / eager(x).float().norm()
-        if args.record:
-            with autotune.record(args.record) as calls:
+        if recording is not None:
+            with recording as calls:
                 patched(x).float().pow(2).mean().backward()
-            print(f"  recorded {len(calls)} problems to {args.record}")
+            print(f"  recorded {len(calls)} problems so far to {args.record}")
         eager_ms, patched_ms = step_ms(eager, x, args.steps), step_ms(patched, x, args.steps)
         print(f"  step: eager {eager_ms:.3f} ms, patched {patched_ms:.3f} ms = {eager_ms / patched_ms:.3f}x; "
               f"output relative error {float(error):.2e}")  # fmt: skip
+        if not args.no_compile:
+            compiled = copy.deepcopy(eager)
+            compiled_ms = step_ms(torch.compile(compiled), x, args.steps)
+            print(f"  torch.compile of eager: {compiled_ms:.3f} ms; patched = {compiled_ms / patched_ms:.3f}x it")
         if report.fallbacks:
             print(f"  calls that ran torch's Linear: {dict(report.fallbacks)}")
         print("  GPU time shares of a patched forward+backward:")
