@@ -8,23 +8,27 @@
 #define TRANSPOSE_TILE 32
 #define TRANSPOSE_ROWS 8  // threads per block: TRANSPOSE_TILE × TRANSPOSE_ROWS
 
-// dst (cols × rows) = srcᵀ, src row-major rows × cols; one 32×32 tile per block through shared memory (padded
-// against bank conflicts), both sides read and written along rows. Grid: (⌈cols/32⌉, ⌈rows/32⌉).
+// dst (cols × rows) = srcᵀ, src row-major rows × cols; 32×32 tiles through shared memory (padded against bank
+// conflicts), both sides read and written along rows. Grid: (⌈cols/32⌉, min(⌈rows/32⌉, 65535)); a block walks the
+// tile rows blockIdx.y, + gridDim.y, … (gridDim.y's limit would otherwise cap rows at about 2M).
 extern "C" __global__ void __launch_bounds__(TRANSPOSE_TILE* TRANSPOSE_ROWS)
     gemm_transpose(const elem_t* __restrict__ src, elem_t* __restrict__ dst, int rows, int cols) {
   __shared__ elem_t tile[TRANSPOSE_TILE][TRANSPOSE_TILE + 1];
-  const int c0 = blockIdx.x * TRANSPOSE_TILE, r0 = blockIdx.y * TRANSPOSE_TILE;
+  const int c0 = blockIdx.x * TRANSPOSE_TILE;
   const int x = threadIdx.x % TRANSPOSE_TILE, y = threadIdx.x / TRANSPOSE_TILE;
+  for (int r0 = blockIdx.y * TRANSPOSE_TILE; r0 < rows; r0 += gridDim.y * TRANSPOSE_TILE) {
 #pragma unroll
-  for (int j = y; j < TRANSPOSE_TILE; j += TRANSPOSE_ROWS) {
-    const int r = r0 + j, c = c0 + x;
-    if (r < rows && c < cols) tile[j][x] = src[(size_t)r * cols + c];
-  }
-  __syncthreads();
+    for (int j = y; j < TRANSPOSE_TILE; j += TRANSPOSE_ROWS) {
+      const int r = r0 + j, c = c0 + x;
+      if (r < rows && c < cols) tile[j][x] = src[(size_t)r * cols + c];
+    }
+    __syncthreads();
 #pragma unroll
-  for (int j = y; j < TRANSPOSE_TILE; j += TRANSPOSE_ROWS) {
-    const int c = c0 + j, r = r0 + x;
-    if (c < cols && r < rows) dst[(size_t)c * rows + r] = tile[x][j];
+    for (int j = y; j < TRANSPOSE_TILE; j += TRANSPOSE_ROWS) {
+      const int c = c0 + j, r = r0 + x;
+      if (c < cols && r < rows) dst[(size_t)c * rows + r] = tile[x][j];
+    }
+    __syncthreads();  // the tile is refilled by the next row of tiles
   }
 }
 

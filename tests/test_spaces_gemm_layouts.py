@@ -280,3 +280,55 @@ def test_linear_layout_variants_keep_gemms_tuned_configurations_readable():
             c = {ALGO: algo, **nt.algos[algo].default_config}
             extra = set(nt.defines(c)) - set(gemm.defines(c))
             assert extra <= {"B_K_MAJOR"}, (algo, extra)
+
+
+def test_a_tall_transposed_copy_walks_rows_past_the_grid_limit():
+    """gridDim.y ≤ 65535: the copy's blocks walk rows of tiles beyond it, so any K (gemm_tn's dW over millions of
+    tokens) keeps a valid plan."""
+    space = get_space("gemm_tn", dtype="bfloat16")
+    shape = (50257, 768, 4_194_304)  # an LM head's weight gradient over 4M tokens: M not a multiple of 8
+    config = space.rule_default(shape, H200)
+    assert space.violations(config, shape, H200) == []
+    copy = space.launches(config, shape, H200)[0]
+    assert copy.kernel == "gemm_transpose" and copy.grid[1] == 65535 and int(copy.args[2]) == shape[2]
+
+
+@pytest.mark.parametrize(
+    "family, tall, wide",
+    [  # the pre-pass puts rows of 32×32 tiles on gridDim.y: K-major rows of M (or N) not transposed, else of K
+        ("gemm", [(4_194_304, 512, 512), (256, 64, 4_194_304)], []),
+        ("linear", [(4_194_304, 512, 512)], [(256, 64, 4_194_304)]),
+        ("gemm_tn", [(256, 64, 4_194_304)], [(4_194_304, 512, 512)]),
+    ],
+)
+def test_the_3xtf32_pre_pass_is_refused_past_the_grid_limit(family, tall, wide):
+    space = get_space(family, dtype="float32")
+    config = {ALGO: "wgmma_tf32x3", **space.algos["wgmma_tf32x3"].default_config}
+    for shape in tall:
+        assert any("split pre-pass would need" in p for p in space.violations(config, shape, H200)), shape
+    for shape in wide:  # its tile rows on gridDim.x (up to 2^31 - 1)
+        assert not any("split pre-pass" in p for p in space.violations(config, shape, H200)), shape
+    for shape in tall + wide:
+        assert space.violations(space.rule_default(shape, H200), shape, H200) == [], shape
+
+
+@pytest.mark.parametrize("family", ["gemm_nt", "linear"])
+def test_few_rows_read_the_weight_as_stored_instead_of_copying_it(family):
+    """Decoding (a few rows): copying the weight would move it three times over; the rule takes a 64×128 TMA tile
+    that reads it as stored, split along K. Where the copy is small next to the product, gemm's rule stands."""
+    space = get_space(family, dtype="bfloat16")
+    for shape in ((16, 4096, 14336), (2, 6144, 4096), (47, 4096, 4096)):
+        config = space.rule_default(shape, H200)
+        assert (config[ALGO], config["BM"], config["BN"]) == ("wgmma_tma", 64, 128), shape
+        kernels = [s.kernel for s in space.launches(config, shape, H200)]
+        assert config["SPLIT_K"] > 1 and "gemm_transpose" not in kernels
+    gemm = get_space("gemm", dtype="bfloat16")
+    assert space.rule_default((333, 264, 104), H200) == gemm.rule_default((333, 264, 104), H200)
+
+
+@pytest.mark.parametrize("family, shape, swapped", [("gemm_nt", (1, 4096, 4096), (4096, 1, 4096)),
+                                                    ("linear", (1, 3072, 768), (3072, 1, 768)),
+                                                    ("gemm_tn", (4096, 1, 4096), (1, 4096, 4096))])  # fmt: skip
+def test_a_swapped_gemv_gets_the_rule_of_the_kernel_that_runs(family, shape, swapped):
+    space, gemm = get_space(family, dtype="bfloat16"), get_space("gemm", dtype="bfloat16")
+    assert space.rule_default(shape, H200) == gemm.rule_default(swapped, H200)

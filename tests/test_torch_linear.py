@@ -120,10 +120,13 @@ def test_functional_linear_takes_any_leading_shape_and_refuses_a_bad_weight():
     assert att.functional.linear(meta(17, 2, 3).permute(1, 2, 0), meta(17, 130)[:, ::2].t()).shape == (2, 3, 65)
     with pytest.raises(WrongShape, match="weight must be 2-D"):
         att.functional.linear(meta(2, 17), meta(17))
-    with pytest.raises(WrongShape, match="A has 17 columns but B has 16"):
+    with pytest.raises(WrongShape, match="x has 17 features \\(its last dim\\) but weight has in_features 16"):
         att.functional.linear(meta(2, 17), meta(5, 16))
-    with pytest.raises(WrongShape, match="bias has shape \\(4,\\)"):
+    with pytest.raises(WrongShape, match="bias has shape \\(4,\\): it must be \\(5,\\)"):
         att.functional.linear(meta(2, 17), meta(5, 17), meta(4))
+    assert att.functional.linear(meta(0, 17), meta(5, 17), meta(5)).shape == (0, 5)  # empty: torch's answer
+    with pytest.raises(WrongShape, match="A has 17 columns but B has 16"):  # the raw operator: its buffers' names
+        torch.ops.autotune.gemm_nt(meta(2, 17), meta(5, 16))
 
 
 def test_the_llama_example_is_patched_whole_and_records_its_problems():
@@ -150,3 +153,33 @@ def test_the_llama_example_is_patched_whole_and_records_its_problems():
         ("rmsnorm", (2, 256)), ("gemm_nt", (2, 256, 256)), ("gemm_nt", (2, 1024, 256)), ("gemm_nt", (2, 256, 512)),
     ]]  # fmt: skip
     assert not report.fallbacks
+
+
+def test_linear_runs_torchs_for_an_empty_batch_or_a_kernel_that_refuses(monkeypatch):
+    layer = att.Linear(8, 16, device="meta", dtype=torch.bfloat16)
+    layer.fallbacks = __import__("collections").Counter()
+    assert layer(meta(0, 8, dtype=torch.bfloat16)).shape == (0, 16)
+    assert layer(meta(3, 0, 8, dtype=torch.bfloat16)).shape == (3, 0, 16)
+    assert layer.fallbacks == {"an empty input": 2}
+
+    def refuse(*_args):
+        raise autotune.errors.InvalidArgument("A is at an address TMA cannot read (offset 2 bytes)\nmore")
+
+    monkeypatch.setattr(att.functional, "linear", refuse)
+    assert layer(meta(4, 8, dtype=torch.bfloat16)).shape == (4, 16)
+    assert layer.fallbacks["A is at an address TMA cannot read (offset 2 bytes)"] == 1
+
+
+def test_patch_swaps_a_shared_or_aliased_module_once_everywhere():
+    shared = torch.nn.Linear(4, 4)
+    model = torch.nn.Module()
+    model.a, model.b = torch.nn.Sequential(shared), torch.nn.Sequential(shared)
+    model.head = torch.nn.Linear(4, 4)
+    model.head2 = model.head  # an alias under a second name
+    report = att.patch(model)
+    assert model.a[0] is model.b[0] and type(model.a[0]) is att.Linear
+    assert model.head is model.head2 and type(model.head2) is att.Linear
+    assert sorted(report.swapped) == ["a.0", "b.0", "head", "head2"] and not report.skipped
+    assert len(list(model.named_modules())) == 5, "no module multiplied"
+    twice = torch.nn.Sequential(model.a, model.a)
+    assert att.patch(twice).swapped == [], "a shared parent's children are swapped once"

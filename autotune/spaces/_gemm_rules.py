@@ -9,10 +9,10 @@ Classes: the M bucket (1, ≤16, ≤64, ≤256, large) and the aspect (``col``: 
   where the tiles are too few); beyond 64 rows otherwise, a ``tf32x3`` tile (mma.sync), split-K to fill;
 * fp32 otherwise: the SIMT tile whose height fits M (16, 32, 64 rows, else the template's 128×128), and
   split-K until the output tiles fill the GPU — without it a 16-row product runs on a quarter of the SMs;
-* half precision on Hopper, where TMA can stride the rows (N, K multiples of 8): for K ≥ 8192 over at most two
-  waves of 128×128 tiles, those tiles in ping-pong with K split about every 2048; otherwise the largest ``wgmma_tma`` tile
-  whose tiles fill the GPU (about one per SM) while wasting at most a quarter of their area on the edges; where
-  none does, the largest such tile split along K until the slices fill it;
+* half precision on Hopper, where TMA can stride the rows (N, K multiples of 8): for K ≥ 8192 over about one
+  wave of 128×128 tiles, those tiles in ping-pong with K split about every 2048; otherwise the largest
+  ``wgmma_tma`` tile whose tiles fill the GPU (about one per SM) while wasting at most a quarter of their area on
+  the edges; where none does, the largest such tile split along K until the slices fill it;
 * half precision otherwise (other GPUs, unaligned rows, or rows too few for a TMA tile): an ``mma`` tile whose
   height fits M, and split-K until the blocks fill the GPU;
 * otherwise: the default configuration of the first algorithm that can run the shape.
@@ -182,9 +182,11 @@ def _tma_tile_rule(space: "KernelSpace", name: str, tiles_by_size: tuple, shape:
 
 # Long K over a small output: searches of the weight gradients of a GPT-2 layer (768..3072 × 768 × 8192, bf16, on an
 # H200, docs/results/2026-11-28) chose, for three of four shapes, 128×128 tiles in ping-pong with seven stages and K
-# split in four, 1.15–1.68× the tile rule below. Taken where K is that long and such tiles number at most two waves.
+# split in four, 1.15–1.68× the tile rule below. Taken where K is that long and such tiles make at most about one
+# wave (the searched shapes had 36 to 144 of them on 132 SMs), until larger outputs are measured.
 LONG_K = 8192
 LONG_K_PER_SPLIT = 2048
+LONG_K_WAVES = 1.1
 LONG_K_TILE = {"BM": 128, "BN": 128, "WG": 2, "PINGPONG": 1, "STAGES": 7, "GROUP_M": 1}
 
 
@@ -195,7 +197,7 @@ def _long_k_tma(space: "KernelSpace", shape: Shape, device: DeviceInfo) -> Confi
         return None
     bm, bn = LONG_K_TILE["BM"], LONG_K_TILE["BN"]
     tiles = ceil_div(m, bm) * ceil_div(n, bn)
-    if tiles > 2 * device.multiprocessors or m * n < TMA_AREA * tiles * bm * bn:
+    if tiles > LONG_K_WAVES * device.multiprocessors or m * n < TMA_AREA * tiles * bm * bn:
         return None
     fill = TMA_FILL * device.multiprocessors
     usable = [s for s in sorted(space.domain("wgmma_tma.SPLIT_K")) if k >= s * MIN_K_PER_SPLIT]

@@ -30,14 +30,14 @@ from autotune.device import DeviceInfo
 from autotune.errors import InvalidArgument
 from autotune.shape import Shape
 from autotune.spaces.algorithm import Algorithm
-from autotune.spaces.base import BufferSpec, Config, Launch, Step, TensorMap, Zero, ceil_div
+from autotune.spaces import _gemm_rules
+from autotune.spaces.base import ALGO, BufferSpec, Config, Launch, Step, TensorMap, Zero, ceil_div
 from autotune.spaces.gemm import GemmSpace
 from autotune.spaces.gemm_gemv import GemvGemm
-from autotune.spaces.gemm_wgmma_tf32x3 import WgmmaTf32x3Gemm, padded
+from autotune.spaces.gemm_wgmma_tf32x3 import MAX_GRID_Y, WgmmaTf32x3Gemm, padded
 from autotune.spaces.gemm_wgmma_tma import ALIGN_ELEMENTS, BK, WgmmaTmaGemm
 
 TRANSPOSE_TILE, TRANSPOSE_THREADS = 32, 256  # kernel_templates/gemm_layout.cuh
-MAX_GRID_Y = 65535
 BIAS_THREADS = 256
 LAYOUT_DEFINES = ("A_MN_MAJOR", "B_K_MAJOR", "GEMM_BIAS")  # gemm_wgmma_tma.cu's, set by these families alone
 
@@ -68,8 +68,8 @@ def bias_launch(m: int, n: int, device: DeviceInfo) -> Launch:
 
 
 def transpose_launch(src: str, dst: str, rows: int, cols: int) -> Launch:
-    """``gemm_transpose``: dst (cols × rows) = srcᵀ."""
-    grid = (ceil_div(cols, TRANSPOSE_TILE), ceil_div(rows, TRANSPOSE_TILE), 1)
+    """``gemm_transpose``: dst (cols × rows) = srcᵀ (past 65535 rows of tiles, a block walks several)."""
+    grid = (ceil_div(cols, TRANSPOSE_TILE), min(ceil_div(rows, TRANSPOSE_TILE), MAX_GRID_Y), 1)
     return Launch("gemm_transpose", grid, (TRANSPOSE_THREADS, 1, 1), 0, (src, dst, np.int32(rows), np.int32(cols)))
 
 
@@ -198,13 +198,6 @@ class CopyFirst:
     def _copy_name(self) -> str:
         return self.layout.transposed + "T"
 
-    def constraints(self, config: Config, shape: Shape, device: DeviceInfo) -> list[str]:
-        problems = super().constraints(config, shape, device)  # type: ignore[misc]
-        rows, _ = self.layout.stored_dims(shape)
-        if ceil_div(rows, TRANSPOSE_TILE) > MAX_GRID_Y:
-            problems.append(f"the transposed copy's grid has more than {MAX_GRID_Y} rows of tiles")
-        return problems
-
     def launches(self, config: Config, shape: Shape, device: DeviceInfo) -> list[Step]:
         steps = super().launches(config, shape, device)  # type: ignore[misc]
         if self.layout.same_as_gemm(shape):
@@ -216,6 +209,8 @@ class CopyFirst:
 
     def workspace(self, config: Config, shape: Shape) -> dict[str, BufferSpec]:
         space = super().workspace(config, shape)  # type: ignore[misc]
+        if self.layout.same_as_gemm(shape):
+            return space
         rows, cols = self.layout.stored_dims(shape)
         return {**space, self._copy_name(): BufferSpec((cols, rows), self.dtype)}  # type: ignore[attr-defined]
 
@@ -266,6 +261,30 @@ class LayoutGemmSpace(GemmSpace):
     def reference(self, inputs: Mapping[str, np.ndarray], shape: Shape) -> dict[str, np.ndarray]:
         name = self.LAYOUT.transposed
         return super().reference({**inputs, name: np.asarray(inputs[name]).T}, shape)
+
+    # --- fallback -------------------------------------------------------------------------------------------
+    def rule_default(self, shape: Shape, device: DeviceInfo) -> Config:
+        """gemm's rules, with two corrections for the stored layout: where a vector swaps the operands, the GEMV
+        rule of the swapped product (the kernel that runs); and where the rule's algorithm would copy the stored
+        operand and the copy moves more bytes than the product itself reads and writes (a few rows: decoding),
+        half precision takes a 64×128 TMA tile that reads it as stored, split along K to fill the GPU."""
+        config = super().rule_default(shape, device)
+        swapped = self.LAYOUT.swapped(shape)
+        if config[ALGO] == "gemv" and swapped is not None:
+            again = _gemm_rules.gemv_rule(self, swapped, device)
+            if again is not None and not self.violations(again, shape, device):
+                return again
+        m, n, k = shape
+        rows, cols = self.LAYOUT.stored_dims(shape)
+        copy_dominates = 2 * rows * cols >= m * k + k * n + m * n  # elements read and written
+        if isinstance(self.algos[config[ALGO]], CopyFirst) and copy_dominates and not self.LAYOUT.same_as_gemm(shape):
+            native = _gemm_rules._defaults(self, "wgmma_tma")
+            if native is not None and not self.algos["wgmma_tma"].unfit(shape, device):
+                native.update(BM=64, BN=128, WG=1, PINGPONG=0, STAGES=7, CLUSTER_M=1)
+                native["SPLIT_K"] = _gemm_rules._tile_splits(self, native, shape, device)
+                if _gemm_rules._within_domains(self, native) and not self.violations(native, shape, device):
+                    return native
+        return config
 
     def validation_cases(self, shape: Shape) -> list[tuple[Shape, str]]:
         cases = super().validation_cases(shape)

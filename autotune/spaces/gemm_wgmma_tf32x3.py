@@ -26,6 +26,7 @@ from autotune.spaces.gemm_wgmma_tma import WgmmaTmaGemm
 BK = 32  # fp32 elements per 128-byte swizzle row: the TMA box's inner extent
 ALIGN_ELEMENTS = 4  # 16 bytes of fp32
 SPLIT_THREADS, SPLIT_TILE = 256, 32  # gemm_tf32_split: a 32×32 tile per block of 256 threads
+MAX_GRID_Y = 65535  # gridDim.y's limit: the pre-pass puts tile rows there
 WORKSPACE = {"A": ("a_big", "a_small"), "B": ("b_big", "b_small")}
 
 
@@ -68,6 +69,15 @@ class WgmmaTf32x3Gemm(WgmmaTmaGemm):
 
     def unfit(self, shape: Shape, device: DeviceInfo) -> str | None:
         return super(WgmmaTmaGemm, self).unfit(shape, device)  # the compute-capability checks; any M, N, K
+
+    def constraints(self, config: Config, shape: Shape, device: DeviceInfo) -> list[str]:
+        problems = super().constraints(config, shape, device)
+        if not problems:  # the split pre-pass's grid, as the plan lays it out (a layout family's too)
+            tall = [s.grid[1] for s in self.launches(config, shape, device) if s.kernel == "gemm_tf32_split"
+                    and s.grid[1] > MAX_GRID_Y]  # fmt: skip
+            if tall:
+                problems.append(f"the split pre-pass would need {tall[0]} rows of 32×32 tiles (at most {MAX_GRID_Y})")
+        return problems
 
     def launches(self, config: Config, shape: Shape, device: DeviceInfo) -> list[Step]:
         m, n, k = shape

@@ -112,6 +112,14 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     shape = x.shape
     if len(shape) == 0:
         raise WrongShape("autotune.linear: x must have at least one dim (..., in_features)")
+    if shape[-1] != weight.shape[1]:
+        raise WrongShape(f"autotune.linear: x has {shape[-1]} features (its last dim) but weight has in_features "
+                         f"{weight.shape[1]}: weight is (out_features, in_features)")  # fmt: skip
+    if bias is not None and tuple(bias.shape) != (weight.shape[0],):
+        raise WrongShape(f"autotune.linear: bias has shape {tuple(bias.shape)}: it must be ({weight.shape[0]},), "
+                         f"one per out_feature")  # fmt: skip
+    if x.numel() == 0:  # an empty batch: nothing to compute, and the kernels take no empty matrix
+        return torch.nn.functional.linear(x, weight, bias)
     rows = x if len(shape) == 2 and x.is_contiguous() else x.reshape(-1, shape[-1]).contiguous()
     w = weight if weight.is_contiguous() else weight.contiguous()
     if bias is None:

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from autotune.errors import AutotuneError
 from autotune.runtime.arrays import dtype_name
 from autotune.spaces import space_class
 from autotune.spaces.layernorm import EPS as LAYERNORM_EPS
@@ -33,6 +34,9 @@ from autotune.torch import functional
 _DTYPE_NAMES = {d: dtype_name(d) for d in (torch.float32, torch.float16, torch.bfloat16)}
 _TAKES = {k: frozenset(space_class(k).supported_dtypes())
           for k in ("layernorm", "layernorm_backward", "rmsnorm", "linear")}  # fmt: skip
+
+
+_AUTOCAST_ELIGIBLE = (torch.float32, torch.float16, torch.bfloat16)  # autocast leaves float64 alone
 
 
 def _kernel_takes(kernel: str, x: torch.Tensor) -> bool:
@@ -88,14 +92,24 @@ class Linear(nn.Linear):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         weight, bias = self.weight, self.bias
-        if x.device.type == "cuda" and torch.is_autocast_enabled("cuda"):
+        if x.device.type == "cuda" and x.dtype in _AUTOCAST_ELIGIBLE and torch.is_autocast_enabled("cuda"):
             dtype = torch.get_autocast_dtype("cuda")  # what autocast would cast F.linear's operands to
             x, weight = x.to(dtype), weight.to(dtype)
             bias = bias.to(dtype) if bias is not None else None
-        if _kernel_takes("linear", x) and weight.dtype == x.dtype and x.device == weight.device:
+        if not (_kernel_takes("linear", x) and weight.dtype == x.dtype and x.device == weight.device):
+            return self._torchs(x, weight, bias, f"{x.device.type} {x.dtype} input, {weight.dtype} weight")
+        if x.numel() == 0:  # an empty batch (an expert without tokens): the kernels take no empty matrix
+            return self._torchs(x, weight, bias, "an empty input")
+        if torch.compiler.is_compiling():  # traced: shapes and dtypes were checked above, nothing raises later
             return functional.linear(x, weight, bias)
+        try:
+            return functional.linear(x, weight, bias)
+        except AutotuneError as exc:  # e.g. a view at an address TMA cannot read, a shape no algorithm fits
+            return self._torchs(x, weight, bias, str(exc).splitlines()[0])
+
+    def _torchs(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, why: str) -> torch.Tensor:
         if self.fallbacks is not None:
-            self.fallbacks[f"{x.device.type} {x.dtype} input, {weight.dtype} weight"] += 1
+            self.fallbacks[why] += 1
         return nn.functional.linear(x, weight, bias)
 
 
@@ -143,6 +157,11 @@ def _replacement(module: nn.Module, linear: bool) -> tuple[nn.Module | None, str
     return new, ""
 
 
+def _children(parent: nn.Module) -> list[tuple[str, nn.Module]]:
+    """The immediate submodules under every name they have (`named_children` lists an alias once)."""
+    return [(name, m) for name, m in parent.named_modules(remove_duplicate=False) if name and "." not in name]
+
+
 def patch(model: nn.Module, *, linear: bool = True) -> PatchReport:
     """Swap, in place, every torch.nn.LayerNorm / RMSNorm (and, with ``linear``, every nn.Linear) of ``model``
     that autotune's kernels can compute for the autotune module sharing its parameters; returns what was swapped
@@ -151,13 +170,24 @@ def patch(model: nn.Module, *, linear: bool = True) -> PatchReport:
     if _replacement(model, linear)[0] is not None:
         raise ValueError("autotune.torch.patch: model is itself a layer patch would swap: wrap it or construct "
                          "autotune.torch.LayerNorm / RMSNorm / Linear directly")  # fmt: skip
-    for parent_name, parent in list(model.named_modules()):
-        for name, child in list(parent.named_children()):
+    # A module shared by several parents, or held under two names, gets one replacement everywhere: a model that
+    # relies on module identity (hooks, FSDP wrapping, id-keyed maps) sees the same structure after the swap.
+    made: dict[int, tuple[nn.Module | None, str]] = {}
+    replacements: set[int] = set()
+    for parent_name, parent in list(model.named_modules(remove_duplicate=False)):
+        for name, child in _children(parent):
+            if id(child) in replacements:  # a shared parent seen again: its children are swapped already
+                continue
             full = f"{parent_name}.{name}" if parent_name else name
-            new, why = _replacement(child, linear)
-            if new is not None:
+            if id(child) not in made:
+                made[id(child)] = _replacement(child, linear)
+                new, _ = made[id(child)]
+                if new is not None:
+                    replacements.add(id(new))
                 if isinstance(new, Linear):
                     new.fallbacks = report.fallbacks
+            new, why = made[id(child)]
+            if new is not None:
                 setattr(parent, name, new)
                 report.swapped.append(full)
             elif why:
