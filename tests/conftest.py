@@ -93,6 +93,17 @@ def file_digest(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
+@pytest.fixture(scope="module")
+def att() -> Any:
+    """autotune.torch for the GPU tests of the torch integration (skipped where torch sees no CUDA device)."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch sees no CUDA device")
+    import autotune.torch as att
+
+    return att
+
+
 def has_gpu() -> bool:
     return bool(os.environ.get("AUTOTUNE_TEST_HAS_GPU")) or gpu_problem() is None
 

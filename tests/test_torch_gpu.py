@@ -23,27 +23,9 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import autotune  # noqa: E402
+from torch_gpu import cuda, rel  # noqa: E402
 
 pytestmark = pytest.mark.gpu
-
-
-@pytest.fixture(scope="module")
-def att():
-    if not torch.cuda.is_available():
-        pytest.skip("torch sees no CUDA device")
-    import autotune.torch as att
-
-    return att
-
-
-def rel(a, b) -> float:
-    a, b = a.double(), b.double()
-    return float((a - b).norm() / b.norm().clamp_min(1e-30))
-
-
-def cuda(*shape, seed=0, **kw):
-    g = torch.Generator(device="cuda").manual_seed(seed)
-    return torch.randn(*shape, device="cuda", generator=g, **kw)
 
 
 def test_forward_matches_float64_torch(att):

@@ -14,23 +14,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from torch_gpu import rel  # noqa: E402
+
 pytestmark = pytest.mark.gpu
 
 TOLERANCE = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
-
-
-@pytest.fixture(scope="module")
-def att():
-    if not torch.cuda.is_available():
-        pytest.skip("torch sees no CUDA device")
-    import autotune.torch as att
-
-    return att
-
-
-def rel(a, b) -> float:
-    a, b = a.double(), b.double()
-    return float((a - b).norm() / b.norm().clamp_min(1e-30))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)

@@ -233,6 +233,7 @@ class LayoutGemmSpace(GemmSpace):
     """The base of gemm_nt, gemm_tn and linear: gemm's problem with one operand stored transposed."""
 
     LAYOUT: ClassVar[Layout]
+    PRODUCT: ClassVar[str]  # the product and its operands' shapes, for the one line that says they do not fit
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
@@ -247,9 +248,13 @@ class LayoutGemmSpace(GemmSpace):
 
     def infer_shape(self, inputs: Mapping[str, tuple[int, ...]]) -> Shape:
         name = self.LAYOUT.transposed
-        stored = inputs[name]
+        a, b, stored = inputs["A"], inputs["B"], inputs[name]
         if len(stored) != 2:
             raise InvalidArgument(f"{name} must be a 2-D matrix, got shape {tuple(stored)}")
+        if len(a) == 2 and len(b) == 2:  # K is dim 1 of both (A·Bᵀ) or dim 0 of both (Aᵀ·B)
+            axis, what = (1, "columns") if name == "B" else (0, "rows")
+            if a[axis] != b[axis]:
+                raise InvalidArgument(f"A has {a[axis]} {what} but B has {b[axis]}: {self.PRODUCT}")
         return super().infer_shape({**inputs, name: (stored[1], stored[0])})
 
     def inputs(self, shape: Shape, rng: np.random.Generator, kind: str = "uniform") -> dict[str, np.ndarray]:
@@ -300,12 +305,7 @@ class GemmNtSpace(LayoutGemmSpace):
 
     name = "gemm_nt"
     LAYOUT = Layout("B", bias=False)
-
-    def infer_shape(self, inputs: Mapping[str, tuple[int, ...]]) -> Shape:
-        a, b = inputs["A"], inputs["B"]
-        if len(a) == 2 and len(b) == 2 and a[1] != b[1]:
-            raise InvalidArgument(f"A has {a[1]} columns but B has {b[1]}: C = A·Bᵀ needs A (M, K) and B (N, K)")
-        return super().infer_shape(inputs)
+    PRODUCT = "C = A·Bᵀ needs A (M, K) and B (N, K)"
 
 
 class GemmTnSpace(LayoutGemmSpace):
@@ -313,9 +313,4 @@ class GemmTnSpace(LayoutGemmSpace):
 
     name = "gemm_tn"
     LAYOUT = Layout("A", bias=False)
-
-    def infer_shape(self, inputs: Mapping[str, tuple[int, ...]]) -> Shape:
-        a, b = inputs["A"], inputs["B"]
-        if len(a) == 2 and len(b) == 2 and a[0] != b[0]:
-            raise InvalidArgument(f"A has {a[0]} rows but B has {b[0]}: C = Aᵀ·B needs A (K, M) and B (K, N)")
-        return super().infer_shape(inputs)
+    PRODUCT = "C = Aᵀ·B needs A (K, M) and B (K, N)"

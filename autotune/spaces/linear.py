@@ -24,6 +24,7 @@ class LinearSpace(GemmNtSpace):
 
     name = "linear"
     LAYOUT = Layout("B", bias=True)
+    PRODUCT = "C = A·Bᵀ + bias needs A (M, K) and B (N, K)"
 
     def input_specs(self, shape: Shape) -> dict[str, BufferSpec]:
         return {**super().input_specs(shape), "bias": BufferSpec((shape[1],), self.dtype)}
