@@ -14,6 +14,8 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 export AUTOTUNE_CACHE_DIR=/tmp/cache
 if [ "${1:-1}" = 1 ]; then
 TAILN=16 step untuned 60 python3 benchmarks/linear_vs_torch.py --model gpt2 --dtypes bfloat16 --reps 15 --db /tmp/none.db
+# Which schedule the K = 768 shapes want (the tuned 16 trials kept 128x256 coop: 0.74-0.98x cuBLAS there).
+TAILN=40 step configs 90 python3 benchmarks/gemm_configs.py --algo wgmma_tma --dtypes bfloat16 --shapes 8192x3072x768 8192x768x3072 8192x2304x768
 export AUTOTUNE_DB=/tmp/gpt2.db
 TAILN=4 step rec 60 python3 examples/gpt2_block.py --dtype bfloat16 float32 --steps 3 --no-compile --record /tmp/gpt2.json
 TAILN=5 step search 240 python3 -m autotune search --shapes-from /tmp/gpt2.json --trials 24
