@@ -80,7 +80,10 @@ def _splits(domain: tuple[int, ...], blocks: int, k: int, device: DeviceInfo) ->
 
 
 # wgmma_tma tiles, largest first: (BM, BN, WG, STAGES), the ring as deep as shared memory allows.
-TMA_TILES = ((128, 256, 2, 4), (128, 128, 2, 6), (64, 128, 1, 7), (64, 64, 1, 7))
+# Largest first. 128×192 (five stages of 40 KB) fills the last wave where 128×256 leaves a quarter of it idle: the
+# gap to cuBLAS at 8192×768×K tracked that idle share (docs/results/2026-11-28/short_k_gemm_research.md).
+TMA_TILES = ((128, 256, 2, 4), (128, 192, 2, 5), (128, 128, 2, 6), (64, 128, 1, 7), (64, 64, 1, 7))
+WAVE_TIE = 0.03  # wave fills this close are a tie: the larger tile (fewer, longer main loops) wins
 TMA_FILL = 0.9  # tiles per SM a TMA tile must reach (the persistent grid has one block per SM)
 TMA_AREA = 0.75  # of the tiles' area that must be inside the matrix
 # mma tiles for small M (rows ≤ bound): BM, BN, WM, WN (four warps each).
@@ -161,6 +164,7 @@ def _tma_tile_rule(space: "KernelSpace", name: str, tiles_by_size: tuple, shape:
         return None
     m, n, k = shape
     fill = TMA_FILL * device.multiprocessors
+    filling: list[tuple[float, Config]] = []  # unsplit tiles that fill the GPU, with their last wave's fill
     for with_split in (False, True):
         for bm, bn, wg, stages in tiles_by_size:
             tiles = ceil_div(m, bm) * ceil_div(n, bn)
@@ -175,9 +179,22 @@ def _tma_tile_rule(space: "KernelSpace", name: str, tiles_by_size: tuple, shape:
                 if not splits:
                     continue
             config = {**defaults, "BM": bm, "BN": bn, "WG": wg, "STAGES": stages, "SPLIT_K": splits}
-            if _within_domains(space, config) and _valid(space, config, shape, device):
+            if not (_within_domains(space, config) and _valid(space, config, shape, device)):
+                continue
+            if with_split:
                 return config
+            filling.append((wave_fill(tiles, device), config))
+        if filling:  # the fullest waves, the larger tile where they are within WAVE_TIE of each other
+            best = max(f for f, _ in filling)
+            return next(c for f, c in filling if f >= best - WAVE_TIE)
     return None
+
+
+def wave_fill(tiles: int, device: DeviceInfo) -> float:
+    """The share of the block slots that ``tiles`` keep busy on a persistent grid of one block per SM: the last
+    wave's idle SMs are what a tile size loses (8192×768 outputs: 128×256 tiles leave 27% idle, 128×192 3%)."""
+    sms = device.multiprocessors
+    return tiles / (ceil_div(tiles, sms) * sms)
 
 
 # Long K over a small output: searches of the weight gradients of a GPT-2 layer (768..3072 × 768 × 8192, bf16, on an
