@@ -154,7 +154,7 @@ static_assert(CONSUMER_ROWS % 64 == 0 && M_TILES >= 1 && M_TILES <= 2, "a consum
 static_assert(BM <= 256, "a TMA box has at most 256 rows");
 static_assert(BN == 64 || BN == 128 || BN == 192 || BN == 256, "BN is one wgmma N");
 static_assert(!TF32X3 || BN != 192, "tf32 wgmma N is 64, 128 or 256 here");
-static_assert(ACC_SETS * M_TILES * ACC <= 128, "at most 128 fp32 accumulators per consumer thread");
+static_assert(ACC_SETS * M_TILES * ACC <= 192, "at most 192 fp32 accumulators per consumer thread");
 #if TF32X3
 static_assert(FOLD >= 1 && FOLD <= 16, "FOLD: 1..16 k-tiles per window");
 #endif
@@ -165,7 +165,10 @@ static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "clusters of one or two blocks a
 static_assert(!TF32X3 || (!A_MN_MAJOR && !B_K_MAJOR), "3xTF32 reads the pre-pass's K-major workspaces only");
 
 // Registers per thread after setmaxnreg (multiples of 8; 128·(PRODUCER + WG·CONSUMER) ≤ 65536).
-#if WG == 2
+#if WG == 2 && ACC_SETS * M_TILES * ACC > 128
+#define PRODUCER_REGS 32
+#define CONSUMER_REGS 240
+#elif WG == 2
 #define PRODUCER_REGS 40
 #define CONSUMER_REGS 232
 #endif

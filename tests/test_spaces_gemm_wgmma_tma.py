@@ -82,6 +82,17 @@ def test_constraints_explain_themselves(space, h200, change, reason):
     assert any(reason in p for p in problems), problems
 
 
+def test_192_accumulators_per_consumer_but_not_with_the_bias_epilogue(space, h200):
+    """A consumer may hold 192 accumulators (the template gives two consumers 240 registers each): ping-pong
+    128×192, cooperative 256×192. linear's bias epilogue spills there, so the linear family refuses them."""
+    for change in ({"PINGPONG": 1, "BM": 128, "BN": 192, "STAGES": 5}, {"BM": 256, "BN": 192}):
+        assert space.violations(default(space, **change), SHAPE, h200) == [], change
+        linear = get_space("linear", dtype=space.dtype)
+        problems = linear.violations(default(space, **change), SHAPE, h200)
+        assert any("bias epilogue spill" in p for p in problems), problems
+        assert get_space("gemm_nt", dtype=space.dtype).violations(default(space, **change), SHAPE, h200) == []
+
+
 def test_a_fair_share_of_the_space_is_valid(space, h200):
     import random
 
@@ -135,6 +146,8 @@ def test_validation_covers_ragged_tiles_and_a_long_k_that_tma_can_take(space, h2
 @pytest.mark.nvcc
 def test_sampled_valid_configs_compile_without_spills(space, h200, cache_dir):
     configs = [default(space), default(space, PINGPONG=1, BM=128, BN=128, CLUSTER_M=2)]
+    # 192 accumulators per consumer (240 registers after setmaxnreg): a ping-pong 128×192 tile, a 256×192 one
+    configs += [default(space, PINGPONG=1, BM=128, BN=192, STAGES=5), default(space, BM=256, BN=192, CLUSTER_M=2)]
     configs += sample_valid(space, h200, SHAPE, 6, 1)
     results = compile_all(space, configs, cache_dir)
     failed = [(c, r.error) for c, r in zip(configs, results) if not r.ok]

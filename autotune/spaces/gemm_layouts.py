@@ -113,6 +113,13 @@ class NativeTma(WgmmaTmaGemm):
         flag = "B_K_MAJOR" if self.layout.transposed == "B" else "A_MN_MAJOR"
         return {**super().defines(config), flag: 1, **({"GEMM_BIAS": 1} if self.layout.bias else {})}
 
+    def constraints(self, config: Config, shape: Shape, device: DeviceInfo) -> list[str]:
+        problems = super().constraints(config, shape, device)
+        accumulators = self.geometry(self.local(config))["accumulators"]
+        if self.layout.bias and accumulators > 128:
+            problems.append(f"{accumulators} accumulators per thread and the bias epilogue spill (128 at most here)")
+        return problems
+
     def unfit(self, shape: Shape, device: DeviceInfo) -> str | None:
         reason = Algorithm.unfit(self, shape, device)
         if reason is not None:

@@ -58,6 +58,7 @@ class WgmmaTf32x3Gemm(WgmmaTmaGemm):
         "SPLIT_K": 1,
     }  # fmt: skip
     LABEL, K_TILE = "wgmma 3xtf32", BK
+    MAX_ACCUMULATORS = 128  # the window and its total: beyond 128 in all, untried
 
     @staticmethod
     def geometry(config: Config) -> dict[str, int]:
