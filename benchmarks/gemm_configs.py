@@ -27,6 +27,12 @@ VARIANTS["wgmma_tma"] = {
     "pingpong 64x256 s5 g16": {"PINGPONG": 1, "BM": 64, "STAGES": 5, "GROUP_M": 16},
     "pingpong 64x256 s5 g16 cluster2": {"PINGPONG": 1, "BM": 64, "STAGES": 5, "GROUP_M": 16, "CLUSTER_M": 2},
     "1 consumer 128x128 s6 cluster2": {"WG": 1, "BN": 128, "STAGES": 6, "CLUSTER_M": 2},
+    # Tiles with a 192 side (2026-11-28: the last wave's fill at 8192×768×K; 192 accumulators per consumer)
+    "128x192 coop s5": {"BN": 192, "STAGES": 5},
+    "128x192 coop s5 cluster2": {"BN": 192, "STAGES": 5, "CLUSTER_M": 2},
+    "pingpong 128x192 s5": {"PINGPONG": 1, "BN": 192, "STAGES": 5},
+    "pingpong 128x192 s5 cluster2": {"PINGPONG": 1, "BN": 192, "STAGES": 5, "CLUSTER_M": 2},
+    "256x192 coop s4 cluster2": {"BM": 256, "BN": 192, "CLUSTER_M": 2},
 }
 # Split-K at shapes with fewer output tiles than SMs: --algo wgmma_tma_split
 VARIANTS["wgmma_tma_split"] = {
