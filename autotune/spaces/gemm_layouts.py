@@ -29,8 +29,8 @@ import numpy as np
 from autotune.device import DeviceInfo
 from autotune.errors import InvalidArgument
 from autotune.shape import Shape
-from autotune.spaces.algorithm import Algorithm
 from autotune.spaces import _gemm_rules
+from autotune.spaces.algorithm import Algorithm
 from autotune.spaces.base import ALGO, BufferSpec, Config, Launch, Step, TensorMap, Zero, ceil_div
 from autotune.spaces.gemm import GemmSpace
 from autotune.spaces.gemm_gemv import GemvGemm

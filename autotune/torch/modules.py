@@ -116,7 +116,8 @@ class Linear(nn.Linear):
 @dataclass
 class PatchReport:
     """What `patch` did: the swapped modules' names, the others of a swappable kind with why not, and calls of
-    swapped Linear layers that ran torch's at run time (by reason: device and dtypes)."""
+    swapped Linear layers that ran torch's at run time, by reason (device and dtypes, an empty input, the first
+    line of an error the kernel path raised)."""
 
     swapped: list[str] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
