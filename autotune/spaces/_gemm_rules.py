@@ -225,6 +225,17 @@ def _long_k_tma(space: "KernelSpace", shape: Shape, device: DeviceInfo) -> Confi
     return config if _within_domains(space, config) and _valid(space, config, shape, device) else None
 
 
+def split_tma_tile(space: "KernelSpace", tile: Config, shape: Shape, device: DeviceInfo) -> Config | None:
+    """``wgmma_tma`` with ``tile``'s parameters, K split until the tiles fill the GPU; None where the space does
+    not offer it, the shape does not fit it, or the result is invalid."""
+    defaults = _defaults(space, "wgmma_tma")
+    if defaults is None or space.algos["wgmma_tma"].unfit(shape, device):
+        return None
+    config = {**defaults, **tile}
+    config["SPLIT_K"] = _tile_splits(space, config, shape, device)
+    return config if _within_domains(space, config) and _valid(space, config, shape, device) else None
+
+
 def tma_rule(space: "KernelSpace", shape: Shape, device: DeviceInfo) -> Config | None:
     """Half precision on Hopper: for a long K over a small output, 128×128 ping-pong tiles with K split (see
     LONG_K); otherwise the largest ``wgmma_tma`` tile that fills the GPU (split along K if need be)."""

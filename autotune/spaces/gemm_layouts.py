@@ -40,6 +40,8 @@ from autotune.spaces.gemm_wgmma_tma import ALIGN_ELEMENTS, BK, WgmmaTmaGemm
 TRANSPOSE_TILE, TRANSPOSE_THREADS = 32, 256  # kernel_templates/gemm_layout.cuh
 BIAS_THREADS = 256
 LAYOUT_DEFINES = ("A_MN_MAJOR", "B_K_MAJOR", "GEMM_BIAS")  # gemm_wgmma_tma.cu's, set by these families alone
+# The TMA tile a few rows take instead of copying the stored operand (`LayoutGemmSpace.rule_default`).
+READ_AS_STORED = {"BM": 64, "BN": 128, "WG": 1, "PINGPONG": 0, "STAGES": 7, "CLUSTER_M": 1}
 
 
 def relabel(steps: list[Step], names: Mapping[str, str]) -> list[Step]:
@@ -158,16 +160,19 @@ class NativeTf32x3(WgmmaTf32x3Gemm):
     def defines(self, config: Config) -> dict[str, int | str]:
         return {**super().defines(config), **({"GEMM_BIAS": 1} if self.layout.bias else {})}
 
-    def launches(self, config: Config, shape: Shape, device: DeviceInfo) -> list[Step]:
+    def splits(self, shape: Shape) -> tuple[Launch, Launch]:
         m, n, k = shape
-        split_a, split_b, main, *rest = super().launches(config, shape, device)
-        assert isinstance(main, Launch)
+        split_a, split_b = super().splits(shape)
         if self.layout.transposed == "B":  # stored N×K: already the K-major rows the workspaces hold
-            split_b = self._split("B", n, k, padded(k), transpose=False)
-        else:  # stored K×M: transposed into the M×K workspaces
-            split_a = self._split("A", k, m, padded(k), transpose=True)
-        if self.layout.bias:
-            main = dataclasses.replace(main, args=(*main.args[:5], "bias", *main.args[5:]))  # after the output
+            return split_a, self._split("B", n, k, padded(k), transpose=False)
+        return self._split("A", k, m, padded(k), transpose=True), split_b  # stored K×M: transposed into M×K
+
+    def launches(self, config: Config, shape: Shape, device: DeviceInfo) -> list[Step]:
+        split_a, split_b, main, *rest = super().launches(config, shape, device)
+        if not self.layout.bias:
+            return [split_a, split_b, main, *rest]
+        assert isinstance(main, Launch)
+        main = dataclasses.replace(main, args=(*main.args[:5], "bias", *main.args[5:]))  # after the output
         steps = [split_a, split_b, main, *rest]
         return _with_bias(self.layout, steps, shape, device) if rest else steps
 
@@ -286,15 +291,12 @@ class LayoutGemmSpace(GemmSpace):
             again = _gemm_rules.gemv_rule(self, swapped, device)
             if again is not None and not self.violations(again, shape, device):
                 return again
-        m, n, k = shape
-        rows, cols = self.LAYOUT.stored_dims(shape)
-        copy_dominates = 2 * rows * cols >= m * k + k * n + m * n  # elements read and written
-        if isinstance(self.algos[config[ALGO]], CopyFirst) and copy_dominates and not self.LAYOUT.same_as_gemm(shape):
-            native = _gemm_rules._defaults(self, "wgmma_tma")
-            if native is not None and not self.algos["wgmma_tma"].unfit(shape, device):
-                native.update(BM=64, BN=128, WG=1, PINGPONG=0, STAGES=7, CLUSTER_M=1)
-                native["SPLIT_K"] = _gemm_rules._tile_splits(self, native, shape, device)
-                if _gemm_rules._within_domains(self, native) and not self.violations(native, shape, device):
+        if isinstance(self.algos[config[ALGO]], CopyFirst) and not self.LAYOUT.same_as_gemm(shape):
+            m, n, k = shape
+            rows, cols = self.LAYOUT.stored_dims(shape)
+            if 2 * rows * cols >= m * k + k * n + m * n:  # the copy moves more elements than the product
+                native = _gemm_rules.split_tma_tile(self, READ_AS_STORED, shape, device)
+                if native is not None:
                     return native
         return config
 

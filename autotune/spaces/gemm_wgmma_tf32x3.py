@@ -73,9 +73,8 @@ class WgmmaTf32x3Gemm(WgmmaTmaGemm):
 
     def constraints(self, config: Config, shape: Shape, device: DeviceInfo) -> list[str]:
         problems = super().constraints(config, shape, device)
-        if not problems:  # the split pre-pass's grid, as the plan lays it out (a layout family's too)
-            tall = [s.grid[1] for s in self.launches(config, shape, device) if s.kernel == "gemm_tf32_split"
-                    and s.grid[1] > MAX_GRID_Y]  # fmt: skip
+        if not problems:  # the split pre-pass's grid (a layout family's own splits too)
+            tall = [s.grid[1] for s in self.splits(shape) if s.grid[1] > MAX_GRID_Y]
             if tall:
                 problems.append(f"the split pre-pass would need {tall[0]} rows of 32×32 tiles (at most {MAX_GRID_Y})")
         return problems
@@ -92,7 +91,13 @@ class WgmmaTf32x3Gemm(WgmmaTmaGemm):
             TensorMap("b_small", "float32", dims=(kp, n), box=(BK, c["BN"])),
         )
         main = Launch(main.kernel, main.grid, main.block, main.shared_bytes, (*maps, *main.args[2:]))
-        return [self._split("A", m, k, kp, transpose=False), self._split("B", k, n, kp, transpose=True), main, *reduce]
+        return [*self.splits(shape), main, *reduce]
+
+    def splits(self, shape: Shape) -> tuple[Launch, Launch]:
+        """The pre-pass: A (M×K) split as it is, B (K×N) transposed, into rows of K padded."""
+        m, n, k = shape
+        kp = padded(k)
+        return self._split("A", m, k, kp, transpose=False), self._split("B", k, n, kp, transpose=True)
 
     @staticmethod
     def _split(source: str, rows: int, cols: int, ld: int, transpose: bool) -> Launch:

@@ -106,24 +106,30 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """``x @ weightᵀ + bias`` as torch.nn.functional.linear: x of shape (..., in_features), weight
     (out_features, in_features) read as stored (``gemm_nt``, or ``linear`` with the bias in the product)."""
+    shape = x.shape
+    if len(shape) == 0 or x.numel() == 0:  # an empty batch (the kernels take no empty matrix), or torch's error
+        return torch.nn.functional.linear(x, weight, bias)
+    rows = x if len(shape) == 2 and x.is_contiguous() else x.reshape(-1, shape[-1]).contiguous()
+    w = weight if weight.is_contiguous() else weight.contiguous()
+    try:
+        if bias is None:
+            y = _GEMM_NT(rows, w)
+        else:
+            y = _LINEAR(rows, w, bias if bias.is_contiguous() else bias.contiguous())
+    except WrongShape:  # the operator names its buffers (A, B): say it in the caller's terms
+        _refuse_linear_shapes(shape, weight, bias)
+        raise
+    return y if len(shape) == 2 else y.view(*shape[:-1], weight.shape[0])
+
+
+def _refuse_linear_shapes(shape: torch.Size, weight: torch.Tensor, bias: torch.Tensor | None) -> None:
+    """Raise WrongShape naming x, weight or bias where they do not fit F.linear's shapes."""
     if weight.dim() != 2:
         raise WrongShape(f"autotune.linear: weight must be 2-D (out_features, in_features), got shape "
                          f"{tuple(weight.shape)}")  # fmt: skip
-    shape = x.shape
-    if len(shape) == 0:
-        raise WrongShape("autotune.linear: x must have at least one dim (..., in_features)")
     if shape[-1] != weight.shape[1]:
         raise WrongShape(f"autotune.linear: x has {shape[-1]} features (its last dim) but weight has in_features "
                          f"{weight.shape[1]}: weight is (out_features, in_features)")  # fmt: skip
     if bias is not None and tuple(bias.shape) != (weight.shape[0],):
         raise WrongShape(f"autotune.linear: bias has shape {tuple(bias.shape)}: it must be ({weight.shape[0]},), "
                          f"one per out_feature")  # fmt: skip
-    if x.numel() == 0:  # an empty batch: nothing to compute, and the kernels take no empty matrix
-        return torch.nn.functional.linear(x, weight, bias)
-    rows = x if len(shape) == 2 and x.is_contiguous() else x.reshape(-1, shape[-1]).contiguous()
-    w = weight if weight.is_contiguous() else weight.contiguous()
-    if bias is None:
-        y = _GEMM_NT(rows, w)
-    else:
-        y = _LINEAR(rows, w, bias if bias.is_contiguous() else bias.contiguous())
-    return y if len(shape) == 2 else y.view(*shape[:-1], weight.shape[0])
