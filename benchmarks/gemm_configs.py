@@ -3,6 +3,10 @@ by autotune's GPU worker, L2 flushed), next to cuBLAS through torch (its own L2-
 what a template reaches before tuning, and of the default configuration's standing.
 
     python benchmarks/gemm_configs.py --algo wgmma_tma [--dtypes float16 bfloat16] [--shapes 4096x4096x4096 ...]
+        [--family gemm_nt | linear] [--only pingpong 192]
+
+``--family``: the same configurations in another layout (gemm_nt: B stored N×K; linear: the same plus a bias),
+against cuBLAS on the same layout (``a @ b.T``, ``F.linear``). ``--only``: the variants whose name holds every word.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ VARIANTS["wgmma_tma"] = {
     "128x192 coop s5": {"BN": 192, "STAGES": 5},
     "128x192 coop s5 cluster2": {"BN": 192, "STAGES": 5, "CLUSTER_M": 2},
     "pingpong 128x192 s5": {"PINGPONG": 1, "BN": 192, "STAGES": 5},
+    "pingpong 128x192 s5 g16": {"PINGPONG": 1, "BN": 192, "STAGES": 5, "GROUP_M": 16},
     "pingpong 128x192 s5 cluster2": {"PINGPONG": 1, "BN": 192, "STAGES": 5, "CLUSTER_M": 2},
     "256x192 coop s4 cluster2": {"BM": 256, "BN": 192, "CLUSTER_M": 2},
 }
@@ -73,6 +78,8 @@ def main() -> None:
     parser.add_argument("--dtypes", nargs="+", default=["float16", "bfloat16"])
     parser.add_argument("--shapes", nargs="+", default=["4096x4096x4096", "127x4096x4096"])
     parser.add_argument("--reps", type=int, default=30)
+    parser.add_argument("--family", default="gemm", choices=("gemm", "gemm_nt", "linear"))
+    parser.add_argument("--only", nargs="+", default=[], help="variants whose name holds all of these words")
     args = parser.parse_args()
 
     import torch
@@ -84,19 +91,23 @@ def main() -> None:
     device = query_device()
     flush = torch.empty(max(2 * device.l2_bytes, 256 << 20), dtype=torch.uint8, device="cuda")
     for dtype in args.dtypes:
-        space = get_space("gemm", dtype=dtype)
+        space = get_space(args.family, dtype=dtype)
         for shape_text in args.shapes:
             shape = space.parse_shape(shape_text)
             m, n, k = shape
             torch.backends.cuda.matmul.allow_tf32 = False  # cuBLAS at FP32 for float32: the accuracy we answer at
             a = torch.rand(m, k, device="cuda").to(getattr(torch, dtype))
-            b = torch.rand(k, n, device="cuda").to(getattr(torch, dtype))
-            cublas_ms = interleaved_medians({"cuBLAS": lambda: torch.matmul(a, b)}, args.reps, flush, torch)["cuBLAS"]
+            b = torch.rand(*((k, n) if args.family == "gemm" else (n, k)), device="cuda").to(getattr(torch, dtype))
+            bias = torch.rand(n, device="cuda").to(getattr(torch, dtype))
+            vendor = {"gemm": lambda: torch.matmul(a, b), "gemm_nt": lambda: torch.matmul(a, b.T),
+                      "linear": lambda: torch.nn.functional.linear(a, b, bias)}[args.family]  # fmt: skip
+            cublas_ms = interleaved_medians({"cuBLAS": vendor}, args.reps, flush, torch)["cuBLAS"]
             cublas = space.metric(shape, cublas_ms)
-            print(f"\n{dtype} {shape_text} on {device.name}: cuBLAS {cublas:.1f} TFLOP/s")
+            print(f"\n{args.family} {dtype} {shape_text} on {device.name}: cuBLAS {cublas:.1f} TFLOP/s")
             algo = args.algo.removesuffix("_split")
             base = {ALGO: algo, **space.algos[algo].default_config}
-            configs = {name: {**base, **change} for name, change in VARIANTS[args.algo].items()}
+            configs = {name: {**base, **change} for name, change in VARIANTS[args.algo].items()
+                       if all(word in name for word in args.only)}  # fmt: skip
             for name, config in list(configs.items()):
                 problems = space.violations(config, shape, device)
                 if problems:
@@ -111,7 +122,7 @@ def main() -> None:
                           f"spill {r.spill_bytes}  {space.describe(configs[name])}")  # fmt: skip
                 else:
                     print(f"  {name:>36}: {r.failure} {r.reason}")
-            print(json.dumps({"dtype": dtype, "shape": shape_text, "cublas_tflops": cublas,
+            print(json.dumps({"family": args.family, "dtype": dtype, "shape": shape_text, "cublas_tflops": cublas,
                               "algo": args.algo, "ours": {n: r.time_ms for n, r in results.items()}}))  # fmt: skip
 
 

@@ -164,9 +164,11 @@ static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "clusters of one or two blocks a
 // 3×TF32 meets the other layouts in its split pre-pass (which writes both operands K-major), not here.
 static_assert(!TF32X3 || (!A_MN_MAJOR && !B_K_MAJOR), "3xTF32 reads the pre-pass's K-major workspaces only");
 
-// Registers per thread after setmaxnreg (multiples of 8; 128·(PRODUCER + WG·CONSUMER) ≤ 65536).
+// Registers per thread after setmaxnreg (multiples of 8). setmaxnreg only moves registers within what the block
+// was given at launch (384 threads at 168 each = 64512), so 128·(PRODUCER + WG·CONSUMER) ≤ 64512: a split asking
+// for more (32/240 is 65536) waits in setmaxnreg.inc forever.
 #if WG == 2 && ACC_SETS * M_TILES * ACC > 128
-#define PRODUCER_REGS 32
+#define PRODUCER_REGS 24
 #define CONSUMER_REGS 240
 #elif WG == 2
 #define PRODUCER_REGS 40

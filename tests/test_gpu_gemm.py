@@ -66,6 +66,33 @@ def test_random_valid_configs_are_correct(shape, dtype, algo, device):
     assert all(m.registers and m.registers > 0 for m in results)
 
 
+# 192 accumulators per consumer thread: the consumers take 240 registers from the producer (setmaxnreg). A split
+# beyond the block's launch allocation waits in setmaxnreg forever, which random picks rarely reach.
+WIDE_CONSUMERS = [
+    {"PINGPONG": 1, "BN": 192, "STAGES": 5},
+    {"PINGPONG": 1, "BN": 192, "STAGES": 5, "CLUSTER_M": 2},
+    {"BM": 256, "BN": 192, "STAGES": 4, "CLUSTER_M": 2},
+    {"BM": 256, "BN": 192, "STAGES": 4, "SPLIT_K": 2},
+]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_tma_tiles_of_192_accumulators_per_consumer(dtype, device):
+    from autotune.tuning.evaluation.gpu import GpuEvaluator
+
+    space = get_space("gemm", dtype=dtype)
+    base = {ALGO: "wgmma_tma", **space.algos["wgmma_tma"].default_config}
+    shape = (1000, 1000, 1000)
+    configs = [{**base, **change} for change in WIDE_CONSUMERS]
+    assert all(space.algos["wgmma_tma"].geometry(space.algos["wgmma_tma"].local(c))["accumulators"] == 192
+               for c in configs)  # fmt: skip
+    assert not [space.describe(c) for c in configs if space.violations(c, shape, device)]
+    with GpuEvaluator(space, shape, seed=7, min_time_ms=0.5, max_reps=3) as evaluator:
+        results = [f.result() for f in [evaluator.submit(c) for c in configs]]
+    wrong = [(space.describe(c), m.failure, m.reason) for c, m in zip(configs, results) if not m.ok]
+    assert not wrong, wrong
+
+
 def test_tma_algorithm_through_the_dispatcher(device, tmp_path):
     """A tuned wgmma_tma row runs through `autotune.load` on torch tensors: boxes past the edges of ragged M, N,
     K; an array at an address TMA cannot take is one clear error, not a crash; shapes whose rows TMA cannot

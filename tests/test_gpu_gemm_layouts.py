@@ -78,6 +78,7 @@ TMA_VARIANTS = [
     {"CLUSTER_M": 2, "BN": 128},
     {"SPLIT_K": 3, "BN": 128},
     {"BM": 256, "BN": 128, "STAGES": 3},
+    {"PINGPONG": 1, "BN": 192, "STAGES": 5},  # 192 accumulators per consumer (not with linear's bias)
 ]
 
 

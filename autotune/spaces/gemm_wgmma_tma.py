@@ -34,9 +34,9 @@ from autotune.spaces.base import BufferSpec, Config, Launch, Param, Step, Tensor
 
 BK = 64  # one 128-byte swizzle row of 16-bit elements: the TMA box's inner extent
 # fp32 accumulators per consumer thread (the template's static_assert allows 192). Above 128, two consumers get 240
-# registers each (setmaxnreg 32/240): a ping-pong consumer then owns a whole 128×192 tile, the layout QuACK keeps,
-# which hides one consumer's epilogue behind the other's main loop at short K. Compiled without spills, except with
-# the bias epilogue (12 bytes), which the layout families refuse there.
+# registers each (setmaxnreg 24/240, within the 384 × 168 given at launch): a ping-pong consumer then owns a whole
+# 128×192 tile, the layout QuACK keeps, which hides one consumer's epilogue behind the other's main loop at short K.
+# Compiled without spills, except with the bias epilogue (12 bytes), which the layout families refuse there.
 MAX_ACCUMULATORS = 192
 ALIGN_ELEMENTS = 8  # 16 bytes of a 16-bit type: TMA's stride granularity
 
