@@ -223,6 +223,21 @@ def test_long_k_over_a_small_output_takes_the_tile_its_searches_chose(h200, kern
         assert space.rule_default(other, h200).get("PINGPONG") == 0, other
 
 
+@pytest.mark.parametrize("kernel, tile", [("gemm", (128, 192)), ("gemm_nt", (128, 192)), ("linear", (128, 128))])
+@pytest.mark.parametrize("shape", [(8192, 3072, 768), (8192, 768, 3072), (8192, 2304, 768), (8192, 768, 768)])
+def test_short_k_takes_ping_pong_tiles_that_fill_the_gpu(h200, kernel, tile, shape):
+    """K ≤ 3072 (a layer's forward and input gradients): consumers in ping-pong, 128×192 (128×128 with linear's
+    bias, which allows 128 accumulators), unsplit; where those tiles do not fill the GPU, the tile rule as before."""
+    space = get_space(kernel, dtype="bfloat16")
+    config = space.rule_default(shape, h200)
+    assert (config["ALGO"], config["PINGPONG"], config["BM"], config["BN"], config["SPLIT_K"]) == (
+        "wgmma_tma", 1, *tile, 1), config
+    assert space.violations(config, shape, h200) == []
+    few = space.rule_default((1000, 1000, 1000), h200)  # 48 such tiles on 132 SMs
+    assert (few["PINGPONG"], few["BM"], few["BN"]) == (0, 64, 128)
+    assert space.rule_default((4096, 4096, 4096), h200)["PINGPONG"] == 0  # longer K: cooperative, as measured
+
+
 def test_a_stale_row_with_unchanged_machine_code_is_used(space, h200):
     """A row of another template hash runs where `revalidate` says its configuration builds the cubin it was tuned
     with (a comment edit); it is asked only of rows that would be used, and a row it refuses stays stale."""

@@ -10,9 +10,10 @@ Classes: the M bucket (1, ≤16, ≤64, ≤256, large) and the aspect (``col``: 
 * fp32 otherwise: the SIMT tile whose height fits M (16, 32, 64 rows, else the template's 128×128), and
   split-K until the output tiles fill the GPU — without it a 16-row product runs on a quarter of the SMs;
 * half precision on Hopper, where TMA can stride the rows (N, K multiples of 8): for K ≥ 8192 over about one
-  wave of 128×128 tiles, those tiles in ping-pong with K split about every 2048; otherwise the largest
-  ``wgmma_tma`` tile whose tiles fill the GPU (about one per SM) while wasting at most a quarter of their area on
-  the edges; where none does, the largest such tile split along K until the slices fill it;
+  wave of 128×128 tiles, those tiles in ping-pong with K split about every 2048; for K ≤ 3072, ping-pong tiles
+  (128×192, else 128×128) where they fill the GPU; otherwise the largest ``wgmma_tma`` tile whose tiles fill
+  the GPU (about one per SM) while wasting at most a quarter of their area on the edges; where none does, the
+  largest such tile split along K until the slices fill it;
 * half precision otherwise (other GPUs, unaligned rows, or rows too few for a TMA tile): an ``mma`` tile whose
   height fits M, and split-K until the blocks fill the GPU;
 * otherwise: the default configuration of the first algorithm that can run the shape.
@@ -155,17 +156,18 @@ def simt_rule(space: "KernelSpace", shape: Shape, device: DeviceInfo) -> Config 
     return config if _valid(space, config, shape, device) else None
 
 
-def _tma_tile_rule(space: "KernelSpace", name: str, tiles_by_size: tuple, shape: Shape,
-                   device: DeviceInfo) -> Config | None:
+def _tma_tile_rule(space: "KernelSpace", name: str, tiles_by_size: tuple, shape: Shape, device: DeviceInfo,
+                   schedule: Config | None = None, split: bool = True) -> Config | None:
     """The largest tile of ``tiles_by_size`` ((BM, BN, WG, STAGES), largest first) of TMA algorithm ``name`` that
-    fills the GPU with its tiles; else the largest whose tiles, split along K, do."""
+    fills the GPU with its tiles (``schedule``'s parameters on top); else, if ``split``, the largest whose tiles,
+    split along K, do."""
     defaults = _defaults(space, name)
     if defaults is None or space.algos[name].unfit(shape, device):
         return None
     m, n, k = shape
     fill = TMA_FILL * device.multiprocessors
     filling: list[tuple[float, Config]] = []  # unsplit tiles that fill the GPU, with their last wave's fill
-    for with_split in (False, True):
+    for with_split in (False, True) if split else (False,):
         for bm, bn, wg, stages in tiles_by_size:
             tiles = ceil_div(m, bm) * ceil_div(n, bn)
             if m * n < TMA_AREA * tiles * bm * bn:
@@ -178,7 +180,8 @@ def _tma_tile_rule(space: "KernelSpace", name: str, tiles_by_size: tuple, shape:
                 splits = next((s for s in usable if tiles * s >= fill), 0)
                 if not splits:
                     continue
-            config = {**defaults, "BM": bm, "BN": bn, "WG": wg, "STAGES": stages, "SPLIT_K": splits}
+            config = {**defaults, **(schedule or {}), "BM": bm, "BN": bn, "WG": wg, "STAGES": stages,
+                      "SPLIT_K": splits}  # fmt: skip
             if not (_within_domains(space, config) and _valid(space, config, shape, device)):
                 continue
             if with_split:
@@ -236,12 +239,29 @@ def split_tma_tile(space: "KernelSpace", tile: Config, shape: Shape, device: Dev
     return config if _within_domains(space, config) and _valid(space, config, shape, device) else None
 
 
+# Short K (a transformer layer's forward and input gradients: K of 768 to 3072): consumers in ping-pong, so one's
+# epilogue (the output written from registers, and the bias) hides behind the other's main loop, which at K = 768
+# is only about 12 k-tiles long. Measured against the cooperative tiles at the GPT-2 layer's shapes (H200,
+# docs/results/2026-11-28b, call 2): 128×192 ping-pong 0.95–1.06× cuBLAS where cooperative 128×256 ran 0.76–0.97×
+# and cooperative 128×192 0.93–0.97×; with linear's bias (at most 128 accumulators), 128×128 ping-pong with
+# GROUP_M 16 ran 0.98–1.00× where cooperative 128×256 ran 0.83–0.88×. Taken only where such tiles fill the GPU
+# unsplit; longer K keeps the cooperative tiles until it is measured.
+SHORT_K = 3072
+SHORT_K_TILES = ((128, 192, 2, 5), (128, 128, 2, 6))
+SHORT_K_SCHEDULE = {"PINGPONG": 1, "GROUP_M": 16}
+
+
 def tma_rule(space: "KernelSpace", shape: Shape, device: DeviceInfo) -> Config | None:
     """Half precision on Hopper: for a long K over a small output, 128×128 ping-pong tiles with K split (see
-    LONG_K); otherwise the largest ``wgmma_tma`` tile that fills the GPU (split along K if need be)."""
+    LONG_K); for a short K, ping-pong tiles that fill the GPU (SHORT_K); otherwise the largest ``wgmma_tma`` tile
+    that fills the GPU (split along K if need be)."""
     long_k = _long_k_tma(space, shape, device)
     if long_k is not None:
         return long_k
+    if shape[2] <= SHORT_K:
+        short_k = _tma_tile_rule(space, "wgmma_tma", SHORT_K_TILES, shape, device, SHORT_K_SCHEDULE, split=False)
+        if short_k is not None:
+            return short_k
     return _tma_tile_rule(space, "wgmma_tma", TMA_TILES, shape, device)  # rows too few (M ≤ 16): mma fits M
 
 
