@@ -5,8 +5,9 @@ what a template reaches before tuning, and of the default configuration's standi
     python benchmarks/gemm_configs.py --algo wgmma_tma [--dtypes float16 bfloat16] [--shapes 4096x4096x4096 ...]
         [--family gemm_nt | linear] [--only pingpong 192]
 
-``--family``: the same configurations in another layout (gemm_nt: B stored N×K; linear: the same plus a bias),
-against cuBLAS on the same layout (``a @ b.T``, ``F.linear``). ``--only``: the variants whose name holds every word.
+``--family``: the same configurations in another layout (gemm_nt: B stored N×K; gemm_tn: A stored K×M; linear: B
+stored N×K plus a bias), against cuBLAS on the same layout (``a @ b.T``, ``a.T @ b``, ``F.linear``).
+``--only``: the variants whose name holds every word.
 """
 
 from __future__ import annotations
@@ -39,6 +40,19 @@ VARIANTS["wgmma_tma"] = {
     "pingpong 128x192 s5 cluster2": {"PINGPONG": 1, "BN": 192, "STAGES": 5, "CLUSTER_M": 2},
     "256x192 coop s4 cluster2": {"BM": 256, "BN": 192, "CLUSTER_M": 2},
 }
+# Stream-K at shapes with fewer output tiles than SMs (a weight gradient: --family gemm_tn)
+VARIANTS["wgmma_tma_streamk"] = {
+    "default (pingpong 128x128 s7 g1)": {},
+    "pingpong 128x128 s6 g8": {"STAGES": 6, "GROUP_M": 8},
+    "pingpong 128x192 s5": {"BN": 192, "STAGES": 5},
+    "128x256 coop s4": {"PINGPONG": 0, "BN": 256, "STAGES": 4},
+    "128x192 coop s5": {"PINGPONG": 0, "BN": 192, "STAGES": 5},
+    "128x128 coop s6": {"PINGPONG": 0, "STAGES": 6},
+    "256x128 coop s4": {"PINGPONG": 0, "BM": 256, "STAGES": 4},
+}
+# The LONG_K rule's split-K tile beside it: --algo wgmma_tma --only split4
+VARIANTS["wgmma_tma"]["pingpong 128x128 s7 g1 split4"] = {"PINGPONG": 1, "BN": 128, "STAGES": 7, "GROUP_M": 1,
+                                                          "SPLIT_K": 4}
 # Split-K at shapes with fewer output tiles than SMs: --algo wgmma_tma_split
 VARIANTS["wgmma_tma_split"] = {
     f"{name} split{s}": {**change, "SPLIT_K": s}
@@ -78,7 +92,7 @@ def main() -> None:
     parser.add_argument("--dtypes", nargs="+", default=["float16", "bfloat16"])
     parser.add_argument("--shapes", nargs="+", default=["4096x4096x4096", "127x4096x4096"])
     parser.add_argument("--reps", type=int, default=30)
-    parser.add_argument("--family", default="gemm", choices=("gemm", "gemm_nt", "linear"))
+    parser.add_argument("--family", default="gemm", choices=("gemm", "gemm_nt", "gemm_tn", "linear"))
     parser.add_argument("--only", nargs="+", default=[], help="variants whose name holds all of these words")
     args = parser.parse_args()
 
@@ -96,10 +110,12 @@ def main() -> None:
             shape = space.parse_shape(shape_text)
             m, n, k = shape
             torch.backends.cuda.matmul.allow_tf32 = False  # cuBLAS at FP32 for float32: the accuracy we answer at
-            a = torch.rand(m, k, device="cuda").to(getattr(torch, dtype))
-            b = torch.rand(*((k, n) if args.family == "gemm" else (n, k)), device="cuda").to(getattr(torch, dtype))
+            a = torch.rand(*((k, m) if args.family == "gemm_tn" else (m, k)), device="cuda").to(getattr(torch, dtype))
+            b = torch.rand(*((n, k) if args.family in ("gemm_nt", "linear") else (k, n)), device="cuda")
+            b = b.to(getattr(torch, dtype))
             bias = torch.rand(n, device="cuda").to(getattr(torch, dtype))
             vendor = {"gemm": lambda: torch.matmul(a, b), "gemm_nt": lambda: torch.matmul(a, b.T),
+                      "gemm_tn": lambda: torch.matmul(a.T, b),
                       "linear": lambda: torch.nn.functional.linear(a, b, bias)}[args.family]  # fmt: skip
             cublas_ms = interleaved_medians({"cuBLAS": vendor}, args.reps, flush, torch)["cuBLAS"]
             cublas = space.metric(shape, cublas_ms)

@@ -45,7 +45,11 @@ class Block(nn.Module):
         return x + self.out(nn.functional.gelu(self.fc(self.ln_2(x)), approximate="tanh"))
 
 
-def step_ms(model: nn.Module, x: torch.Tensor, steps: int) -> float:
+def step_ms(model: nn.Module, x: torch.Tensor, steps: int) -> tuple[float, float]:
+    """Median milliseconds of a training step from an idle GPU: between CUDA events, and on the host (the time to
+    enqueue it; where it nears the first, the step waits on the host, not the GPU)."""
+    import time
+
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
 
     def step() -> None:
@@ -56,18 +60,21 @@ def step_ms(model: nn.Module, x: torch.Tensor, steps: int) -> float:
     for _ in range(3):
         step()
     torch.cuda.synchronize()
-    times = []
+    times, host = [], []
     for _ in range(steps):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
+        began = time.perf_counter()
         step()
+        host.append(1e3 * (time.perf_counter() - began))
         end.record()
         end.synchronize()
         times.append(start.elapsed_time(end))
-    return statistics.median(times)
+    return statistics.median(times), statistics.median(host)
 
 
-def kernel_shares(model: nn.Module, x: torch.Tensor) -> list[tuple[str, float]]:
+def kernel_times(model: nn.Module, x: torch.Tensor) -> dict[str, float]:
+    """Milliseconds of GPU time per kernel in one forward + backward (torch.profiler)."""
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
@@ -77,9 +84,8 @@ def kernel_shares(model: nn.Module, x: torch.Tensor) -> list[tuple[str, float]]:
     for event in prof.key_averages():
         total = getattr(event, "device_time_total", None) or getattr(event, "cuda_time_total", 0)
         if total and event.key:
-            totals[event.key] += total
-    whole = sum(totals.values()) or 1.0
-    return sorted(((k, v / whole) for k, v in totals.items()), key=lambda kv: -kv[1])
+            totals[event.key] += total / 1e3
+    return totals
 
 
 def main() -> None:
@@ -117,18 +123,24 @@ def main() -> None:
             with recording as calls:
                 patched(x).float().pow(2).mean().backward()
             print(f"  recorded {len(calls)} problems so far to {args.record}")
-        eager_ms, patched_ms = step_ms(eager, x, args.steps), step_ms(patched, x, args.steps)
+        eager_ms, eager_host = step_ms(eager, x, args.steps)
+        patched_ms, patched_host = step_ms(patched, x, args.steps)
         print(f"  step: eager {eager_ms:.3f} ms, patched {patched_ms:.3f} ms = {eager_ms / patched_ms:.3f}x; "
               f"output relative error {float(error):.2e}")  # fmt: skip
+        eager_kernels, patched_kernels = kernel_times(eager, x), kernel_times(patched, x)
+        print(f"  host time to enqueue a step: eager {eager_host:.3f} ms, patched {patched_host:.3f} ms; GPU kernel "
+              f"time of a forward + backward: eager {sum(eager_kernels.values()):.3f} ms, patched "
+              f"{sum(patched_kernels.values()):.3f} ms")  # fmt: skip
         if not args.no_compile:
             compiled = copy.deepcopy(eager)
-            compiled_ms = step_ms(torch.compile(compiled), x, args.steps)
+            compiled_ms, _ = step_ms(torch.compile(compiled), x, args.steps)
             print(f"  torch.compile of eager: {compiled_ms:.3f} ms; patched = {compiled_ms / patched_ms:.3f}x it")
         if report.fallbacks:
             print(f"  calls that ran torch's Linear: {dict(report.fallbacks)}")
         print("  GPU time shares of a patched forward+backward:")
-        for kernel, share in kernel_shares(patched, x)[:12]:
-            print(f"    {100 * share:5.1f}%  {kernel[:100]}")
+        whole = sum(patched_kernels.values()) or 1.0
+        for kernel, ms in sorted(patched_kernels.items(), key=lambda kv: -kv[1])[:12]:
+            print(f"    {100 * ms / whole:5.1f}%  {ms:.3f} ms  {kernel[:90]}")
 
 
 if __name__ == "__main__":

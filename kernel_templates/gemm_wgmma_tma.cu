@@ -50,6 +50,11 @@
 // k-tiles [z·per, (z+1)·per) and store fp32 partial tiles to out = partial[z][M][N]; gemm_splitk_reduce
 // (kernel_templates/gemm_splitk.cuh) then sums the slices in a fixed order into C. An empty slice stores zeros.
 //
+// Stream-K (STREAM_K = 1; 16-bit, no cluster, no split-K): the blocks share the tiles' k-tiles evenly instead
+// (kernel_templates/stream_k.cuh); a tile's pieces meet in the kernel through the workspace sk_partial (one
+// BM×BN fp32 slot per block) and sk_flags (one per block, zeroed before the launch). Either way a block walks
+// pieces of work: tile t over k-tiles [kb, ke) (`Walk`).
+//
 // Edges: boxes reaching past M, N or K are zero-filled by the copy engine, so ragged M, N, K need no code here;
 // C is stored from registers with guards (kernel_templates/wgmma_epilogue.cuh). TMA needs 16-byte aligned bases
 // and row strides: K and N multiples of 8 (the space's constraints; other shapes take another algorithm).
@@ -115,6 +120,12 @@
 #ifndef GEMM_BIAS
 #define GEMM_BIAS 0
 #endif
+#ifndef STREAM_K
+#define STREAM_K 0
+#endif
+#if STREAM_K
+#include "stream_k.cuh"
+#endif
 #if GEMM_BIAS
 #include "gemm_layout.cuh"
 #endif
@@ -158,6 +169,7 @@ static_assert(ACC_SETS * M_TILES * ACC <= 192, "at most 192 fp32 accumulators pe
 #if TF32X3
 static_assert(FOLD >= 1 && FOLD <= 16, "FOLD: 1..16 k-tiles per window");
 #endif
+static_assert(!STREAM_K || (!TF32X3 && CLUSTER_M == 1), "stream-K: 16-bit operands, no cluster");
 static_assert(STAGES >= 2 && STAGES <= 8, "2..8 stages");
 static_assert(SMEM_BYTES <= 232448, "shared memory beyond the sm_90 limit of 227 KB per block");
 static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "clusters of one or two blocks along M");
@@ -183,6 +195,32 @@ __device__ __forceinline__ void tile_origin(int t, int rows_m, int tiles_n, uint
   bn0 = col * BN;
   bm0 = (row * CLUSTER_M + (int)rank) * BM;
 }
+
+// This block's pieces of work, in order: tile t over k-tiles [kb, ke). Without stream-K, every gridDim.x-th
+// (cluster) tile from this block's over the K slice of blockIdx.z.
+struct Walk {
+#if STREAM_K
+  StreamKRange range;
+  __device__ __forceinline__ Walk(int tiles, int k_all) : range(tiles, k_all, blockIdx.x, gridDim.x) {}
+  __device__ __forceinline__ bool next(int& t, int& kb, int& ke) { return range.next(t, kb, ke); }
+#else
+  int tile, step, tiles, kb0, ke0;
+  __device__ __forceinline__ Walk(int tiles_, int k_all)
+      : tile(blockIdx.x / CLUSTER_M), step(gridDim.x / CLUSTER_M), tiles(tiles_) {
+    const int per = (k_all + gridDim.z - 1) / gridDim.z;
+    kb0 = min(k_all, (int)blockIdx.z * per);
+    ke0 = min(k_all, kb0 + per);
+  }
+  __device__ __forceinline__ bool next(int& t, int& kb, int& ke) {
+    if (tile >= tiles) return false;
+    t = tile;
+    tile += step;
+    kb = kb0;
+    ke = ke0;
+    return true;
+  }
+#endif
+};
 
 // The copies of k-tile k0 (elements) of this block's tile into `stage`, completing on `full`. B boxes are split
 // among the blocks of a cluster, each multicasting its share into all of them.
@@ -282,7 +320,11 @@ gemm_wgmma_tma(const __grid_constant__ TmaDesc tmap_a, const __grid_constant__ T
 #if GEMM_BIAS
                const elem_t* __restrict__ bias,
 #endif
-               int M, int N, int K) {
+               int M, int N, int K
+#if STREAM_K
+               , float* __restrict__ sk_partial, int* __restrict__ sk_flags
+#endif
+               ) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const uint32_t raw = smem_u32(smem_raw);
   const uint32_t ring = (raw + 1023) & ~1023u;  // swizzle atoms and TMA boxes want 1024-byte alignment
@@ -292,10 +334,8 @@ gemm_wgmma_tma(const __grid_constant__ TmaDesc tmap_a, const __grid_constant__ T
   // The walk is over cluster tiles (CLUSTER_M tiles stacked along M), one cluster per CLUSTER_M blocks.
   const int rows_m = (M + BM * CLUSTER_M - 1) / (BM * CLUSTER_M), tiles_n = (N + BN - 1) / BN;
   const int tiles = rows_m * tiles_n;
-  const int first = blockIdx.x / CLUSTER_M, step = gridDim.x / CLUSTER_M;
   const uint32_t rank = CLUSTER_M > 1 ? cluster_ctarank() : 0;
-  const int k_all = (K + BK - 1) / BK, per = (k_all + gridDim.z - 1) / gridDim.z;
-  const int kt0 = min(k_all, (int)blockIdx.z * per), k_tiles = min(k_all, kt0 + per) - kt0;  // this slice's
+  const int k_all = (K + BK - 1) / BK;
   const int wg = threadIdx.x / 128;
 
 #if TF32X3
@@ -331,15 +371,16 @@ gemm_wgmma_tma(const __grid_constant__ TmaDesc tmap_a, const __grid_constant__ T
 #endif
     if (threadIdx.x == 0) {
       uint32_t it = 0;  // k-tiles issued so far: stage it % STAGES, pass it / STAGES
-      for (int t = first; t < tiles; t += step) {
+      Walk walk(tiles, k_all);
+      for (int t, kb, ke; walk.next(t, kb, ke);) {
         int bm0, bn0;
         tile_origin(t, rows_m, tiles_n, rank, bm0, bn0);
-        for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+        for (int kt = kb; kt < ke; ++kt, ++it) {
           const uint32_t s = it % STAGES, pass = it / STAGES;
           mbar_wait(empty_bar + 8 * s, (pass & 1) ^ 1);  // the first pass finds every stage free
           const uint32_t stage = ring + s * STAGE_BYTES, full = full_bar + 8 * s;
           mbar_arrive_expect_tx(full, STAGE_BYTES);  // every box, whichever block of the cluster copies it
-          load_stage(maps, stage, full, (kt0 + kt) * BK, bm0, bn0, rank);
+          load_stage(maps, stage, full, kt * BK, bm0, bn0, rank);
         }
       }
     }
@@ -357,8 +398,10 @@ gemm_wgmma_tma(const __grid_constant__ TmaDesc tmap_a, const __grid_constant__ T
         else mbar_arrive(empty_bar + 8 * s);
       }
     };
-    for (int t = first; t < tiles; t += step, ++local) {
-      if (PINGPONG && (local % WG) != cw) {  // the other consumer's tile: skip its k-tiles in the ring
+    Walk walk(tiles, k_all);
+    for (int t, kb, ke; walk.next(t, kb, ke); ++local) {
+      const int k_tiles = ke - kb;
+      if (PINGPONG && (local % WG) != cw) {  // the other consumer's piece: skip its k-tiles in the ring
         it += k_tiles;
         continue;
       }
@@ -409,6 +452,32 @@ gemm_wgmma_tma(const __grid_constant__ TmaDesc tmap_a, const __grid_constant__ T
       if (PINGPONG) mbar_arrive(order_bar + 8 * (cw ^ 1));  // every wgmma issued: the other's turn
       wgmma_wait<0>();
       if (pending) release(previous);
+#if STREAM_K
+      {
+        // The consumers of this piece: both (cooperative, each its rows' fragments) or this one (ping-pong).
+        const int group = PINGPONG ? 128 : 128 * WG, bar = PINGPONG ? 2 + cw : 1;
+        const int i = PINGPONG ? threadIdx.x % 128 : threadIdx.x - 128;
+        const bool leader = i == 0;
+        if (ke < k_all) {  // not the tile's end: publish the partial into this block's slot, no epilogue
+          float4* slot = reinterpret_cast<float4*>(sk_partial + (size_t)blockIdx.x * BM * BN);
+#pragma unroll
+          for (int m = 0; m < M_TILES; ++m) stream_k_store(acc[m], slot + m * (ACC / 4) * group, i, group);
+          stream_k_publish(sk_flags + blockIdx.x, bar, group, leader);
+          continue;
+        }
+        if (kb > 0) {  // the tile's end: add the pieces of the blocks before this one, nearest first
+          const long long total = (long long)tiles * k_all, start = (long long)t * k_all;
+          for (int c = (int)blockIdx.x - 1; c >= 0; --c) {
+            if (stream_k_begin(c, gridDim.x, total) == stream_k_begin(c + 1, gridDim.x, total)) continue;  // idle
+            stream_k_wait(sk_flags + c, bar, group, leader);
+            const float4* slot = reinterpret_cast<const float4*>(sk_partial + (size_t)c * BM * BN);
+#pragma unroll
+            for (int m = 0; m < M_TILES; ++m) stream_k_add(acc[m], slot + m * (ACC / 4) * group, i, group);
+            if (stream_k_begin(c, gridDim.x, total) <= start) break;  // block c holds the tile's first k-tile
+          }
+        }
+      }
+#endif
 #if TF32X3
       float* dst = static_cast<float*>(out) + (size_t)blockIdx.z * M * N;  // C, or this slice's partial
 #if GEMM_BIAS

@@ -135,3 +135,45 @@ def test_tma_algorithm_through_the_dispatcher(device, tmp_path):
     for shape in [(1000, 264, 1), (1000, 263, 104), (7, 9, 5)]:
         assert gemm.choice(shape, "bfloat16").config[ALGO] != "wgmma_tma"
         check(*shape)
+
+
+STREAM_K_CASES = [
+    ({}, (768, 768, 8192)),  # a weight gradient: 36 tiles, each in pieces over about four blocks
+    ({"PINGPONG": 0, "BN": 256, "STAGES": 4}, (1000, 264, 4104)),  # cooperative, ragged edges, ragged K
+    ({"BN": 192, "STAGES": 5}, (333, 1000, 2048)),  # 192 accumulators per consumer
+    ({"PINGPONG": 0, "BM": 64, "WG": 1, "BN": 64, "STAGES": 7}, (67, 136, 40)),  # fewer k-tiles than blocks
+    ({"PINGPONG": 0, "BM": 128, "WG": 2, "BN": 128, "STAGES": 6}, (4096, 4096, 512)),  # more tiles than blocks
+]
+
+
+@pytest.mark.parametrize("change, shape", STREAM_K_CASES, ids=[str(i) for i in range(len(STREAM_K_CASES))])
+def test_stream_k_pieces_meet_in_a_fixed_order(change, shape, device, tmp_path):
+    """Stream-K through `autotune.load` on torch tensors: right at edge cases of its partition (a block inside one
+    tile, blocks with nothing to do, more tiles than blocks), and the same bits on every call (a tile's pieces are
+    added in a fixed order), which split-K's atomics-free reduce also gives."""
+    torch = pytest.importorskip("torch")
+    import autotune
+    from autotune.results.storage import BestEntry, Database, resolve_url
+
+    space = get_space("gemm", dtype="bfloat16")
+    config = {ALGO: "wgmma_tma_streamk", **space.algos["wgmma_tma_streamk"].default_config, **change}
+    assert not space.violations(config, shape, device)
+    path = tmp_path / "sk.db"
+    database = Database(resolve_url(path))
+    database.save_best(BestEntry(
+        device_name=device.name, compute_capability=device.cc, kernel="gemm", shape="x".join(map(str, shape)),
+        dtype="bfloat16", template_hash=space.template_hash(), params=config, time_ms=0.01, metric=10.0,
+        metric_unit="TFLOP/s", default_time_ms=0.02, driver_version=device.driver_version, nvcc_version="test",
+        study_name="test", trial_number=0,
+    ))  # fmt: skip
+    database.close()
+    gemm = autotune.load("gemm", db=str(path))
+    assert gemm.choice(shape, "bfloat16").config == config
+    m, n, k = shape
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+    first = gemm(a, b)
+    ref = a.double() @ b.double()
+    assert ((first.double() - ref).norm() / ref.norm()).item() < 8e-3
+    for _ in range(5):
+        assert torch.equal(gemm(a, b), first)

@@ -19,7 +19,7 @@ DTYPES = ("float32", "float16", "bfloat16")
 SHAPES = [(1, 4096, 4096), (4096, 1, 4096), (8, 3072, 768), (61, 768, 3072), (200, 2304, 768), (8192, 3072, 768),
           (8192, 768, 3072), (768, 3072, 8192), (64, 64, 65536), (333, 264, 104), (67, 131, 33), (1, 1, 77)]
 TRANSPOSED = {"gemm_nt": "B", "gemm_tn": "A", "linear": "B"}
-NATIVE = ("wgmma_tma", "wgmma_tf32x3")  # read the stored layout themselves: no transposed copy
+NATIVE = ("wgmma_tma", "wgmma_tma_streamk", "wgmma_tf32x3")  # read the stored layout themselves: no transposed copy
 
 
 def stored(family: str, shape: tuple) -> tuple:

@@ -41,6 +41,7 @@ def test_default_config_is_the_templates_defaults(space):
     assert rendered == {k: defaults[k] for k in rendered}
     # The operand layouts and the bias are the layout families' (tests/test_spaces_gemm_layouts.py), off here.
     assert {k: defaults.pop(k) for k in LAYOUT_DEFINES} == dict.fromkeys(LAYOUT_DEFINES, 0)
+    assert defaults.pop("STREAM_K") == 0, "the wgmma_tma_streamk algorithm's (tests/test_spaces_gemm_wgmma_tma_streamk.py)"
     assert set(defaults) == set(rendered), "every tunable macro of the template is a parameter"
 
 

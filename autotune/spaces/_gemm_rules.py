@@ -10,7 +10,7 @@ Classes: the M bucket (1, ≤16, ≤64, ≤256, large) and the aspect (``col``: 
 * fp32 otherwise: the SIMT tile whose height fits M (16, 32, 64 rows, else the template's 128×128), and
   split-K until the output tiles fill the GPU — without it a 16-row product runs on a quarter of the SMs;
 * half precision on Hopper, where TMA can stride the rows (N, K multiples of 8): for K ≥ 8192 over about one
-  wave of 128×128 tiles, those tiles in ping-pong with K split about every 2048; for K ≤ 3072, ping-pong tiles
+  wave of 128×128 tiles, those tiles in ping-pong under stream-K (``wgmma_tma_streamk``); for K ≤ 3072, ping-pong tiles
   (128×192, else 128×128) where they fill the GPU; otherwise the largest ``wgmma_tma`` tile whose tiles fill
   the GPU (about one per SM) while wasting at most a quarter of their area on the edges; where none does, the
   largest such tile split along K until the slices fill it;
@@ -200,31 +200,26 @@ def wave_fill(tiles: int, device: DeviceInfo) -> float:
     return tiles / (ceil_div(tiles, sms) * sms)
 
 
-# Long K over a small output: searches of the weight gradients of a GPT-2 layer (768..3072 × 768 × 8192, bf16, on an
-# H200, docs/results/2026-11-28) chose, for three of four shapes, 128×128 tiles in ping-pong with seven stages and K
-# split in four, 1.15–1.68× the tile rule below. Taken where K is that long and such tiles make at most about one
-# wave (the searched shapes had 36 to 144 of them on 132 SMs), until larger outputs are measured.
+# Long K over a small output (a layer's weight gradients: 768..3072 × 768 × 8192): stream-K, each SM an equal share
+# of every tile's k-tiles. On an H200 (docs/results/2026-11-28b, call 3) its 128×128 ping-pong tile ran 0.86–0.98×
+# cuBLAS at the four GPT-2 weight-gradient shapes, where the 128×128 ping-pong split-K tile that the searches of
+# 2026-11-28 had chosen ran 0.54–0.81× (its slices all end together, and a second launch reads them back). Taken
+# where K is that long and 128×128 tiles make at most about one wave, until larger outputs are measured.
 LONG_K = 8192
-LONG_K_PER_SPLIT = 2048
 LONG_K_WAVES = 1.1
-LONG_K_TILE = {"BM": 128, "BN": 128, "WG": 2, "PINGPONG": 1, "STAGES": 7, "GROUP_M": 1}
+LONG_K_TILE = {"BM": 128, "BN": 128, "WG": 2, "PINGPONG": 1, "STAGES": 6, "GROUP_M": 8}
 
 
 def _long_k_tma(space: "KernelSpace", shape: Shape, device: DeviceInfo) -> Config | None:
-    defaults = _defaults(space, "wgmma_tma")
+    defaults = _defaults(space, "wgmma_tma_streamk")
     m, n, k = shape
-    if defaults is None or k < LONG_K or space.algos["wgmma_tma"].unfit(shape, device):
+    if defaults is None or k < LONG_K or space.algos["wgmma_tma_streamk"].unfit(shape, device):
         return None
     bm, bn = LONG_K_TILE["BM"], LONG_K_TILE["BN"]
     tiles = ceil_div(m, bm) * ceil_div(n, bn)
     if tiles > LONG_K_WAVES * device.multiprocessors or m * n < TMA_AREA * tiles * bm * bn:
         return None
-    fill = TMA_FILL * device.multiprocessors
-    usable = [s for s in sorted(space.domain("wgmma_tma.SPLIT_K")) if k >= s * MIN_K_PER_SPLIT]
-    splits = max([s for s in usable if s * LONG_K_PER_SPLIT <= k] or [1])
-    if tiles * splits < fill:  # not enough slices at 2048 of K each: split further, as far as the domain allows
-        splits = next((s for s in usable if tiles * s >= fill), splits)
-    config = {**defaults, **LONG_K_TILE, "SPLIT_K": splits}
+    config = {**defaults, **LONG_K_TILE}
     return config if _within_domains(space, config) and _valid(space, config, shape, device) else None
 
 
@@ -252,7 +247,7 @@ SHORT_K_SCHEDULE = {"PINGPONG": 1, "GROUP_M": 16}
 
 
 def tma_rule(space: "KernelSpace", shape: Shape, device: DeviceInfo) -> Config | None:
-    """Half precision on Hopper: for a long K over a small output, 128×128 ping-pong tiles with K split (see
+    """Half precision on Hopper: for a long K over a small output, stream-K on 128×128 ping-pong tiles (see
     LONG_K); for a short K, ping-pong tiles that fill the GPU (SHORT_K); otherwise the largest ``wgmma_tma`` tile
     that fills the GPU (split along K if need be)."""
     long_k = _long_k_tma(space, shape, device)

@@ -52,6 +52,7 @@ from autotune.spaces.gemm_tf32x3 import Tf32x3Gemm
 from autotune.spaces.gemm_wgmma import WgmmaGemm
 from autotune.spaces.gemm_wgmma_tf32x3 import WgmmaTf32x3Gemm
 from autotune.spaces.gemm_wgmma_tma import WgmmaTmaGemm
+from autotune.spaces.gemm_wgmma_tma_streamk import WgmmaTmaStreamKGemm
 
 WIDE = "wide"  # rows of A and columns of B scaled by 2^e, e uniform in ±WIDE_EXPONENT[dtype]
 WIDE_EXPONENT = {"float32": 20, "bfloat16": 20, "float16": 3}
@@ -66,7 +67,8 @@ class GemmSpace(KernelSpace):
     dims = ("M", "N", "K")
     default_shape = (4096, 4096, 4096)
     metric_unit = "TFLOP/s"
-    algorithms = (SimtGemm, Tf32x3Gemm, WgmmaTf32x3Gemm, WgmmaTmaGemm, MmaGemm, WgmmaGemm, GemvGemm)
+    algorithms = (SimtGemm, Tf32x3Gemm, WgmmaTf32x3Gemm, WgmmaTmaGemm, WgmmaTmaStreamKGemm, MmaGemm, WgmmaGemm,
+                  GemvGemm)
 
     # --- problem --------------------------------------------------------------------------------------------
     def input_specs(self, shape: Shape) -> dict[str, BufferSpec]:

@@ -30,6 +30,7 @@ from autotune.device import DeviceInfo
 from autotune.errors import InvalidArgument
 from autotune.shape import Shape
 from autotune.spaces import _gemm_rules
+from autotune.spaces._gemm_splitk import splits_of
 from autotune.spaces.algorithm import Algorithm
 from autotune.spaces.base import ALGO, BufferSpec, Config, Launch, Step, TensorMap, Zero, ceil_div
 from autotune.spaces.gemm import GemmSpace
@@ -138,18 +139,18 @@ class NativeTma(WgmmaTmaGemm):
     def launches(self, config: Config, shape: Shape, device: DeviceInfo) -> list[Step]:
         m, n, k = shape
         steps = super().launches(config, shape, device)
-        gemm, rest = steps[0], steps[1:]
+        at = next(i for i, s in enumerate(steps) if isinstance(s, Launch) and s.kernel == "gemm_wgmma_tma")
+        gemm = steps[at]
         assert isinstance(gemm, Launch)
         args = list(gemm.args)
         if self.layout.transposed == "B":  # B stored N×K: boxes of 64 k × 64 rows
             args[1] = TensorMap("B", self.dtype, dims=(k, n), box=(BK, 64))
         else:  # A stored K×M: boxes of 64 rows (m) × BK k-rows
             args[0] = TensorMap("A", self.dtype, dims=(m, k), box=(64, BK))
-        split = bool(rest)
         if self.layout.bias:
             args.insert(3, "bias")
-        out = [dataclasses.replace(gemm, args=tuple(args)), *rest]
-        return _with_bias(self.layout, out, shape, device) if split else out
+        out = [*steps[:at], dataclasses.replace(gemm, args=tuple(args)), *steps[at + 1:]]
+        return _with_bias(self.layout, out, shape, device) if splits_of(config) > 1 else out
 
 
 class NativeTf32x3(WgmmaTf32x3Gemm):
@@ -233,8 +234,8 @@ def layout_variant(base: type[Algorithm], layout: Layout) -> type[Algorithm]:
     attrs: dict[str, object] = {"layout": layout, "__module__": __name__}
     if issubclass(base, WgmmaTf32x3Gemm):
         return type(f"{base.__name__}{layout.transposed}", (NativeTf32x3,), attrs)
-    if issubclass(base, WgmmaTmaGemm) and base.template == WgmmaTmaGemm.template:
-        return type(f"{base.__name__}{layout.transposed}", (NativeTma,), attrs)
+    if issubclass(base, WgmmaTmaGemm) and base.template == WgmmaTmaGemm.template:  # and its stream-K schedule
+        return type(f"{base.__name__}{layout.transposed}", (NativeTma, base), attrs)
     if issubclass(base, GemvGemm):
         return type(f"{base.__name__}{layout.transposed}", (SwappedGemv,), attrs)
     attrs["template"] = f"layout_{base.template}"

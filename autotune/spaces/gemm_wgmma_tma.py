@@ -5,9 +5,10 @@ kernel_templates/gemm_wgmma_tma.cu, sm_90a only).
 Tunables: the tile (BM × BN), consumer warpgroups (WG), their schedule (PINGPONG: cooperative on one tile, or
 taking turns tile by tile so that one's epilogue hides behind the other's main loop), the depth of the TMA ring
 (STAGES of BK = 64), the tile rasterisation (GROUP_M), clusters of two blocks along M that load B once for
-both by TMA multicast (CLUSTER_M), and split-K (SPLIT_K, a launch choice: the grid's z slices walk the tiles over
-their share of K into an fp32 workspace, summed in a fixed order by `autotune.spaces._gemm_splitk`), for outputs
-with fewer tiles than SMs.
+both by TMA multicast (CLUSTER_M), and, for outputs with fewer tiles than SMs, split-K (SPLIT_K, a launch choice:
+the grid's z slices walk the tiles over their share of K into an fp32 workspace, summed in a fixed order by
+`autotune.spaces._gemm_splitk`); the stream-K schedule of the same template is its own algorithm
+(`autotune.spaces.gemm_wgmma_tma_streamk`).
 
 The copy engine reads A and B through tensor maps (`autotune.spaces.base.TensorMap`) that the launch plan encodes
 for the arrays' pointers: row strides and bases must be 16-byte aligned, so K and N must be multiples of 8
@@ -108,7 +109,7 @@ class WgmmaTmaGemm(Algorithm):
         if g["accumulators"] > self.MAX_ACCUMULATORS:
             problems.append(f"{g['accumulators']} accumulators per thread (> {self.MAX_ACCUMULATORS}) would spill")
         problems += smem_problems(g["smem_bytes"], device)
-        splits, (m, n, k) = config["SPLIT_K"], shape
+        splits, (m, n, k) = splits_of(config), shape
         if splits > 1 and partial_bytes(splits, m, n) > MAX_PARTIAL_BYTES:
             problems.append(f"SPLIT_K={splits} needs {partial_bytes(splits, m, n) >> 20} MiB of fp32 partials")
         if splits > ceil_div(k, BK):
@@ -149,7 +150,7 @@ class WgmmaTmaGemm(Algorithm):
         c = config
         schedule = "pingpong" if c["PINGPONG"] else "coop"
         fold = f" fold{c['FOLD']}" if "FOLD" in c else ""
-        cluster = f" cluster{c['CLUSTER_M']}x1" if c["CLUSTER_M"] > 1 else ""
+        cluster = f" cluster{c['CLUSTER_M']}x1" if c.get("CLUSTER_M", 1) > 1 else ""
         split = f" splitk{c['SPLIT_K']}" if c.get("SPLIT_K", 1) > 1 else ""
         return (f"{self.LABEL} {c['BM']}x{c['BN']}x{self.K_TILE} wg{c['WG']} {schedule} s{c['STAGES']} "
                 f"g{c['GROUP_M']}{fold}{cluster}{split}")  # fmt: skip
