@@ -453,29 +453,10 @@ gemm_wgmma_tma(const __grid_constant__ TmaDesc tmap_a, const __grid_constant__ T
       wgmma_wait<0>();
       if (pending) release(previous);
 #if STREAM_K
-      {
-        // The consumers of this piece: both (cooperative, each its rows' fragments) or this one (ping-pong).
-        const int group = PINGPONG ? 128 : 128 * WG, bar = PINGPONG ? 2 + cw : 1;
-        const int i = PINGPONG ? threadIdx.x % 128 : threadIdx.x - 128;
-        const bool leader = i == 0;
-        if (ke < k_all) {  // not the tile's end: publish the partial into this block's slot, no epilogue
-          float4* slot = reinterpret_cast<float4*>(sk_partial + (size_t)blockIdx.x * BM * BN);
-#pragma unroll
-          for (int m = 0; m < M_TILES; ++m) stream_k_store(acc[m], slot + m * (ACC / 4) * group, i, group);
-          stream_k_publish(sk_flags + blockIdx.x, bar, group, leader);
-          continue;
-        }
-        if (kb > 0) {  // the tile's end: add the pieces of the blocks before this one, nearest first
-          const long long total = (long long)tiles * k_all, start = (long long)t * k_all;
-          for (int c = (int)blockIdx.x - 1; c >= 0; --c) {
-            if (stream_k_begin(c, gridDim.x, total) == stream_k_begin(c + 1, gridDim.x, total)) continue;  // idle
-            stream_k_wait(sk_flags + c, bar, group, leader);
-            const float4* slot = reinterpret_cast<const float4*>(sk_partial + (size_t)c * BM * BN);
-#pragma unroll
-            for (int m = 0; m < M_TILES; ++m) stream_k_add(acc[m], slot + m * (ACC / 4) * group, i, group);
-            if (stream_k_begin(c, gridDim.x, total) <= start) break;  // block c holds the tile's first k-tile
-          }
-        }
+      {  // the consumers of this piece: both (cooperative, each its rows' fragments) or this one (ping-pong)
+        const int group = PINGPONG ? 128 : 128 * WG, i = PINGPONG ? threadIdx.x % 128 : threadIdx.x - 128;
+        if (!stream_k_meet(acc, sk_partial, sk_flags, BM * BN, t, kb, ke, tiles, k_all, group, PINGPONG ? 2 + cw : 1, i))
+          continue;  // published: a later block finishes the tile
       }
 #endif
 #if TF32X3

@@ -81,3 +81,32 @@ __device__ __forceinline__ void stream_k_add(float (&frag)[N], const float4* slo
     frag[4 * v + 3] += p.w;
   }
 }
+
+// Where a piece of tile t over k-tiles [kb, ke) ends, for the `group` threads that computed it (named barrier
+// `bar`; thread i of the group holds fragments acc): not the tile's end → publish acc into this block's slot and
+// return false (no epilogue here); the tile's end after other blocks' pieces → add theirs, nearest first, and
+// return true; the whole tile → true.
+template <int M_TILES, int ACC>
+__device__ __forceinline__ bool stream_k_meet(float (&acc)[M_TILES][ACC], float* partial, int* flags, int slot_floats,
+                                              int t, int kb, int ke, int tiles, int k_tiles, int group, int bar, int i) {
+  const bool leader = i == 0;
+  if (ke < k_tiles) {
+    float4* slot = reinterpret_cast<float4*>(partial + (size_t)blockIdx.x * slot_floats);
+#pragma unroll
+    for (int m = 0; m < M_TILES; ++m) stream_k_store(acc[m], slot + m * (ACC / 4) * group, i, group);
+    stream_k_publish(flags + blockIdx.x, bar, group, leader);
+    return false;
+  }
+  if (kb == 0) return true;
+  const long long total = (long long)tiles * k_tiles, start = (long long)t * k_tiles;
+  for (int c = (int)blockIdx.x - 1; c >= 0; --c) {
+    const long long begin = stream_k_begin(c, gridDim.x, total);
+    if (begin == stream_k_begin(c + 1, gridDim.x, total)) continue;  // a block with nothing to do
+    stream_k_wait(flags + c, bar, group, leader);
+    const float4* slot = reinterpret_cast<const float4*>(partial + (size_t)c * slot_floats);
+#pragma unroll
+    for (int m = 0; m < M_TILES; ++m) stream_k_add(acc[m], slot + m * (ACC / 4) * group, i, group);
+    if (begin <= start) break;  // block c holds the tile's first k-tile
+  }
+  return true;
+}
