@@ -93,6 +93,21 @@ def test_tma_tiles_of_192_accumulators_per_consumer(dtype, device):
     assert not wrong, wrong
 
 
+def store_tuned(space, shape, config, device, path):
+    """A database at ``path`` holding ``config`` as the tuned bf16 row of ``shape`` on ``device``."""
+    from autotune.results.storage import BestEntry, Database, resolve_url
+
+    database = Database(resolve_url(path))
+    database.save_best(BestEntry(
+        device_name=device.name, compute_capability=device.cc, kernel=space.name, shape="x".join(map(str, shape)),
+        dtype=space.dtype, template_hash=space.template_hash(), params=config, time_ms=0.01, metric=10.0,
+        metric_unit="TFLOP/s", default_time_ms=0.02, driver_version=device.driver_version, nvcc_version="test",
+        study_name="test", trial_number=0,
+    ))  # fmt: skip
+    database.close()
+    return path
+
+
 def test_tma_algorithm_through_the_dispatcher(device, tmp_path):
     """A tuned wgmma_tma row runs through `autotune.load` on torch tensors: boxes past the edges of ragged M, N,
     K; an array at an address TMA cannot take is one clear error, not a crash; shapes whose rows TMA cannot
@@ -100,21 +115,11 @@ def test_tma_algorithm_through_the_dispatcher(device, tmp_path):
     torch = pytest.importorskip("torch")
     import autotune
     from autotune.errors import InvalidArgument
-    from autotune.results.storage import BestEntry, Database, resolve_url
 
     space = get_space("gemm", dtype="bfloat16")
     config = {ALGO: "wgmma_tma", **space.algos["wgmma_tma"].default_config, "BN": 128, "CLUSTER_M": 2}
     assert not space.violations(config, (1000, 264, 104), device)
-    path = tmp_path / "tma.db"
-    database = Database(resolve_url(path))
-    database.save_best(BestEntry(
-        device_name=device.name, compute_capability=device.cc, kernel="gemm", shape="1000x264x104",
-        dtype="bfloat16", template_hash=space.template_hash(), params=config, time_ms=0.01, metric=10.0,
-        metric_unit="TFLOP/s", default_time_ms=0.02, driver_version=device.driver_version, nvcc_version="test",
-        study_name="test", trial_number=0,
-    ))  # fmt: skip
-    database.close()
-    gemm = autotune.load("gemm", db=str(path))
+    gemm = autotune.load("gemm", db=str(store_tuned(space, (1000, 264, 104), config, device, tmp_path / "tma.db")))
     assert gemm.choice((1000, 264, 104), "bfloat16").config == config
 
     def check(m, n, k, a=None):
@@ -153,21 +158,11 @@ def test_stream_k_pieces_meet_in_a_fixed_order(change, shape, device, tmp_path):
     added in a fixed order), which split-K's atomics-free reduce also gives."""
     torch = pytest.importorskip("torch")
     import autotune
-    from autotune.results.storage import BestEntry, Database, resolve_url
 
     space = get_space("gemm", dtype="bfloat16")
     config = {ALGO: "wgmma_tma_streamk", **space.algos["wgmma_tma_streamk"].default_config, **change}
     assert not space.violations(config, shape, device)
-    path = tmp_path / "sk.db"
-    database = Database(resolve_url(path))
-    database.save_best(BestEntry(
-        device_name=device.name, compute_capability=device.cc, kernel="gemm", shape="x".join(map(str, shape)),
-        dtype="bfloat16", template_hash=space.template_hash(), params=config, time_ms=0.01, metric=10.0,
-        metric_unit="TFLOP/s", default_time_ms=0.02, driver_version=device.driver_version, nvcc_version="test",
-        study_name="test", trial_number=0,
-    ))  # fmt: skip
-    database.close()
-    gemm = autotune.load("gemm", db=str(path))
+    gemm = autotune.load("gemm", db=str(store_tuned(space, shape, config, device, tmp_path / "sk.db")))
     assert gemm.choice(shape, "bfloat16").config == config
     m, n, k = shape
     a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
