@@ -12,7 +12,10 @@
 //
 // Partials are stored in accumulator-fragment order: each thread's fragments as consecutive float4 per thread
 // index, so the stores and loads are coalesced and need no layout or shuffles; the finisher has the same fragments.
-// Every block must be resident at once (a finisher spins on a peer): the grid is at most one block per SM.
+// A finisher spins on blocks numbered below it, so those must make progress: the grid is at most one block per SM
+// (and blocks are dispatched in order). The flags must be zero at launch (the plan zeroes them first): a stale flag
+// would let a finisher add a slot not yet written. The sums' order depends on the grid, so the bits are the same on
+// every run of one GPU, not across GPUs of other SM counts.
 #pragma once
 
 struct StreamKRange {

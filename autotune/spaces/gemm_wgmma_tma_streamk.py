@@ -2,8 +2,9 @@
 block per SM, each an equal share of all the output tiles' k-tiles, so an output of few tiles (a weight gradient:
 768×768 is 36 tiles of 128×128 on 132 SMs) still keeps every SM busy to the end, without split-K's partial
 outputs read back by a second launch. A tile's pieces meet in the kernel: each block publishes at most one partial
-tile into its slot of the workspace, and the tile's last piece adds its peers' slots in a fixed order (the same bits
-on every run) before the usual epilogue (kernel_templates/stream_k.cuh).
+tile into its slot of the workspace, and the tile's last piece adds its peers' slots in a fixed order before the
+usual epilogue (kernel_templates/stream_k.cuh): the same bits on every run of one GPU, though not the bits of
+``wgmma_tma`` or of a GPU with another number of SMs (the pieces follow the grid).
 
 Its own algorithm rather than a flag of ``wgmma_tma``: it runs without split-K and without clusters, so as a
 flag most of its combinations would be invalid proposals. Tunables: the tile, the consumers and their schedule,
