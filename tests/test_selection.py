@@ -192,7 +192,7 @@ def test_rule_default_stays_within_narrowed_domains(h200):
         ((16384, 128, 16384), "wgmma_tma_streamk", (128, 128)),  # long K over under a wave of tiles: stream-K
         ((64, 4096, 4096), "wgmma_tma", (64, 128)),  # too few tiles: split along K (below)
         ((4096, 64, 4096), "wgmma_tma", (64, 64)),
-        ((256, 256, 65536), "wgmma_tma_streamk", (128, 128)),
+        ((256, 256, 65536), "wgmma_tma", (128, 128)),  # 4 tiles, too few to share K among 132 SMs: split-K
         ((16, 4096, 4096), "mma", (16, 128)),  # rows too few for a TMA tile: a low mma tile, split along K
         ((4095, 4097, 1023), "mma", (128, 256)),  # rows TMA cannot stride
     ],
@@ -201,7 +201,7 @@ def test_half_rule_defaults_use_tma_where_it_fits_and_split_k_where_tiles_are_fe
     space = get_space("gemm", dtype=dtype)
     config = space.rule_default(shape, h200)
     assert (config["ALGO"], (config["BM"], config["BN"])) == (algo, tile), config
-    if shape in ((64, 4096, 4096), (4096, 64, 4096), (16, 4096, 4096)):
+    if shape in ((64, 4096, 4096), (4096, 64, 4096), (256, 256, 65536), (16, 4096, 4096)):
         m, n, _ = shape
         tiles = -(-m // config["BM"]) * -(-n // config["BN"])
         assert config["SPLIT_K"] > 1 and tiles * config["SPLIT_K"] >= 0.9 * h200.multiprocessors
@@ -210,18 +210,21 @@ def test_half_rule_defaults_use_tma_where_it_fits_and_split_k_where_tiles_are_fe
 
 
 @pytest.mark.parametrize("kernel", ["gemm", "gemm_nt", "gemm_tn", "linear"])
-@pytest.mark.parametrize("shape", [(768, 768, 8192), (3072, 768, 8192), (768, 3072, 8192), (256, 256, 65536)])
+@pytest.mark.parametrize("shape", [(768, 768, 8192), (3072, 768, 8192), (768, 3072, 8192), (1024, 1024, 16384)])
 def test_long_k_over_a_small_output_runs_stream_k(h200, kernel, shape):
     """K ≥ 8192 over about one wave of 128×128 tiles: those tiles in ping-pong under stream-K, every SM a share of
-    the tiles' k-tiles (0.86–0.98× cuBLAS at GPT-2's weight gradients on an H200, where split-K ran 0.54–0.81×)."""
+    the tiles' k-tiles (0.86–0.98× cuBLAS at GPT-2's weight gradients on an H200, where split-K ran 0.54–0.81×);
+    with so few tiles that each would be shared by more than four blocks, split-K as before (stream-K's last piece
+    adds its peers one by one: 0.41× at 256×256×65536)."""
     space = get_space(kernel, dtype="bfloat16")
     config = space.rule_default(shape, h200)
     picked = {k: config[k] for k in ("ALGO", "BM", "BN", "PINGPONG", "STAGES")}
     assert picked == {"ALGO": "wgmma_tma_streamk", "BM": 128, "BN": 128, "PINGPONG": 1, "STAGES": 6}
     assert space.violations(config, shape, h200) == []
-    # Shorter K, or an output of more than about a wave of such tiles: the tile rule as before.
-    for other in ((768, 768, 4096), (4096, 4096, 8192)):
+    # Shorter K, an output of more than about a wave of such tiles, or of very few: the tile rule as before.
+    for other in ((768, 768, 4096), (4096, 4096, 8192), (256, 256, 65536)):
         assert space.rule_default(other, h200)["ALGO"] == "wgmma_tma", other
+    assert space.rule_default((256, 256, 65536), h200)["SPLIT_K"] > 1
 
 
 @pytest.mark.parametrize("kernel, tile", [("gemm", (128, 192)), ("gemm_nt", (128, 192)), ("linear", (128, 128))])

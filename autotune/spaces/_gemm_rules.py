@@ -204,9 +204,13 @@ def wave_fill(tiles: int, device: DeviceInfo) -> float:
 # of every tile's k-tiles. On an H200 (docs/results/2026-11-28b, call 3) its 128×128 ping-pong tile ran 0.86–0.98×
 # cuBLAS at the four GPT-2 weight-gradient shapes, where the 128×128 ping-pong split-K tile that the searches of
 # 2026-11-28 had chosen ran 0.54–0.81× (its slices all end together, and a second launch reads them back). Taken
-# where K is that long and 128×128 tiles make at most about one wave, until larger outputs are measured.
+# where K is that long and 128×128 tiles make at most about one wave, until larger outputs are measured, and only where
+# each tile is shared by a few blocks: a tile's last piece adds its peers' partials one after another, and at
+# 256×256×65536 (4 tiles, each over 33 blocks) stream-K ran 0.41× cuBLAS (call 8); such outputs keep the tile rule,
+# split-K 32 there (0.75× or better in the untuned runs of 2026-11-26).
 LONG_K = 8192
 LONG_K_WAVES = 1.1
+LONG_K_MAX_PEERS = 4  # blocks per tile at most: tiles ≥ SMs / 4
 LONG_K_TILE = {"BM": 128, "BN": 128, "WG": 2, "PINGPONG": 1, "STAGES": 6, "GROUP_M": 8}
 
 
@@ -218,6 +222,8 @@ def _long_k_tma(space: "KernelSpace", shape: Shape, device: DeviceInfo) -> Confi
     bm, bn = LONG_K_TILE["BM"], LONG_K_TILE["BN"]
     tiles = ceil_div(m, bm) * ceil_div(n, bn)
     if tiles > LONG_K_WAVES * device.multiprocessors or m * n < TMA_AREA * tiles * bm * bn:
+        return None
+    if tiles * LONG_K_MAX_PEERS < device.multiprocessors:
         return None
     config = {**defaults, **LONG_K_TILE}
     return config if _within_domains(space, config) and _valid(space, config, shape, device) else None
@@ -240,7 +246,8 @@ def split_tma_tile(space: "KernelSpace", tile: Config, shape: Shape, device: Dev
 # docs/results/2026-11-28b, call 2): 128×192 ping-pong 0.95–1.06× cuBLAS where cooperative 128×256 ran 0.76–0.97×
 # and cooperative 128×192 0.93–0.97×; with linear's bias (at most 128 accumulators), 128×128 ping-pong with
 # GROUP_M 16 ran 0.98–1.00× where cooperative 128×256 ran 0.83–0.88×. Taken only where such tiles fill the GPU
-# unsplit; longer K keeps the cooperative tiles until it is measured.
+# unsplit; longer K keeps the cooperative tiles until it is measured. Not yet its best at 2048³: ping-pong 128×128
+# ran 0.93–0.97× there against cooperative 128×256's 0.99× (calls 3 and 8), where linear's bias favours ping-pong.
 SHORT_K = 3072
 SHORT_K_TILES = ((128, 192, 2, 5), (128, 128, 2, 6))
 SHORT_K_SCHEDULE = {"PINGPONG": 1, "GROUP_M": 16}
