@@ -120,6 +120,9 @@ def search(
     devices: Optional[str] = typer.Option(
         None, help="GPUs that measure: all, or numbers like 0,1 (one study per GPU model; default: GPU 0)"
     ),
+    compile_batch: int = typer.Option(
+        1, "--compile-batch", help="candidates waiting together share one nvcc front end, up to this many"
+    ),
 ) -> None:
     """Search the configurations of KERNEL and store the fastest valid one for this GPU.
 
@@ -159,7 +162,7 @@ def search(
             report = tune(
                 problem.kernel, shape_t, trials=budget, dtype=problem.dtype, db=db, sampler=sampler, seed=seed,
                 timeout_s=timeout, hot_cache=hot_cache, on_progress=show, replay=replay, warm_start=warm_start,
-                from_study=from_study, devices=group, racing=race,
+                from_study=from_study, devices=group, racing=race, compile_batch=compile_batch,
             )  # fmt: skip
         finally:
             if bar.live.is_started:

@@ -68,21 +68,6 @@
 //   GROUP_M   tile rows swept before moving right
 //   CLUSTER_M 1, or 2: blocks in clusters of two along M sharing B by TMA multicast
 
-// The operand layouts come first: wgmma_sm90.cuh takes its transpose bits from them.
-#ifndef A_MN_MAJOR
-#define A_MN_MAJOR 0
-#endif
-#ifndef B_K_MAJOR
-#define B_K_MAJOR 0
-#endif
-#if A_MN_MAJOR && B_K_MAJOR
-#define WGMMA_16_IMMEDIATES "1, 1, 1, 0"
-#elif A_MN_MAJOR
-#define WGMMA_16_IMMEDIATES "1, 1, 1, 1"
-#elif B_K_MAJOR
-#define WGMMA_16_IMMEDIATES "1, 1, 0, 0"
-#endif
-
 #include "dtype.cuh"
 #include "gemm_splitk.cuh"
 #include "tile_raster.cuh"
@@ -116,6 +101,13 @@
 #endif
 #ifndef CLUSTER_M
 #define CLUSTER_M 1
+#endif
+// The operand layouts (wgmma_sm90.cuh takes its transpose bits from them).
+#ifndef A_MN_MAJOR
+#define A_MN_MAJOR 0
+#endif
+#ifndef B_K_MAJOR
+#define B_K_MAJOR 0
 #endif
 #ifndef GEMM_BIAS
 #define GEMM_BIAS 0

@@ -80,9 +80,17 @@ __device__ __forceinline__ void setmaxnreg_dec() { asm volatile("setmaxnreg.dec.
 template <int N>
 __device__ __forceinline__ void setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N)); }
 
-// The immediates after the predicate: scale-a 1, scale-b 1, then the transpose bits of A and B. By default A is
-// K-major (bit 0) and B MN-major (bit 1); a template reading other layouts defines its own before including this.
-#ifndef WGMMA_16_IMMEDIATES
+// The immediates after the predicate: scale-a 1, scale-b 1, then the transpose bits of A and B, from the operand
+// layouts a template is compiled with: A_MN_MAJOR (A stored K×M), B_K_MAJOR (B stored N×K). By default A is
+// K-major (bit 0) and B MN-major (bit 1). Chosen here from the compile defines alone, so that configurations of a
+// template can share one translation unit (autotune/runtime/compile_batch.py).
+#if defined(A_MN_MAJOR) && A_MN_MAJOR && defined(B_K_MAJOR) && B_K_MAJOR
+#define WGMMA_16_IMMEDIATES "1, 1, 1, 0"
+#elif defined(A_MN_MAJOR) && A_MN_MAJOR
+#define WGMMA_16_IMMEDIATES "1, 1, 1, 1"
+#elif defined(B_K_MAJOR) && B_K_MAJOR
+#define WGMMA_16_IMMEDIATES "1, 1, 0, 0"
+#else
 #define WGMMA_16_IMMEDIATES "1, 1, 0, 1"
 #endif
 

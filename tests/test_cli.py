@@ -101,6 +101,7 @@ def _bad_invocations(tmp_path: Path, stored: Path) -> list[tuple[list[str], str]
         (["search", "gemm", "--seed", str(2**32), "--db", str(stored), *replay], "--seed must be between 0 and"),
         (["worker", "some-study", "--db", str(stored), "--seed", "-1"], "--seed must be between 0 and"),
         (["search", "gemm", "--timeout", "0", "--db", str(stored), *replay], "--timeout must be positive"),
+        (["search", "gemm", "--compile-batch", "0", "--db", str(stored), *replay], "--compile-batch must be at least"),
         (["search", "gemm", "--db", str(tmp_path / "missing" / "x.db"), *replay], "does not exist"),
         (["search", "gemm", "--db", str(notdb), *replay], "not an SQLite database"),
         (["search", "gemm", "--db", "nosuchdialect://x/y", *replay], "no such database kind"),

@@ -64,6 +64,14 @@ class Rendering:
             return self.algorithm(config).defines(config)
         return dict(config)
 
+    def tunable_names(self, config: Config) -> list[str]:
+        """The defines in which configurations of ``config``'s algorithm differ: its tunables (not the dtype, the
+        layout or the problem's constants). The compiler may build configurations that differ only in these in one
+        nvcc front end (`autotune.runtime.compile_batch`)."""
+        parameters = self.algorithm(config).parameters if self.algorithms else self.parameters
+        names = {p.name for p in parameters}
+        return [name for name in self.defines(config) if name in names]
+
     def problem_defines(self, shape: Shape) -> dict[str, int | str]:
         """Compile-time constants the problem fixes, beside the configuration's (e.g. attention's head_dim,
         which sizes register arrays). A configuration compiled for one value is never run at another."""

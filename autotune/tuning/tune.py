@@ -52,6 +52,7 @@ def tune(
     from_study: str | None = None,
     devices: Sequence[int] | None = None,
     racing: bool = True,
+    compile_batch: int = 1,
 ) -> SearchReport:
     """Search the configurations of ``kernel`` at ``shape`` and store the fastest valid one.
 
@@ -59,7 +60,8 @@ def tune(
     and on devices of the same architecture, and of ``from_study``, are measured first (`autotune.tuning.warmstart`).
     ``devices``: CUDA ordinals of GPUs of one model that measure for this one study (default: GPU 0).
     ``racing``: a candidate clearly slower than the fastest so far is timed by two runs only
-    (`autotune.tuning.evaluation.racing`).
+    (`autotune.tuning.evaluation.racing`). ``compile_batch``: candidates that wait for a compile thread together
+    share one nvcc front end, up to this many (`autotune.runtime.compiler.Compiler`; 1: each its own).
 
     Everything is checked before anything is written: bad arguments, the database location, nvcc and the GPU.
     ``domains`` narrows parameters to subsets of their values. ``replay``: a recording file
@@ -102,6 +104,8 @@ def tune(
         )
     if timeout_s is not None and not timeout_s > 0:
         raise InvalidArgument(f"--timeout must be positive, got {timeout_s}")
+    if compile_batch < 1:
+        raise InvalidArgument(f"--compile-batch must be at least 1, got {compile_batch}")
     seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
     sampler_obj = make_sampler(sampler, seed)
     url = resolve_url(db)
@@ -114,7 +118,8 @@ def tune(
 
         find_nvcc()  # fail before starting the GPU worker
         template_hash = space.template_hash()
-        options = dict(seed=seed, timeout_s=timeout_s, flush_l2=not hot_cache, racing=racing)
+        options = dict(seed=seed, timeout_s=timeout_s, flush_l2=not hot_cache, racing=racing,
+                       compile_batch=compile_batch)  # fmt: skip
         if devices is not None and len(devices) > 1:
             from autotune.tuning.evaluation.multi import MultiGpuEvaluator
 

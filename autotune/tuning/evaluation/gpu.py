@@ -57,12 +57,14 @@ class GpuEvaluator(Evaluator):
         started: "tuple[WorkerProcess, DeviceInfo] | None" = None,
         racing: bool = True,
         race_line: RaceLine | None = None,
+        compile_batch: int = 1,
     ) -> None:
         """``compiler`` and ``work_queue``: shared with the evaluators of other GPUs (`MultiGpuEvaluator`), which
         then owns them: compiled candidates go to whichever GPU's feeder is free first. ``started``: a worker
         already spawned for ``device_ordinal`` and the device it reported (its start-up overlapped another's).
         ``racing``: time a candidate clearly slower than the fastest so far by two runs only; ``race_line``: the
-        line shared with the other GPUs of the search."""
+        line shared with the other GPUs of the search. ``compile_batch``: configurations that may share one nvcc
+        front end (`autotune.runtime.compiler.Compiler`'s ``batch``)."""
         self.space = space
         self.race_line = race_line if race_line is not None else (RaceLine() if racing else None)
         self._owns_compiler = compiler is None
@@ -89,7 +91,7 @@ class GpuEvaluator(Evaluator):
                 f"{self.device.name} has {self.device.total_memory / 2**30:.1f} GiB"
             )
         self.compiler = compiler or Compiler(self.device.compile_arch, cache_dir=cache_dir, jobs=jobs,
-                                             deadline=CompileDeadline())  # fmt: skip
+                                             deadline=CompileDeadline(), batch=compile_batch)  # fmt: skip
         self.toolchain = Toolchain(nvcc=self.compiler.version, flags=list(self.compiler.flags))
         baseline = space.baseline_config()
         try:
@@ -140,7 +142,8 @@ class GpuEvaluator(Evaluator):
     # --- evaluation -----------------------------------------------------------------------------------------
     def submit(self, config: Config) -> "Future[Measurement]":
         future: Future[Measurement] = Future()
-        compiling = self.compiler.submit(self.space.template_for(config), self.space.compile_defines(config, self.shape))
+        template, defines = self.space.template_for(config), self.space.compile_defines(config, self.shape)
+        compiling = self.compiler.submit(template, defines, varying=self.space.tunable_names(config))
         compiling.add_done_callback(lambda f: self._compiled(config, f, future))
         return future
 
