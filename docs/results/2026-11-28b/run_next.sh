@@ -3,7 +3,8 @@
 # the GPT-2 step where the host does not count.
 #  1. the LONG_K rule's stream-K peer limit (256×256×65536 back to split-K) and every class untuned (issue 19);
 #  2. the GPT-2 block with the whole step in a CUDA graph, eager and patched, 8×1024 and 32×1024 tokens (issue 22);
-#  3. the Llama-style block after a 16-trial search of its recorded problems (issue 22).
+#  3. the Llama-style block after a 16-trial search of its recorded problems (issue 22);
+#  4. the README job with compiles in batches (issue 23): --compile-batch 1, 4, 8, each with a cold compile cache.
 set -u
 export PYTHONUNBUFFERED=1
 T0=$(date +%s)
@@ -17,5 +18,9 @@ export AUTOTUNE_DB=/tmp/llama.db
 TAILN=8 step llama_rec 120 python3 examples/llama_block.py --no-compile --record /tmp/llama.json
 TAILN=5 step llama_search 150 python3 -m autotune search --shapes-from /tmp/llama.json --trials 16
 TAILN=8 step llama 120 python3 examples/llama_block.py
+export AUTOTUNE_DB=/tmp/none.db
+for b in 1 4 8; do
+  AUTOTUNE_CACHE_DIR=/tmp/cold$b TAILN=6 step search_batch$b 90 python3 -m autotune search gemm --trials 200 --seed 7 --db /tmp/s$b.db --profile --compile-batch $b
+done
 cd $OUT && tar czf logs.tgz *.log *.json && rm -f *.log
 echo "done $(( $(date +%s) - T0 )) s"
