@@ -20,7 +20,7 @@ TAILN=5 step llama_search 150 python3 -m autotune search --shapes-from /tmp/llam
 TAILN=8 step llama 120 python3 examples/llama_block.py
 export AUTOTUNE_DB=/tmp/none.db
 for b in 1 4 8; do
-  AUTOTUNE_CACHE_DIR=/tmp/cold$b TAILN=6 step search_batch$b 90 python3 -m autotune search gemm --trials 200 --seed 7 --db /tmp/s$b.db --profile --compile-batch $b
+  export AUTOTUNE_CACHE_DIR=/tmp/cold$b; TAILN=6 step search_batch$b 90 python3 -m autotune search gemm --trials 200 --seed 7 --db /tmp/s$b.db --profile --compile-batch $b
 done
 cd $OUT && tar czf logs.tgz *.log *.json && rm -f *.log
 echo "done $(( $(date +%s) - T0 )) s"
