@@ -98,3 +98,21 @@ def test_a_configuration_that_does_not_compile_fails_alone(tmp_path):
     compiler.close()
     assert [r.ok for r in results] == [True, True, False, True]
     assert "V = 3 is refused" in results[2].error
+
+
+@pytest.mark.nvcc
+def test_a_template_with_code_outside_its_kernels_is_compiled_alone_and_right(tmp_path):
+    """A device function kept out of line lands in the unit's namespace: the split module would not give the
+    configuration's own cubin, so the compiler compiles that template alone (the same cubins as without batches)."""
+    source = ("__device__ __noinline__ float twice(float v) { return 2 * v; }\n"
+              'extern "C" __global__ void k(float* x) { x[threadIdx.x] = twice(x[threadIdx.x]) + V; }\n')  # fmt: skip
+    (tmp_path / "t.cu").write_text(source)
+    together = Compiler("sm_90", cache_dir=tmp_path / "together", jobs=1, batch=4)
+    alone = Compiler("sm_90", cache_dir=tmp_path / "alone")
+    futures = [together.submit(tmp_path / "t.cu", {"V": v}, ["V"]) for v in (1, 2, 3)]
+    results = [f.result() for f in futures]
+    assert all(r.ok for r in results) and together._alone, "the group is remembered as one to compile alone"
+    for v, result in zip((1, 2, 3), results):
+        assert Path(result.cubin).read_bytes() == Path(alone.compile(tmp_path / "t.cu", {"V": v}).cubin).read_bytes()
+    assert together._group(tmp_path / "t.cu", {"V": 4}, ["V"]) is None
+    together.close()

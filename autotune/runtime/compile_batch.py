@@ -11,7 +11,9 @@ docs/results/2026-11-28b/batch_compile_research.md).
 
 That holds where the configurations differ only in macros that neither choose the template's headers nor are read
 by them, and where every macro the headers read that the template defines is given by the defines:
-`TemplateLayout.batchable` checks both, by reading the sources.
+`TemplateLayout.batchable` checks both, by reading the sources. It also needs each configuration's code to be its
+kernels alone (device functions inlined, no globals of its own): a split module that still names the unit's
+namespace would not give the configuration's own cubin, and the compiler then compiles that template alone.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ _IDENTIFIER = re.compile(r"\b[A-Za-z_]\w*\b")
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _ENTRY = re.compile(r"^\.(?:visible\s+)?\.entry\s+(\w+)\(", re.M)
 SUFFIX = "__batch"
+NAMESPACE = "autotune_batch_"  # configuration i's code is in namespace autotune_batch_<i>
 
 
 @dataclass(frozen=True)
@@ -132,7 +135,7 @@ def unit_source(template: Path, headers: Sequence[str], configs: Sequence[Mappin
     lines += [f'#include "{h}"' for h in headers]
     lines += [f"#undef {k}" for k in configs[0]]
     for i, config in enumerate(configs):
-        lines.append(f"namespace autotune_batch_{i} {{")
+        lines.append(f"namespace {NAMESPACE}{i} {{")
         lines += [f"#define {k} {v}" for k, v in config.items()]
         lines += [f"#define {name} {name}{SUFFIX}{i}" for name in layout.kernels]
         lines.append(f'#include "{template.name}"')

@@ -301,7 +301,8 @@ class Compiler:
         self._pool: ThreadPoolExecutor | None = None
         self._waiting: list[_Job] = []
         self._waiting_lock = threading.Lock()
-        self._headers: dict[tuple, list[str] | None] = {}
+        self._headers: dict[tuple, list[str]] = {}
+        self._alone: set[tuple] = set()  # groups found not to batch (their headers unknown, or a split unfaithful)
 
     def key(self, template: str | Path, defines: Mapping[str, object]) -> str:
         text = json.dumps(
@@ -402,7 +403,8 @@ class Compiler:
         path = template_path(template)
         if not compile_batch.layout_of(path).batchable(varying, defines):
             return None
-        return (str(path), tuple(sorted((k, str(v)) for k, v in defines.items() if k not in varying)))
+        group = (str(path), tuple(sorted((k, str(v)) for k, v in defines.items() if k not in varying)))
+        return None if group in self._alone else group
 
     def _take(self) -> None:
         """Compile the oldest waiting configuration with up to ``batch`` - 1 others of its group."""
@@ -446,6 +448,12 @@ class Compiler:
             if code != 0 or not ptx.is_file():
                 return None
             text, kernels = ptx.read_text(), compile_batch.layout_of(path).kernels
+            parts = [compile_batch.split_ptx(text, i, kernels) for i in range(len(jobs))]
+            if any(compile_batch.NAMESPACE in part for part in parts):
+                # Something besides the kernels (a device function kept out of line, a global) carries the unit's
+                # namespace into the module: its cubin would differ from the configuration's own. Alone, from now on.
+                self._alone.add(group)
+                return None
             ptxas = str(Path(self.nvcc).with_name("ptxas"))
             results = []
             for i, job in enumerate(jobs):
@@ -453,7 +461,7 @@ class Compiler:
                 (self.cache_dir / key[:2]).mkdir(exist_ok=True)
                 with tempfile.TemporaryDirectory(dir=self.cache_dir / key[:2]) as own:
                     part, out = Path(own) / "k.ptx", Path(own) / "k.cubin"
-                    part.write_text(compile_batch.split_ptx(text, i, kernels))
+                    part.write_text(parts[i])
                     # nvcc's own ptxas line: the cubin is then the one `nvcc -cubin -Xptxas -v` writes
                     code, log, seconds = self._run([*NICE, ptxas, f"-arch={self.arch}", "-m64", "-v", str(part),
                                                     "-o", str(out)], self.deadline)  # fmt: skip
@@ -462,11 +470,16 @@ class Compiler:
 
     def _unit_headers(self, group: tuple, path: Path, defines: Mapping[str, object]) -> list[str] | None:
         """The headers one configuration of ``group`` includes (``nvcc -M``, once per group)."""
+        if group in self._alone:
+            return None
         if group not in self._headers:
             cmd = [*NICE, self.nvcc, "-M", "-std=c++17", self._gencode(), *[f"-D{k}={v}" for k, v in defines.items()],
                    str(path)]  # fmt: skip
             code, out, _ = self._run(cmd, None)
-            self._headers[group] = compile_batch.header_list(out, path.parent) if code == 0 else None
+            if code != 0:
+                self._alone.add(group)
+                return None
+            self._headers[group] = compile_batch.header_list(out, path.parent)
         return self._headers[group]
 
     def close(self) -> None:
