@@ -69,8 +69,8 @@ def test_configurations_waiting_together_share_a_front_end_and_get_nvccs_own_cub
     alone = Compiler("sm_90a", cache_dir=tmp_path / "alone", jobs=2)
     together = Compiler("sm_90a", cache_dir=tmp_path / "together", jobs=1, batch=4)
     units = []
-    original = together._unit
-    together._unit = lambda group, waiting: units.append(len(waiting)) or original(group, waiting)
+    original = together.units._unit
+    together.units._unit = lambda group, waiting: units.append(len(waiting)) or original(group, waiting)
     futures = [together.submit(template, defines, varying) for template, defines, varying in jobs]  # one thread
     try:
         batched = [f.result() for f in futures]
@@ -111,8 +111,35 @@ def test_a_template_with_code_outside_its_kernels_is_compiled_alone_and_right(tm
     alone = Compiler("sm_90", cache_dir=tmp_path / "alone")
     futures = [together.submit(tmp_path / "t.cu", {"V": v}, ["V"]) for v in (1, 2, 3)]
     results = [f.result() for f in futures]
-    assert all(r.ok for r in results) and together._alone, "the group is remembered as one to compile alone"
+    assert all(r.ok for r in results) and together.units.alone, "the group is remembered as one to compile alone"
     for v, result in zip((1, 2, 3), results):
         assert Path(result.cubin).read_bytes() == Path(alone.compile(tmp_path / "t.cu", {"V": v}).cubin).read_bytes()
-    assert together._group(tmp_path / "t.cu", {"V": 4}, ["V"]) is None
+    assert together.units.group(tmp_path / "t.cu", {"V": 4}, ["V"]) is None
     together.close()
+
+
+@pytest.mark.nvcc
+def test_a_group_whose_unit_changes_the_code_is_compiled_alone(tmp_path):
+    """cicc schedules the Hopper attention backward otherwise inside a larger unit: the first unit's cubin is checked
+    against nvcc alone, the group then compiles alone, and every cubin is nvcc's own."""
+    import random
+
+    from conftest import H200
+
+    from autotune.spaces import config_key
+    from autotune.spaces.enumeration import random_config
+
+    space = get_space("attention_backward", {ALGO: ["fa3"]}, dtype="bfloat16")
+    shape, rng, picked = space.default_shape, random.Random(1), {}
+    while len(picked) < 3:
+        config = random_config(space, rng)
+        if not space.violations(config, shape, H200):
+            picked[config_key(config)] = config
+    jobs = [(space.template_for(c), space.compile_defines(c, shape), space.tunable_names(c)) for c in picked.values()]
+    together = Compiler("sm_90a", cache_dir=tmp_path / "together", jobs=1, batch=3)
+    results = [f.result() for f in [together.submit(*job) for job in jobs]]  # the second and third wait together
+    together.close()
+    assert all(r.ok for r in results) and together.units.alone
+    alone = Compiler("sm_90a", cache_dir=tmp_path / "alone")
+    for (template, defines, _), result in zip(jobs, results):
+        assert Path(result.cubin).read_bytes() == Path(alone.compile(template, defines).cubin).read_bytes()

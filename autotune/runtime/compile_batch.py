@@ -19,7 +19,7 @@ namespace would not give the configuration's own cubin, and the compiler then co
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Collection, Mapping, Sequence
@@ -28,7 +28,10 @@ _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 _CONDITION = re.compile(r"^\s*#\s*(if|ifdef|ifndef|elif)\b(.*)$")
 _END = re.compile(r"^\s*#\s*endif\b")
 _DEFINE = re.compile(r"^\s*#\s*define\s+(\w+)(.*)$")
-_KERNEL = re.compile(r'extern "C"\s+__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s*)?(?:[A-Z_]+\s+)*(\w+)\s*\(')
+_DEFINE_ANYWHERE = re.compile(r"^\s*#\s*define\s+(\w+)", re.M)
+_SYSTEM_INCLUDE = re.compile(r"^\s*#\s*include\s+<")
+_KERNEL = re.compile(r'extern "C"\s+__global__\s+void\s+(?:__launch_bounds__\((?:[^()]|\([^()]*\))*\)\s*)?'
+                     r"(?:[A-Z_]+\s+)*(\w+)\s*\(")
 _IDENTIFIER = re.compile(r"\b[A-Za-z_]\w*\b")
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _ENTRY = re.compile(r"^\.(?:visible\s+)?\.entry\s+(\w+)\(", re.M)
@@ -38,55 +41,87 @@ NAMESPACE = "autotune_batch_"  # configuration i's code is in namespace autotune
 
 @dataclass(frozen=True)
 class TemplateLayout:
-    """What batching needs to know of a template (with the ``.cu`` files it includes): its kernels, the macros it
-    defines, the macros that choose its headers (and those they are derived from), the identifiers its headers use,
-    and the macros it defines before including a header that reads them (the unit includes the headers before any
-    of the template's own definitions)."""
+    """What batching needs to know of a template (with the ``.cu`` files it includes, read in textual order): its
+    kernels, the macros it defines, the macros that choose its headers (and those they are derived from), the
+    identifiers its headers use, the macros it defines before including a header that reads them (the unit
+    includes the headers before any of the template's own definitions), and two shapes it cannot take: a system
+    header included by the template itself (it would land in a namespace), and a header included after the
+    template's code (its kernels would come first in the unit's PTX, and ptxas would write other bytes)."""
 
     kernels: tuple[str, ...]
     macros: frozenset[str]
     include_guards: frozenset[str]
     header_names: frozenset[str]
     defined_for_headers: frozenset[str]
+    header_macros: frozenset[str]
+    system_includes: bool
+    header_after_code: bool
 
     def batchable(self, varying: Collection[str], given: Collection[str]) -> bool:
-        """Whether configurations whose defines (names ``given``) differ only in ``varying`` can share a unit."""
-        return (bool(self.kernels) and not set(varying) & (self.include_guards | self.header_names)
-                and self.defined_for_headers <= set(given) - set(varying))  # fmt: skip
+        """Whether configurations whose defines (names ``given``) differ only in ``varying`` can share a unit. A
+        macro both a header and the template define (each a default) must be given: the unit undefines the
+        template's macros after each configuration, and the next would take the template's default where, alone,
+        the header's came first."""
+        fixed = set(given) - set(varying)
+        both = self.macros & self.header_macros
+        return (bool(self.kernels) and not self.system_includes and not self.header_after_code
+                and not set(varying) & (self.include_guards | self.header_names)
+                and self.defined_for_headers <= fixed and both <= fixed)  # fmt: skip
+
+
+@dataclass
+class _Walk:
+    kernels: list[str] = field(default_factory=list)
+    macros: set[str] = field(default_factory=set)
+    guards: set[str] = field(default_factory=set)
+    derived: dict[str, set[str]] = field(default_factory=dict)
+    headers: set[Path] = field(default_factory=set)
+    defined_for_headers: set[str] = field(default_factory=set)
+    system_includes: bool = False
+    code_seen: bool = False  # a kernel or an included template body so far
+    header_after_code: bool = False
 
 
 @lru_cache(maxsize=None)
 def layout_of(template: Path) -> TemplateLayout:
-    kernels: list[str] = []
-    macros: set[str] = set()
-    guards: set[str] = set()
-    derived: dict[str, set[str]] = {}
-    headers: set[Path] = set()
-    defined_for_headers: set[str] = set()
-    for path in _sources(template):
-        text = path.read_text()
-        kernels += _KERNEL.findall(_COMMENT.sub("", text))
-        stack: list[set[str]] = []
-        for line in _COMMENT.sub("", text).splitlines():
-            if (condition := _CONDITION.match(line)) is not None:
-                names = set(_IDENTIFIER.findall(condition.group(2))) - {"defined"}
-                if condition.group(1) == "elif" and stack:
-                    stack[-1] |= names
-                else:
-                    stack.append(names)
-            elif _END.match(line) and stack:
-                stack.pop()
-            elif (define := _DEFINE.match(line)) is not None:
-                macros.add(define.group(1))
-                derived.setdefault(define.group(1), set()).update(_IDENTIFIER.findall(define.group(2)))
-            elif (include := _INCLUDE.match(line)) is not None:
-                guards.update(*stack)
-                if include.group(1).endswith(".cuh"):
-                    included = _headers(path.parent / include.group(1))
-                    headers |= included
-                    defined_for_headers |= macros & _identifiers(included)
-    return TemplateLayout(tuple(kernels), frozenset(macros), frozenset(_closure(guards, derived)),
-                          frozenset(_identifiers(headers)), frozenset(defined_for_headers))  # fmt: skip
+    walk = _Walk()
+    _read(template, walk, [])
+    header_macros = {m for h in walk.headers for m in _DEFINE_ANYWHERE.findall(_COMMENT.sub("", h.read_text()))}
+    return TemplateLayout(tuple(walk.kernels), frozenset(walk.macros), frozenset(_closure(walk.guards, walk.derived)),
+                          frozenset(_identifiers(walk.headers)), frozenset(walk.defined_for_headers),
+                          frozenset(header_macros), walk.system_includes, walk.header_after_code)  # fmt: skip
+
+
+def _read(path: Path, walk: _Walk, stack: list[set[str]]) -> None:
+    """One template source, line by line; an included ``.cu`` is read where it is included."""
+    text = _COMMENT.sub("", path.read_text())
+    walk.kernels += _KERNEL.findall(text)
+    for line in text.splitlines():
+        if (condition := _CONDITION.match(line)) is not None:
+            names = set(_IDENTIFIER.findall(condition.group(2))) - {"defined"}
+            if condition.group(1) == "elif" and stack:
+                stack[-1] |= names
+            else:
+                stack.append(names)
+        elif _END.match(line) and stack:
+            stack.pop()
+        elif (define := _DEFINE.match(line)) is not None:
+            walk.macros.add(define.group(1))
+            walk.derived.setdefault(define.group(1), set()).update(_IDENTIFIER.findall(define.group(2)))
+        elif _SYSTEM_INCLUDE.match(line):
+            walk.system_includes = True
+        elif (include := _INCLUDE.match(line)) is not None:
+            walk.guards.update(*stack)
+            if include.group(1).endswith(".cu"):
+                _read(path.parent / include.group(1), walk, stack)
+                walk.code_seen = True
+            else:
+                included = _headers(path.parent / include.group(1))
+                walk.headers |= included
+                walk.defined_for_headers |= walk.macros & _identifiers(included)
+                walk.header_after_code |= walk.code_seen
+        elif "__global__" in line:
+            walk.code_seen = True
 
 
 def _identifiers(files: set[Path]) -> set[str]:
@@ -94,16 +129,6 @@ def _identifiers(files: set[Path]) -> set[str]:
     for path in files:
         names.update(_IDENTIFIER.findall(_COMMENT.sub("", path.read_text())))
     return names
-
-
-def _sources(template: Path) -> list[Path]:
-    """The template and the ``.cu`` files it includes (its body may be another template's)."""
-    found = [template]
-    for line in template.read_text().splitlines():
-        include = _INCLUDE.match(line)
-        if include is not None and include.group(1).endswith(".cu"):
-            found += _sources(template.parent / include.group(1))
-    return found
 
 
 def _headers(header: Path, seen: frozenset[Path] = frozenset()) -> set[Path]:
@@ -161,6 +186,12 @@ def split_ptx(ptx: str, index: int, kernels: Sequence[str]) -> str:
                 body = body.replace(f"{kernel}{SUFFIX}{index}", kernel)
             pieces.append(body)
     return "".join(pieces)
+
+
+def faithful(module: str, kernels: Sequence[str]) -> bool:
+    """Whether a split module can be the configuration's own: each of its kernels there, and nothing of the unit's
+    namespaces (a device function kept out of line, a global of the template)."""
+    return NAMESPACE not in module and all(re.search(rf"\.entry\s+{k}\(", module) for k in kernels)
 
 
 def header_list(dependencies: str, folder: Path) -> list[str]:

@@ -32,11 +32,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Collection, Mapping
+from typing import TYPE_CHECKING, Collection, Mapping
 
 from autotune.errors import ToolchainError
-from autotune.runtime import compile_batch
 from autotune.templates import template_hash, template_path
+
+if TYPE_CHECKING:
+    from autotune.runtime.compile_units import UnitCompiles
 
 COMPILE_TIMEOUT_S = 300
 # nvcc below normal priority: with a job per core it would otherwise take the CPU from the search's driver and the
@@ -264,16 +266,6 @@ def first_error(log: str) -> str:
     return lines[-1] if lines else "nvcc failed without a message"
 
 
-@dataclass
-class _Job:
-    """A configuration waiting for a compile thread, with the others it may share a front end with (``group``)."""
-
-    group: tuple
-    template: str | Path
-    defines: dict[str, object]
-    future: "Future[CompileResult]"
-
-
 class Compiler:
     """Compiles templates for one architecture; thread-safe; `submit` runs up to ``jobs`` nvcc at once."""
 
@@ -299,10 +291,11 @@ class Compiler:
         self.jobs = jobs or max(1, os.cpu_count() or 1)
         self.batch = batch
         self._pool: ThreadPoolExecutor | None = None
-        self._waiting: list[_Job] = []
-        self._waiting_lock = threading.Lock()
-        self._headers: dict[tuple, list[str]] = {}
-        self._alone: set[tuple] = set()  # groups found not to batch (their headers unknown, or a split unfaithful)
+        self.units: UnitCompiles | None = None
+        if batch > 1:
+            from autotune.runtime.compile_units import UnitCompiles
+
+            self.units = UnitCompiles(self, batch)
 
     def key(self, template: str | Path, defines: Mapping[str, object]) -> str:
         text = json.dumps(
@@ -317,7 +310,8 @@ class Compiler:
         )
         return hashlib.sha256(text.encode()).hexdigest()
 
-    def _cached(self, key: str) -> CompileResult | None:
+    def cached(self, key: str) -> CompileResult | None:
+        """The cached result of the compile ``key`` names, if any (a damaged entry counts as none)."""
         report = (self.cache_dir / key[:2] / key).with_suffix(".json")
         if report.is_file():
             try:
@@ -329,31 +323,36 @@ class Compiler:
                 pass  # a damaged entry is rebuilt
         return None
 
-    def _gencode(self) -> str:
+    def gencode(self) -> str:
         virtual = self.arch.replace("sm_", "compute_")  # the -gencode form: sm_90a gets no plain sm_90 pass
         return f"-gencode=arch={virtual},code={self.arch}"
 
     def compile(self, template: str | Path, defines: Mapping[str, object]) -> CompileResult:
         key = self.key(template, defines)
-        cached = self._cached(key)
+        cached = self.cached(key)
         if cached is not None:
             return cached
         entry = self.cache_dir / key[:2] / key
         entry.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=entry.parent) as tmp:
             out = Path(tmp) / "k.cubin"
-            cmd = [*NICE, self.nvcc, *BASE_FLAGS, self._gencode(), *self.flags]
-            cmd += [f"-D{k}={v}" for k, v in sorted(defines.items())]
-            cmd += ["-o", str(out), str(template_path(template))]
-            return self._finish(key, out, *self._run(cmd, self.deadline))
+            return self.store(key, out, *self.nvcc_cubin(template, defines, out))
 
-    def _run(self, cmd: list[str], deadline: CompileDeadline | None) -> tuple[int | None, str, float]:
+    def nvcc_cubin(self, template: str | Path, defines: Mapping[str, object],
+                   out: Path) -> tuple[int | None, str, float]:  # fmt: skip
+        """nvcc alone on one configuration, writing ``out``: (return code or None where stopped, log, seconds)."""
+        cmd = [*NICE, self.nvcc, *BASE_FLAGS, self.gencode(), *self.flags]
+        cmd += [f"-D{k}={v}" for k, v in sorted(defines.items())]
+        return self.run([*cmd, "-o", str(out), str(template_path(template))], self.deadline)
+
+    def run(self, cmd: list[str], deadline: CompileDeadline | None) -> tuple[int | None, str, float]:
+        """`run_nvcc`, a missing tool as one `ToolchainError`."""
         try:
             return run_nvcc(cmd, deadline)
         except OSError as exc:
             raise ToolchainError(f"cannot run {cmd[len(NICE)]}: {exc}") from None
 
-    def _finish(self, key: str, out: Path, code: int | None, log: str, seconds: float) -> CompileResult:
+    def store(self, key: str, out: Path, code: int | None, log: str, seconds: float) -> CompileResult:
         """The result of a compile that wrote ``out`` (in a temporary folder beside the cache entry), cached."""
         if code is None:  # stopped: how long a compile takes depends on the load, so this is not cached
             limit = self.deadline.reason(seconds) if self.deadline else f"error: nvcc ran over {seconds:.0f} s"
@@ -387,106 +386,16 @@ class Compiler:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="nvcc")
         defines = dict(defines)
-        group = self._group(template, defines, varying)
-        if group is None or self._cached(self.key(template, defines)) is not None:
-            return self._pool.submit(self.compile, template, defines)
-        future: Future[CompileResult] = Future()
-        with self._waiting_lock:
-            self._waiting.append(_Job(group, template, defines, future))
-        self._pool.submit(self._take)
+        group = self.units.group(template, defines, varying) if self.units is not None and not self.flags else None
+        if group is None or self.cached(self.key(template, defines)) is not None:
+            return self._pool.submit(self.compile, template, defines)  # extra flags may be ptxas's: never in a unit
+        future = self.units.wait(group, template, defines)  # type: ignore[union-attr]
+        self._pool.submit(self.units.take)  # type: ignore[union-attr]
         return future
-
-    def _group(self, template: str | Path, defines: Mapping[str, object], varying: Collection[str]) -> tuple | None:
-        """What configurations must share to be compiled together (None: this one is compiled alone)."""
-        if self.batch < 2 or not varying or self.flags:  # extra flags may be ptxas's, which the split run lacks
-            return None
-        path = template_path(template)
-        if not compile_batch.layout_of(path).batchable(varying, defines):
-            return None
-        group = (str(path), tuple(sorted((k, str(v)) for k, v in defines.items() if k not in varying)))
-        return None if group in self._alone else group
-
-    def _take(self) -> None:
-        """Compile the oldest waiting configuration with up to ``batch`` - 1 others of its group."""
-        with self._waiting_lock:
-            if not self._waiting:
-                return  # taken by an earlier call
-            group = self._waiting[0].group
-            jobs = [job for job in self._waiting if job.group == group][: self.batch]
-            self._waiting = [job for job in self._waiting if job not in jobs]
-        try:
-            results = self._compile_together(jobs)
-        except BaseException as exc:  # nvcc vanished: every waiting caller hears it
-            for job in jobs:
-                job.future.set_exception(exc)
-            return
-        for job, result in zip(jobs, results):
-            job.future.set_result(result)
-
-    def _compile_together(self, jobs: list[_Job]) -> list[CompileResult]:
-        """One front end for the configurations not cached yet, one ptxas each; alone where there is one, or where
-        the front end fails (so that each failure is its own, and cached)."""
-        results = [self._cached(self.key(job.template, job.defines)) for job in jobs]
-        todo = [i for i, r in enumerate(results) if r is None]
-        together = self._unit(jobs[0].group, [jobs[i] for i in todo]) if len(todo) > 1 else None
-        for n, i in enumerate(todo):
-            results[i] = together[n] if together is not None else self.compile(jobs[i].template, jobs[i].defines)
-        return results  # type: ignore[return-value]
-
-    def _unit(self, group: tuple, jobs: list[_Job]) -> list[CompileResult] | None:
-        path = template_path(jobs[0].template)
-        headers = self._unit_headers(group, path, jobs[0].defines)
-        if headers is None:
-            return None
-        self.cache_dir.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=self.cache_dir) as tmp:
-            unit, ptx = Path(tmp) / "unit.cu", Path(tmp) / "unit.ptx"
-            unit.write_text(compile_batch.unit_source(path, headers, [job.defines for job in jobs]))
-            cmd = [*NICE, self.nvcc, "-ptx", "-O3", "-std=c++17", self._gencode(), f"-I{path.parent}", "-o", str(ptx),
-                   str(unit)]  # fmt: skip
-            code, _, front_s = self._run(cmd, None)  # no deadline: it holds several compiles' work
-            if code != 0 or not ptx.is_file():
-                return None
-            text, kernels = ptx.read_text(), compile_batch.layout_of(path).kernels
-            parts = [compile_batch.split_ptx(text, i, kernels) for i in range(len(jobs))]
-            if any(compile_batch.NAMESPACE in part for part in parts):
-                # Something besides the kernels (a device function kept out of line, a global) carries the unit's
-                # namespace into the module: its cubin would differ from the configuration's own. Alone, from now on.
-                self._alone.add(group)
-                return None
-            ptxas = str(Path(self.nvcc).with_name("ptxas"))
-            results = []
-            for i, job in enumerate(jobs):
-                key = self.key(job.template, job.defines)
-                (self.cache_dir / key[:2]).mkdir(exist_ok=True)
-                with tempfile.TemporaryDirectory(dir=self.cache_dir / key[:2]) as own:
-                    part, out = Path(own) / "k.ptx", Path(own) / "k.cubin"
-                    part.write_text(parts[i])
-                    # nvcc's own ptxas line: the cubin is then the one `nvcc -cubin -Xptxas -v` writes
-                    code, log, seconds = self._run([*NICE, ptxas, f"-arch={self.arch}", "-m64", "-v", str(part),
-                                                    "-o", str(out)], self.deadline)  # fmt: skip
-                    results.append(self._finish(key, out, code, log, front_s / len(jobs) + seconds))
-            return results
-
-    def _unit_headers(self, group: tuple, path: Path, defines: Mapping[str, object]) -> list[str] | None:
-        """The headers one configuration of ``group`` includes (``nvcc -M``, once per group)."""
-        if group in self._alone:
-            return None
-        if group not in self._headers:
-            cmd = [*NICE, self.nvcc, "-M", "-std=c++17", self._gencode(), *[f"-D{k}={v}" for k, v in defines.items()],
-                   str(path)]  # fmt: skip
-            code, out, _ = self._run(cmd, None)
-            if code != 0:
-                self._alone.add(group)
-                return None
-            self._headers[group] = compile_batch.header_list(out, path.parent)
-        return self._headers[group]
 
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
-        with self._waiting_lock:  # their compile threads were cancelled with the pool
-            for job in self._waiting:
-                job.future.cancel()
-            self._waiting.clear()
+        if self.units is not None:  # their compile threads were cancelled with the pool
+            self.units.cancel_waiting()
