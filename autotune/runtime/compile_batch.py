@@ -44,9 +44,10 @@ class TemplateLayout:
     """What batching needs to know of a template (with the ``.cu`` files it includes, read in textual order): its
     kernels, the macros it defines, the macros that choose its headers (and those they are derived from), the
     identifiers its headers use, the macros it defines before including a header that reads them (the unit
-    includes the headers before any of the template's own definitions), and two shapes it cannot take: a system
-    header included by the template itself (it would land in a namespace), and a header included after the
-    template's code (its kernels would come first in the unit's PTX, and ptxas would write other bytes)."""
+    includes the headers before any of the template's own definitions), the macros its headers define, and two
+    shapes it cannot take: a system header included by the template itself (it would land in a namespace), and a
+    header included after the template's code (its kernels would come first in the unit's PTX, and ptxas would
+    write other bytes)."""
 
     kernels: tuple[str, ...]
     macros: frozenset[str]
