@@ -44,6 +44,15 @@ def test_a_template_whose_headers_read_its_tunables_or_its_own_macros_is_not_bat
     assert own.batchable(["V"], ["V", "W", "MODE"]), "given by the defines, the header sees the same MODE"
 
 
+def test_a_tunable_that_shapes_dynamic_shared_memory_keeps_its_configurations_apart(tmp_path):
+    """nvcc merges a unit's block-scope `extern __shared__` arrays into one symbol, with the first one's alignment."""
+    (tmp_path / "t.cu").write_text('extern "C" __global__ void k(float* x) {\n'
+                                   "  extern __shared__ __align__(AL) float tile[];\n"
+                                   "  tile[threadIdx.x] = V; x[threadIdx.x] = tile[0];\n}\n")  # fmt: skip
+    shared = compile_batch.layout_of(tmp_path / "t.cu")
+    assert not shared.batchable(["AL", "V"], ["AL", "V"]) and shared.batchable(["V"], ["AL", "V"])
+
+
 def test_split_keeps_the_headers_kernels_and_renames_its_own_back():
     ptx = ("//\n.version 9.0\n.target sm_90a\n"
            ".visible .entry k__batch0(\n.param .u64 a\n)\n{\nret;\n}\n"

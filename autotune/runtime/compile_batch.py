@@ -57,6 +57,7 @@ class TemplateLayout:
     header_macros: frozenset[str]
     system_includes: bool
     header_after_code: bool
+    shared_names: frozenset[str]  # the macros an `extern __shared__` declaration names (its type, its alignment)
 
     def batchable(self, varying: Collection[str], given: Collection[str]) -> bool:
         """Whether configurations whose defines (names ``given``) differ only in ``varying`` can share a unit. A
@@ -66,7 +67,7 @@ class TemplateLayout:
         fixed = set(given) - set(varying)
         both = self.macros & self.header_macros
         return (bool(self.kernels) and not self.system_includes and not self.header_after_code
-                and not set(varying) & (self.include_guards | self.header_names)
+                and not set(varying) & (self.include_guards | self.header_names | self.shared_names)
                 and self.defined_for_headers <= fixed and both <= fixed)  # fmt: skip
 
 
@@ -79,6 +80,7 @@ class _Walk:
     headers: set[Path] = field(default_factory=set)
     defined_for_headers: set[str] = field(default_factory=set)
     system_includes: bool = False
+    shared: set[str] = field(default_factory=set)  # identifiers of `extern __shared__` declarations
     code_seen: bool = False  # a kernel or an included template body so far
     header_after_code: bool = False
 
@@ -88,9 +90,12 @@ def layout_of(template: Path) -> TemplateLayout:
     walk = _Walk()
     _read(template, walk, [])
     header_macros = {m for h in walk.headers for m in _DEFINE_ANYWHERE.findall(_COMMENT.sub("", h.read_text()))}
+    # nvcc merges the units' block-scope `extern __shared__` arrays into one symbol: the first configuration's
+    # alignment would be every configuration's, so one that a tunable shapes cannot share a unit.
     return TemplateLayout(tuple(walk.kernels), frozenset(walk.macros), frozenset(_closure(walk.guards, walk.derived)),
                           frozenset(_identifiers(walk.headers)), frozenset(walk.defined_for_headers),
-                          frozenset(header_macros), walk.system_includes, walk.header_after_code)  # fmt: skip
+                          frozenset(header_macros), walk.system_includes, walk.header_after_code,
+                          frozenset(_closure(walk.shared, walk.derived)))  # fmt: skip
 
 
 def _read(path: Path, walk: _Walk, stack: list[set[str]]) -> None:
@@ -121,8 +126,11 @@ def _read(path: Path, walk: _Walk, stack: list[set[str]]) -> None:
                 walk.headers |= included
                 walk.defined_for_headers |= walk.macros & _identifiers(included)
                 walk.header_after_code |= walk.code_seen
-        elif "__global__" in line:
-            walk.code_seen = True
+        else:
+            if "__global__" in line:
+                walk.code_seen = True
+            if "extern" in line and "__shared__" in line:
+                walk.shared.update(_IDENTIFIER.findall(line))
 
 
 def _identifiers(files: set[Path]) -> set[str]:

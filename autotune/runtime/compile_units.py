@@ -11,6 +11,7 @@ group: cicc may compile a kernel otherwise inside a larger unit, as with one att
 
 from __future__ import annotations
 
+import os
 import tempfile
 import threading
 from concurrent.futures import Future
@@ -18,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Collection, Mapping
 
+from autotune.errors import AutotuneError
 from autotune.runtime import compile_batch
-from autotune.runtime.compiler import NICE, CompileResult, run_nvcc
+from autotune.runtime.compiler import NICE, CompileResult
 from autotune.templates import template_path
 
 if TYPE_CHECKING:
@@ -50,8 +52,11 @@ class UnitCompiles:
         """What a configuration must share with others to be compiled with them (None: it is compiled alone)."""
         if not varying:
             return None
-        path = template_path(template)
-        if not compile_batch.layout_of(Path(path)).batchable(varying, defines):
+        try:
+            path = template_path(template)
+            if not compile_batch.layout_of(Path(path)).batchable(varying, defines):
+                return None
+        except (AutotuneError, OSError):  # a missing template or header: the compile alone says so, in its result
             return None
         group = (str(path), tuple(sorted((k, str(v)) for k, v in defines.items() if k not in varying)))
         return None if group in self.alone else group
@@ -131,6 +136,9 @@ class UnitCompiles:
         is compiled alone), and None for all where the group turns out not to batch."""
         compiler = self.compiler
         ptxas = str(Path(compiler.nvcc).resolve().with_name("ptxas"))
+        if not os.access(ptxas, os.X_OK):  # no ptxas beside nvcc: this compiler compiles alone
+            self.alone.add(group)
+            return None
         results: list[CompileResult | None] = []
         for job, module in zip(jobs, parts):
             key = compiler.key(job.template, job.defines)
@@ -138,13 +146,10 @@ class UnitCompiles:
             with tempfile.TemporaryDirectory(dir=compiler.cache_dir / key[:2]) as own:
                 part, out = Path(own) / "k.ptx", Path(own) / "k.cubin"
                 part.write_text(module)
-                try:  # nvcc's own ptxas line: the cubin is then the one `nvcc -cubin -Xptxas -v` writes
-                    code, log, seconds = run_nvcc([*NICE, ptxas, f"-arch={compiler.arch}", "-m64", "-v", str(part),
+                # nvcc's own ptxas line: the cubin is then the one `nvcc -cubin -Xptxas -v` writes
+                code, log, seconds = compiler.run([*NICE, ptxas, f"-arch={compiler.arch}", "-m64", "-v", str(part),
                                                    "-o", str(out)], compiler.deadline)  # fmt: skip
-                except OSError:  # no ptxas beside nvcc
-                    self.alone.add(group)
-                    return None
-                if code is not None and code != 0:
+                if code is not None and (code != 0 or not out.is_file()):
                     results.append(None)
                     continue
                 if code is not None and group not in self._checked:
@@ -152,14 +157,15 @@ class UnitCompiles:
                         self.alone.add(group)
                         return None
                     self._checked.add(group)
-                results.append(compiler.store(key, out, code, log, front_s / len(jobs) + seconds))
+                # Its share of the unit's time, not recorded for the deadline: the median judges whole compiles.
+                results.append(compiler.store(key, out, code, log, front_s / len(jobs) + seconds, timed=False))
         return results
 
     def _same_alone(self, job: _Job, cubin: Path) -> bool:
         with tempfile.TemporaryDirectory(dir=cubin.parent) as tmp:
             out = Path(tmp) / "alone.cubin"
             code, _, _ = self.compiler.nvcc_cubin(job.template, job.defines, out)
-            return code == 0 and out.is_file() and out.read_bytes() == cubin.read_bytes()
+            return code == 0 and out.is_file() and cubin.is_file() and out.read_bytes() == cubin.read_bytes()
 
     def _unit_headers(self, group: tuple, path: Path, defines: Mapping[str, object]) -> list[str] | None:
         """The headers one configuration of ``group`` includes (``nvcc -M``, once per group)."""
@@ -167,11 +173,13 @@ class UnitCompiles:
             return None
         if group not in self._headers:
             compiler = self.compiler
-            cmd = [*NICE, compiler.nvcc, "-M", "-std=c++17", compiler.gencode(),
-                   *[f"-D{k}={v}" for k, v in defines.items()], str(path)]  # fmt: skip
-            code, out, _ = compiler.run(cmd, None)
-            if code != 0:
-                self.alone.add(group)
-                return None
-            self._headers[group] = compile_batch.header_list(out, path.parent)
+            with tempfile.TemporaryDirectory() as tmp:
+                rule = Path(tmp) / "unit.d"  # the rule alone, not nvcc's messages
+                cmd = [*NICE, compiler.nvcc, "-M", "-std=c++17", compiler.gencode(),
+                       *[f"-D{k}={v}" for k, v in defines.items()], "-MF", str(rule), str(path)]  # fmt: skip
+                code, _, _ = compiler.run(cmd, None)
+                if code != 0 or not rule.is_file():
+                    self.alone.add(group)
+                    return None
+                self._headers[group] = compile_batch.header_list(rule.read_text(), path.parent)
         return self._headers[group]

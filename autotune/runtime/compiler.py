@@ -352,8 +352,10 @@ class Compiler:
         except OSError as exc:
             raise ToolchainError(f"cannot run {cmd[len(NICE)]}: {exc}") from None
 
-    def store(self, key: str, out: Path, code: int | None, log: str, seconds: float) -> CompileResult:
-        """The result of a compile that wrote ``out`` (in a temporary folder beside the cache entry), cached."""
+    def store(self, key: str, out: Path, code: int | None, log: str, seconds: float,
+              timed: bool = True) -> CompileResult:  # fmt: skip
+        """The result of a compile that wrote ``out`` (in a temporary folder beside the cache entry), cached;
+        ``timed``: its seconds are a whole compile's, which the deadline's median may count."""
         if code is None:  # stopped: how long a compile takes depends on the load, so this is not cached
             limit = self.deadline.reason(seconds) if self.deadline else f"error: nvcc ran over {seconds:.0f} s"
             return CompileResult(ok=False, key=key, seconds=seconds, error=limit)
@@ -364,7 +366,7 @@ class Compiler:
             cubin = entry.with_suffix(".cubin")
             os.replace(out, cubin)
             result.cubin = str(cubin)
-            if self.deadline is not None:
+            if self.deadline is not None and timed:
                 self.deadline.record(seconds)
         else:
             result.error = first_error(log)
