@@ -71,7 +71,7 @@ def test_vectors_and_rule_defaults_are_correct(family, dtype, shape, device):
     assert not evaluate(space, shape, configs)
 
 
-STREAM_K = {ALGO: "wgmma_tma_streamk", "BM": 128, "BN": 128, "WG": 2, "PINGPONG": 1, "STAGES": 7, "GROUP_M": 1}
+STREAM_K = {ALGO: "wgmma_tma_streamk"}  # its own default configuration, and the changes below
 TMA_VARIANTS = [
     {},
     {"PINGPONG": 1, "BM": 128, "BN": 128},
@@ -89,11 +89,11 @@ TMA_VARIANTS = [
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_tma_native_layouts_in_every_schedule(family, dtype, device):
     space = get_space(family, dtype=dtype)
-    base = {ALGO: "wgmma_tma", **space.algos["wgmma_tma"].default_config}
     ragged = (1000, 264, 333) if family == "gemm_tn" else (999, 131, 64)  # what each layout's TMA rows allow
     shapes = [(1000, 264, 1032), (2048, 768, 3072), ragged]
     for shape in shapes:
-        variants = (v if ALGO in v else {**base, **v} for v in TMA_VARIANTS)
+        variants = ({ALGO: v.get(ALGO, "wgmma_tma"), **space.algos[v.get(ALGO, "wgmma_tma")].default_config, **v}
+                    for v in TMA_VARIANTS)  # fmt: skip
         configs = [c for c in variants if not space.violations(c, shape, device)]
         assert len(configs) >= 4, shape
         assert not evaluate(space, shape, configs), shape

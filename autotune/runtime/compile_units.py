@@ -33,6 +33,7 @@ class _Job:
     group: tuple
     template: str | Path
     defines: dict[str, object]
+    key: str  # its cache key (`Compiler.key`), computed once
     future: "Future[CompileResult]"
 
 
@@ -61,10 +62,11 @@ class UnitCompiles:
         group = (str(path), tuple(sorted((k, str(v)) for k, v in defines.items() if k not in varying)))
         return None if group in self.alone else group
 
-    def wait(self, group: tuple, template: str | Path, defines: dict[str, object]) -> "Future[CompileResult]":
+    def wait(self, group: tuple, template: str | Path, defines: dict[str, object],
+             key: str) -> "Future[CompileResult]":  # fmt: skip
         future: Future[CompileResult] = Future()
         with self._lock:
-            self._waiting.append(_Job(group, template, defines, future))
+            self._waiting.append(_Job(group, template, defines, key, future))
         return future
 
     def take(self) -> None:
@@ -98,7 +100,7 @@ class UnitCompiles:
         """One unit for the configurations not cached yet; alone where there is one, where the unit cannot be, or
         where a configuration's split ptxas failed (so that each failure is its own, and cached)."""
         compiler = self.compiler
-        results = [compiler.cached(compiler.key(job.template, job.defines)) for job in jobs]
+        results = [compiler.cached(job.key) for job in jobs]
         todo = [i for i, r in enumerate(results) if r is None]
         together = self._unit(jobs[0].group, [jobs[i] for i in todo]) if len(todo) > 1 else None
         for n, i in enumerate(todo):
@@ -141,7 +143,7 @@ class UnitCompiles:
             return None
         results: list[CompileResult | None] = []
         for job, module in zip(jobs, parts):
-            key = compiler.key(job.template, job.defines)
+            key = job.key
             (compiler.cache_dir / key[:2]).mkdir(exist_ok=True)
             with tempfile.TemporaryDirectory(dir=compiler.cache_dir / key[:2]) as own:
                 part, out = Path(own) / "k.ptx", Path(own) / "k.cubin"

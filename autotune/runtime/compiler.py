@@ -289,7 +289,6 @@ class Compiler:
         self.flags = tuple(flags)
         self.cache_dir = (cache_dir or cache_root()) / "cubin"
         self.jobs = jobs or max(1, os.cpu_count() or 1)
-        self.batch = batch
         self._pool: ThreadPoolExecutor | None = None
         self.units: UnitCompiles | None = None
         if batch > 1:
@@ -389,9 +388,10 @@ class Compiler:
             self._pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="nvcc")
         defines = dict(defines)
         group = self.units.group(template, defines, varying) if self.units is not None and not self.flags else None
-        if group is None or self.cached(self.key(template, defines)) is not None:
+        key = self.key(template, defines) if group is not None else None
+        if key is None or self.cached(key) is not None:
             return self._pool.submit(self.compile, template, defines)  # extra flags may be ptxas's: never in a unit
-        future = self.units.wait(group, template, defines)  # type: ignore[union-attr]
+        future = self.units.wait(group, template, defines, key)  # type: ignore[union-attr,arg-type]
         self._pool.submit(self.units.take)  # type: ignore[union-attr]
         return future
 

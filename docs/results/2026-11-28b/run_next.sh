@@ -11,6 +11,8 @@ T0=$(date +%s)
 step() { local name=$1 limit=$2; shift 2; echo "=== $name ($(date +%T))"; timeout --signal=INT --kill-after=10 $limit "$@" > $OUT/$name.log 2>&1; echo "rc=$? at $(( $(date +%s) - T0 )) s"; tail -n ${TAILN:-25} $OUT/$name.log; }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 export AUTOTUNE_CACHE_DIR=/tmp/cache AUTOTUNE_DB=/tmp/none.db
+# The GEMM tier first: wgmma_sm90.cuh's transpose bits and compile units changed after the last GPU run.
+TAILN=6 step tier 300 python3 -m pytest -m gpu -n 15 -q -p no:cacheprovider -rf --tb=short tests/test_gpu_gemm.py tests/test_gpu_gemm_layouts.py tests/test_torch_linear_gpu.py
 TAILN=32 step untuned 120 python3 benchmarks/gemm_untuned.py --dtypes bfloat16 float16 --reps 10 --out $OUT/untuned.json
 TAILN=12 step gpt2_graphs 120 python3 examples/gpt2_block.py --dtype bfloat16 float32 --steps 20 --no-compile --graphs
 TAILN=12 step gpt2_graphs_b32 120 python3 examples/gpt2_block.py --batch 32 --dtype bfloat16 --steps 15 --no-compile --graphs
