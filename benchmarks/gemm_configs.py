@@ -61,6 +61,14 @@ VARIANTS["wgmma_tma_split"] = {
                          ("64x256 pingpong s5", {"BM": 64, "PINGPONG": 1, "STAGES": 5}))
     for s in (1, 2, 4, 8)
 }
+# Rows TMA cannot stride (N or K not a multiple of 8): the padding copy, then the TMA tiles (--algo wgmma_tma_padded)
+VARIANTS["wgmma_tma_padded"] = {
+    "default (128x256 coop s4 g8)": {},
+    "pingpong 128x128 s6 g16": {"PINGPONG": 1, "BN": 128, "STAGES": 6, "GROUP_M": 16},
+    "pingpong 128x192 s5 g16": {"PINGPONG": 1, "BN": 192, "STAGES": 5, "GROUP_M": 16},
+    "128x128 coop s6": {"BN": 128, "STAGES": 6},
+    "64x128 1wg s7": {"BM": 64, "BN": 128, "WG": 1, "STAGES": 7},
+}
 VARIANTS["wgmma_tf32x3"] = {
     "default (64x128 1 consumer s4 fold2)": {},
     "fold1": {"FOLD": 1},

@@ -2,7 +2,11 @@
 // gemm_tn and linear families (autotune/spaces/gemm_layouts.py): an algorithm that reads only row-major A (M×K)
 // and B (K×N) gets a transposed copy of the operand stored the other way (gemm_transpose) first, and one without a
 // bias epilogue gets gemm_bias_add after it. The layout_gemm_*.cu templates are the GEMM templates with these.
+// Also the copy into rows of whole 16 bytes (gemm_pad_rows) by which the TMA kernel takes any N and K
+// (autotune/spaces/gemm_wgmma_tma_padded.py).
 #pragma once
+#include <stdint.h>
+
 #include "dtype.cuh"
 
 #define TRANSPOSE_TILE 32
@@ -39,4 +43,25 @@ extern "C" __global__ void __launch_bounds__(256)
   const long long stride = (long long)gridDim.x * 256;
   for (long long i = (long long)blockIdx.x * 256 + threadIdx.x; i < mn; i += stride)
     C[i] = from_f32<elem_t>(to_f32(C[i]) + to_f32(bias[i % N]));
+}
+
+// dst (rows × ld) = src (rows × cols, dense, 16-bit elements, any alignment), each row zero-padded to ld: TMA
+// strides only rows of whole 16 bytes (ld a multiple of 8, dst 16-byte aligned). A thread writes 8 elements as one
+// 16-byte store, read element by element. Grid: (⌈ld/2048⌉, min(rows, 65535)); a block walks rows blockIdx.y,
+// + gridDim.y, …
+extern "C" __global__ void __launch_bounds__(256)
+    gemm_pad_rows(const uint16_t* __restrict__ src, uint16_t* __restrict__ dst, int rows, int cols, int ld) {
+  const int c0 = (blockIdx.x * 256 + threadIdx.x) * 8;
+  if (c0 >= ld) return;
+  for (int r = blockIdx.y; r < rows; r += gridDim.y) {
+    const uint16_t* s = src + (size_t)r * cols;
+    uint32_t w[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int c = c0 + 2 * i;
+      const uint32_t lo = c < cols ? s[c] : 0u, hi = c + 1 < cols ? s[c + 1] : 0u;
+      w[i] = lo | (hi << 16);
+    }
+    *reinterpret_cast<uint4*>(dst + (size_t)r * ld + c0) = make_uint4(w[0], w[1], w[2], w[3]);
+  }
 }

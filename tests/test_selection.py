@@ -194,7 +194,9 @@ def test_rule_default_stays_within_narrowed_domains(h200):
         ((4096, 64, 4096), "wgmma_tma", (64, 64)),
         ((256, 256, 65536), "wgmma_tma", (128, 128)),  # 4 tiles, too few to share K among 132 SMs: split-K
         ((16, 4096, 4096), "mma", (16, 128)),  # rows too few for a TMA tile: a low mma tile, split along K
-        ((4095, 4097, 1023), "mma", (128, 256)),  # rows TMA cannot stride
+        ((4095, 4097, 1023), "wgmma_tma_padded", (128, 128)),  # rows TMA cannot stride: padded first
+        ((8191, 8191, 8191), "wgmma_tma_padded", (128, 256)),
+        ((333, 264, 105), "mma", (64, 128)),  # ... but not where the copy would weigh against a small product
     ],
 )
 def test_half_rule_defaults_use_tma_where_it_fits_and_split_k_where_tiles_are_few(h200, dtype, shape, algo, tile):

@@ -14,6 +14,9 @@ Classes: the M bucket (1, ≤16, ≤64, ≤256, large) and the aspect (``col``: 
   (128×192, else 128×128) where they fill the GPU; otherwise the largest ``wgmma_tma`` tile whose tiles fill
   the GPU (about one per SM) while wasting at most a quarter of their area on the edges; where none does, the
   largest such tile split along K until the slices fill it;
+* half precision on Hopper where N or K is not a multiple of 8, with more than 256 rows, columns and K: the same
+  tiles (short K, else the tile rule) on ``wgmma_tma_padded``, whose copy of the unaligned operand into padded
+  rows costs far less than the product;
 * half precision otherwise (other GPUs, unaligned rows, or rows too few for a TMA tile): an ``mma`` tile whose
   height fits M, and split-K until the blocks fill the GPU;
 * otherwise: the default configuration of the first algorithm that can run the shape.
@@ -253,18 +256,30 @@ SHORT_K_TILES = ((128, 192, 2, 5), (128, 128, 2, 6))
 SHORT_K_SCHEDULE = {"PINGPONG": 1, "GROUP_M": 16}
 
 
-def tma_rule(space: "KernelSpace", shape: Shape, device: DeviceInfo) -> Config | None:
+def tma_rule(space: "KernelSpace", shape: Shape, device: DeviceInfo, name: str = "wgmma_tma") -> Config | None:
     """Half precision on Hopper: for a long K over a small output, stream-K on 128×128 ping-pong tiles (see
-    LONG_K); for a short K, ping-pong tiles that fill the GPU (SHORT_K); otherwise the largest ``wgmma_tma`` tile
-    that fills the GPU (split along K if need be)."""
-    long_k = _long_k_tma(space, shape, device)
+    LONG_K); for a short K, ping-pong tiles that fill the GPU (SHORT_K); otherwise the largest tile of TMA
+    algorithm ``name`` that fills the GPU (split along K if need be)."""
+    long_k = _long_k_tma(space, shape, device) if name == "wgmma_tma" else None
     if long_k is not None:
         return long_k
     if shape[2] <= SHORT_K:
-        short_k = _tma_tile_rule(space, "wgmma_tma", SHORT_K_TILES, shape, device, SHORT_K_SCHEDULE, split=False)
+        short_k = _tma_tile_rule(space, name, SHORT_K_TILES, shape, device, SHORT_K_SCHEDULE, split=False)
         if short_k is not None:
             return short_k
-    return _tma_tile_rule(space, "wgmma_tma", TMA_TILES, shape, device)  # rows too few (M ≤ 16): mma fits M
+    return _tma_tile_rule(space, name, TMA_TILES, shape, device)  # rows too few (M ≤ 16): mma fits M
+
+
+# N or K not a multiple of 8 (rows TMA cannot stride): ``wgmma_tma_padded`` copies the unaligned operand into
+# padded rows, then runs the TMA tiles. The copy reads and writes that operand once more; beyond 256 on every side
+# the product's arithmetic dwarfs it, below that the mma tiles (no copy) keep the shape.
+PADDED_MIN_SIDE = 256
+
+
+def padded_tma_rule(space: "KernelSpace", shape: Shape, device: DeviceInfo) -> Config | None:
+    if min(shape) <= PADDED_MIN_SIDE:
+        return None
+    return tma_rule(space, shape, device, "wgmma_tma_padded")
 
 
 # fp32 on Hopper (3xTF32 on wgmma, FP32-accurate): one consumer warpgroup on 64-row tiles, four
@@ -324,7 +339,7 @@ def rule_default(space: "KernelSpace", shape: Shape, device: DeviceInfo) -> Conf
         config = gemv_rule(space, shape, device)
         if config is not None:
             return config
-    for rule in (wgmma_tf32x3_rule, tf32x3_rule, simt_rule, tma_rule, mma_rule):
+    for rule in (wgmma_tf32x3_rule, tf32x3_rule, simt_rule, tma_rule, padded_tma_rule, mma_rule):
         config = rule(space, shape, device)
         if config is not None:
             return config

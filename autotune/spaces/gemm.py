@@ -9,7 +9,9 @@ Algorithms (the ``ALGO`` parameter; each with its own template, tunables and con
   FP32-accurate, sm_90a only (`autotune.spaces.gemm_wgmma_tf32x3`).
 * ``mma`` (float16, bfloat16): mma.sync m16n8k16 tensor cores, fp32 accumulation (`autotune.spaces.gemm_mma`).
 * ``wgmma_tma`` (float16, bfloat16): the Hopper design, sm_90a only: TMA loads, a producer warpgroup feeding
-  wgmma consumers (cooperative or ping-pong), a persistent grid (`autotune.spaces.gemm_wgmma_tma`).
+  wgmma consumers (cooperative or ping-pong), a persistent grid (`autotune.spaces.gemm_wgmma_tma`); its stream-K
+  schedule (`autotune.spaces.gemm_wgmma_tma_streamk`), and its form for rows TMA cannot stride (N or K not a
+  multiple of 8), which copies such an operand into padded rows first (`autotune.spaces.gemm_wgmma_tma_padded`).
 * ``wgmma`` (float16, bfloat16): Hopper warpgroup MMA from swizzled shared memory fed by cp.async, sm_90a only
   (`autotune.spaces.gemm_wgmma`).
 * ``gemv`` (every dtype; M = 1 or N = 1 only): batch-1 products stream the matrix once
@@ -52,6 +54,7 @@ from autotune.spaces.gemm_tf32x3 import Tf32x3Gemm
 from autotune.spaces.gemm_wgmma import WgmmaGemm
 from autotune.spaces.gemm_wgmma_tf32x3 import WgmmaTf32x3Gemm
 from autotune.spaces.gemm_wgmma_tma import WgmmaTmaGemm
+from autotune.spaces.gemm_wgmma_tma_padded import WgmmaTmaPaddedGemm
 from autotune.spaces.gemm_wgmma_tma_streamk import WgmmaTmaStreamKGemm
 
 WIDE = "wide"  # rows of A and columns of B scaled by 2^e, e uniform in ±WIDE_EXPONENT[dtype]
@@ -67,8 +70,8 @@ class GemmSpace(KernelSpace):
     dims = ("M", "N", "K")
     default_shape = (4096, 4096, 4096)
     metric_unit = "TFLOP/s"
-    algorithms = (SimtGemm, Tf32x3Gemm, WgmmaTf32x3Gemm, WgmmaTmaGemm, WgmmaTmaStreamKGemm, MmaGemm, WgmmaGemm,
-                  GemvGemm)
+    algorithms = (SimtGemm, Tf32x3Gemm, WgmmaTf32x3Gemm, WgmmaTmaGemm, WgmmaTmaStreamKGemm, WgmmaTmaPaddedGemm,
+                  MmaGemm, WgmmaGemm, GemvGemm)
 
     # --- problem --------------------------------------------------------------------------------------------
     def input_specs(self, shape: Shape) -> dict[str, BufferSpec]:
