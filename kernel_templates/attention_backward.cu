@@ -44,6 +44,7 @@
 // either way: attention_bwd_dq reads the kv head of its query head; DQ_ATOMIC adds into the query head's rows.
 
 #include "attention_problem.cuh"
+#include "half_dtype.cuh"
 
 #ifndef BC
 #define BC 128
@@ -62,13 +63,6 @@
 #endif
 #ifndef SWIZZLE
 #define SWIZZLE 0
-#endif
-
-#ifndef DTYPE
-#define DTYPE 1  // float16: the template compiles without defines
-#endif
-#if DTYPE == 0
-#error "attention_backward is a tensor-core kernel: DTYPE must be 1 (float16) or 2 (bfloat16)"
 #endif
 
 #define NT (32 * WARPS)

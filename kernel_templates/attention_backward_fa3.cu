@@ -44,6 +44,7 @@
 // Problem constants (fixed by the shape): HEAD_DIM (64, 128), CAUSAL, DTYPE (1 fp16, 2 bf16).
 
 #include "attention_problem.cuh"
+#include "half_dtype.cuh"
 #include "attention_bwd_sm90.cuh"
 #include "dtype.cuh"
 #include "wgmma_epilogue.cuh"
@@ -59,12 +60,6 @@
 #define DO_STAGES 2
 #endif
 
-#ifndef DTYPE
-#define DTYPE 1  // float16: the template compiles without defines
-#endif
-#if DTYPE != 1 && DTYPE != 2
-#error "attention_backward_fa3 runs on 16-bit wgmma: DTYPE must be 1 (float16) or 2 (bfloat16)"
-#endif
 #if KV_GROUPED
 #error "attention_backward_fa3 does not support grouped-query attention yet (KV_GROUPED): fa2 does"
 #endif

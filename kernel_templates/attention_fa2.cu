@@ -24,6 +24,7 @@
 // Problem constants (fixed by the shape, never tuned): HEAD_DIM, CAUSAL, KV_GROUPED, DTYPE (1 fp16, 2 bf16).
 
 #include "attention_problem.cuh"
+#include "half_dtype.cuh"
 
 #ifndef BC
 #define BC 64
@@ -45,13 +46,6 @@
 #endif
 #ifndef REVERSE
 #define REVERSE 0
-#endif
-
-#ifndef DTYPE
-#define DTYPE 1  // float16: the template compiles without defines
-#endif
-#if DTYPE == 0
-#error "attention_fa2 is a tensor-core kernel: DTYPE must be 1 (float16) or 2 (bfloat16)"
 #endif
 
 #define NT (32 * WARPS)

@@ -58,6 +58,7 @@
 // TMA store, no cluster multicast of K/V, no third consumer warpgroup (BM 192), head_dim 96 padded to 128.
 
 #include "attention_problem.cuh"
+#include "half_dtype.cuh"
 #include "attention_sm90.cuh"
 #include "dtype.cuh"
 #include "wgmma_epilogue.cuh"
@@ -79,13 +80,6 @@
 #endif
 #ifndef REVERSE
 #define REVERSE 0
-#endif
-
-#ifndef DTYPE
-#define DTYPE 1  // float16: the template compiles without defines
-#endif
-#if DTYPE != 1 && DTYPE != 2
-#error "attention_fa3 runs on 16-bit wgmma: DTYPE must be 1 (float16) or 2 (bfloat16)"
 #endif
 
 #define BM (64 * WG)
