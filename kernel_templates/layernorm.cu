@@ -23,13 +23,8 @@ layernorm(const elem_t* __restrict__ x, const weight_t* __restrict__ w, const we
           elem_t* __restrict__ y, float* __restrict__ mean_out, float* __restrict__ rstd_out, int rows, int cols,
           float eps) {
   __shared__ float scratch[96];
-  int row, lane;
-  if (!my_row(rows, row, lane)) return;
-  const elem_t* xr = x + (size_t)row * cols;
-  elem_t* yr = y + (size_t)row * cols;
-  const int vb = (int)sizeof(elem_t) * VEC, wb = (int)sizeof(weight_t) * VEC;
-  const bool vec = aligned_to(x, vb) && aligned_to(y, vb);
-  const int pre = row_pre(row, cols, vec);
+  ROW_START(x, y, rows, cols);
+  const int wb = (int)sizeof(weight_t) * VEC;
   const bool wvec = vec && pre == 0 && aligned_to(w, wb) && aligned_to(b, wb);  // w[j] aligned where x's chunk is
   RowCache rc;
   cache_row(rc, xr, cols, lane, vec, pre, 0.f);

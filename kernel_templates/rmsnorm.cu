@@ -6,13 +6,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK) ROW_CLUSTER
 rmsnorm(const elem_t* __restrict__ x, const weight_t* __restrict__ w, elem_t* __restrict__ y, int rows, int cols,
         float eps) {
   __shared__ float scratch[32];
-  int row, lane;
-  if (!my_row(rows, row, lane)) return;
-  const elem_t* xr = x + (size_t)row * cols;
-  elem_t* yr = y + (size_t)row * cols;
-  const int vb = (int)sizeof(elem_t) * VEC;
-  const bool vec = aligned_to(x, vb) && aligned_to(y, vb);
-  const int pre = row_pre(row, cols, vec);
+  ROW_START(x, y, rows, cols);
   const bool wvec = vec && pre == 0 && aligned_to(w, (int)sizeof(weight_t) * VEC);  // w[j] aligned with x's chunk
   RowCache rc;
   cache_row(rc, xr, cols, lane, vec, pre, 0.f);

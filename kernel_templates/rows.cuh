@@ -71,6 +71,19 @@ __device__ __forceinline__ bool my_row(int rows, int& row, int& lane) {
   return row < rows;
 }
 
+// The start the forward row kernels share (softmax, layernorm, rmsnorm over x → y): declares this thread's `row`
+// and `lane` (the kernel returns where its row does not exist), the row's `xr` and `yr`, `vec` (x and y both take
+// VEC-wide accesses) and the row's chunk offset `pre` (row_pre). A macro, not a function, so that these stay the
+// kernel's own locals: a struct of them, or a helper filling them by reference, changed the PTX of 37 of 390
+// configurations (docs/results/2026-11-28/dups_rows_attempt.md).
+#define ROW_START(x, y, rows, cols)                                                                \
+  int row, lane;                                                                                   \
+  if (!my_row(rows, row, lane)) return;                                                            \
+  const elem_t* xr = (x) + (size_t)row * (cols);                                                   \
+  elem_t* yr = (y) + (size_t)row * (cols);                                                         \
+  const bool vec = aligned_to(x, (int)sizeof(elem_t) * VEC) && aligned_to(y, (int)sizeof(elem_t) * VEC); \
+  const int pre = row_pre(row, cols, vec)
+
 #if MAPPING == 2
 // Combine the blocks' results of a cluster: each block publishes its value in shared memory, every thread reads
 // all CLUSTER of them in rank order (so every block gets the very same bits). The second barrier keeps a block

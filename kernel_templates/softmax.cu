@@ -28,13 +28,7 @@ __device__ __forceinline__ void online_add(float& m, float& s, float v) {
 extern "C" __global__ void __launch_bounds__(BLOCK) ROW_CLUSTER
 softmax(const elem_t* __restrict__ x, elem_t* __restrict__ y, int rows, int cols) {
   __shared__ float scratch[64];
-  int row, lane;
-  if (!my_row(rows, row, lane)) return;
-  const elem_t* xr = x + (size_t)row * cols;
-  elem_t* yr = y + (size_t)row * cols;
-  const int vb = (int)sizeof(elem_t) * VEC;
-  const bool vec = aligned_to(x, vb) && aligned_to(y, vb);
-  const int pre = row_pre(row, cols, vec);
+  ROW_START(x, y, rows, cols);
   RowCache rc;
   cache_row(rc, xr, cols, lane, vec, pre, -INFINITY);
 
