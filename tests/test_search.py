@@ -350,3 +350,13 @@ def test_a_trial_another_process_settled_first_is_left_to_it(tmp_path, recording
         assert by_number[number].state == TrialState.FAIL and not studies.is_measured(by_number[number])
     assert report.measured_total == 20 == sum(studies.is_measured(t) for t in study.trials)
     assert not [t for t in study.trials if t.state == TrialState.RUNNING]
+
+
+def test_compiles_in_batches_ask_far_enough_ahead_for_units_to_form():
+    """A compile job takes a unit only from candidates that wait for a free job: with one candidate per job in
+    flight none ever waits (a GPU search of 2026-11-28 formed no unit at all), so batches ask ahead by their size."""
+    from autotune.tuning.tune import candidates_in_flight
+
+    assert candidates_in_flight(16, 1) == 18, "unbatched: every job busy, two compiled candidates for the GPU"
+    assert candidates_in_flight(16, 1, compile_batch=4) == 66
+    assert candidates_in_flight(64, 4, compile_batch=2) - 2 * 4 == 2 * 64

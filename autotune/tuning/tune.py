@@ -31,6 +31,15 @@ def check_trials(trials: int) -> None:
         raise InvalidArgument(f"--trials must be at least 1, got {trials}")
 
 
+def candidates_in_flight(jobs: int, gpus: int, compile_batch: int = 1) -> int:
+    """Candidates a search keeps compiling or waiting at once: compilation is the bottleneck of a cold search, so
+    every nvcc job stays busy while a few compiled candidates wait for, or are on, the GPU(s). With compiles in
+    batches, each job takes up to ``compile_batch`` waiting candidates of one group into one front end: a unit forms
+    only from candidates that wait for a free job, so that many more are asked ahead (with one per job, a freed job
+    always finds at most one waiting, and no unit ever formed: 2026-11-28c, call 1)."""
+    return jobs * compile_batch + 2 * gpus
+
+
 def tune(
     kernel: str,
     shape: str | Shape | None = None,
@@ -138,10 +147,8 @@ def tune(
             )
             jobs = getattr(getattr(evaluator, "compiler", None), "jobs", None)
             if settings is None and owned and jobs:
-                # Compilation is the bottleneck of a cold search: every nvcc job stays busy while a few compiled
-                # candidates wait for, or are on, the GPU(s).
                 gpus = len(getattr(evaluator, "evaluators", ())) or 1
-                run_settings.in_flight = max(run_settings.in_flight, jobs + 2 * gpus)
+                run_settings.in_flight = max(run_settings.in_flight, candidates_in_flight(jobs, gpus, compile_batch))
             storage = database.optuna_storage(heartbeat_s=run_settings.heartbeat_s)
             name = studies.study_name(space.name, format_shape(shape_t), space.dtype, evaluator.device,
                                       template_hash, hot_cache=hot_cache)  # fmt: skip
