@@ -90,6 +90,21 @@ def test_opcheck_on_cuda(att, kernel):
     torch.library.opcheck(att.op(kernel), args)
 
 
+def test_backward_materializes_no_zeros_for_the_statistics(att):
+    """mean and rstd (layernorm) and lse (attention) get no gradient: autograd would materialize each as a tensor of
+    zeros (a torch.zeros and its fill kernel per backward call) unless told not to."""
+    from torch.profiler import ProfilerActivity, profile
+
+    x, w, b = (a.requires_grad_() for a in CASES["layernorm"]())
+    q, k, v = (cuda(1, 2, 64, 64, seed=i).half().requires_grad_() for i in range(3))
+    y = torch.ops.autotune.layernorm(x, w, b)[0]
+    o = torch.ops.autotune.attention(q, k, v)[0]
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        torch.autograd.backward([y, o], [torch.ones_like(y), torch.ones_like(o)])
+    assert not {"aten::zeros", "aten::zeros_like"} & {e.key for e in prof.key_averages()}
+    assert all(t.grad is not None for t in (x, w, b, q, k, v))
+
+
 class Block(torch.nn.Module):
     def __init__(self, width=256):
         super().__init__()

@@ -35,14 +35,20 @@ from autotune.torch.errors import WrongDtype
 from autotune.torch.ops import _LIBRARY, OPS
 
 
+# The statistics' gradients (mean, rstd, lse) are never used: autograd would otherwise materialize each as a tensor
+# of zeros (a torch.zeros, with its fill kernel, per backward call); unmaterialized, they and an unused output's
+# gradient arrive as None.
 def _layernorm_setup(ctx: Any, inputs: tuple, output: tuple) -> None:
     x, weight, _bias = inputs
     _y, mean, rstd = output
     ctx.save_for_backward(x, weight, mean, rstd)
     ctx.mark_non_differentiable(mean, rstd)
+    ctx.set_materialize_grads(False)
 
 
-def _layernorm_backward(ctx: Any, dy: torch.Tensor, _dmean: Any, _drstd: Any) -> tuple:
+def _layernorm_backward(ctx: Any, dy: torch.Tensor | None, _dmean: Any, _drstd: Any) -> tuple:
+    if dy is None:  # y unused: no gradient flows
+        return None, None, None
     x, weight, mean, rstd = ctx.saved_tensors
     dx, dweight, dbias = torch.ops.autotune.layernorm_backward(dy.contiguous(), x, weight, mean, rstd)
     needs = ctx.needs_input_grad
@@ -111,10 +117,13 @@ def _attention_setup(ctx: Any, inputs: tuple, output: tuple) -> None:
     o, lse = output
     ctx.save_for_backward(q, k, v, o, lse)
     ctx.mark_non_differentiable(lse)
+    ctx.set_materialize_grads(False)
 
 
-def _attention_grads(backward: str, ctx: Any, do: torch.Tensor) -> tuple:
+def _attention_grads(backward: str, ctx: Any, do: torch.Tensor | None) -> tuple:
     """dq, dk, dv from the ``backward`` operator: (q, k, v, o, do, lse) -> (dq, dk, dv), its space's buffer order."""
+    if do is None:  # o unused: no gradient flows
+        return None, None, None
     q, k, v, o, lse = ctx.saved_tensors
     info = OPS[backward]
     if dtype_name(q.dtype) not in info.dtypes:
@@ -122,7 +131,7 @@ def _attention_grads(backward: str, ctx: Any, do: torch.Tensor) -> tuple:
         raise WrongDtype(f"autotune.{backward.replace('_backward', '')}: no backward kernel for {dtype_name(q.dtype)} "
                          f"({backward} takes {', '.join(info.dtypes)}); train in one of those, or with torch's "
                          f"scaled_dot_product_attention")  # fmt: skip
-    # do may be a view (a transpose after the op) or an expanded zero (o unused): the kernel reads contiguous.
+    # do may be a view (a transpose after the op): the kernel reads contiguous.
     dq, dk, dv = info.op(q, k, v, o, do.contiguous(), lse)
     needs = ctx.needs_input_grad
     return (dq if needs[0] else None, dk if needs[1] else None, dv if needs[2] else None)
