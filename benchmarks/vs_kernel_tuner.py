@@ -77,13 +77,19 @@ def run_kernel_tuner(space, shape, device, budget: int, lang: str, seed: int) ->
     c = np.zeros((m, n), dtype=np.float32)
     args = [a, b, c, np.int32(m), np.int32(n), np.int32(k)]
     source = ROOT / "kernel_templates" / space.template_for(next(iter(by_defines.values())))
+    # Kernel Tuner compiles with NVRTC, which has no C library headers: the stdint.h autotune's own NVRTC route gives
+    # the templates (a private table of autotune.runtime.binaries, read here rather than copied).
+    from autotune.runtime.binaries import _HEADERS
+
+    shims = Path(tempfile.mkdtemp(prefix="kt_include_"))
+    (shims / "stdint.h").write_bytes(_HEADERS[b"stdint.h"])
     start = time.perf_counter()
     results, env = kernel_tuner.tune_kernel(
         "sgemm", str(source), (m * n, 1), args, tune_params,
         grid_div_x=["BM", "BN"], block_size_names=["block_size_x"],
         restrictions=restriction_of(tune_params, by_defines, key_of),
         smem_args={"size": lambda p: smem[key_of(p)]},
-        compiler_options=[f"-I{ROOT / 'kernel_templates'}", "-std=c++17"],
+        compiler_options=[f"-I{ROOT / 'kernel_templates'}", f"-I{shims}", "-std=c++17"],
         lang=lang, strategy="random_sample", strategy_options={"max_fevals": budget}, verbose=False, quiet=True,
     )  # fmt: skip
     wall = time.perf_counter() - start
