@@ -8,13 +8,17 @@
 // workspace from torch's caching allocator, the buffer pointers written into the parameter blocks (tensor maps
 // encoded again where a pointer changed), and cuLaunchKernel on torch's current stream.
 //
-// The Autograd kernel goes below autograd at once when no input needs a gradient (inference, CUDA graphs); with
-// one, it calls the Python autograd implementation torch.library would have built.
+// The Autograd kernel goes below autograd at once when no input needs a gradient (inference, CUDA graphs). With
+// one, the GEMMs, linear and layernorm record a C++ autograd node (`NativeGrad`: their backward formulas, the same
+// operators as autotune/torch/autograd.py calls), and any other operator calls the Python autograd implementation
+// torch.library would have built: a training step's Python per operator cost more host time than torch's own
+// autograd nodes.
 //
 // The CUDA driver functions come as addresses from autotune.runtime.cuda_driver (the libcuda.so it loaded), so
 // this file needs no CUDA headers or libraries besides torch's own.
 #include <torch/extension.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/csrc/autograd/custom_function.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
@@ -137,6 +141,7 @@ struct Op {
   size_t inputs = 0;
   py::object prepare;  // (*tensors) -> plan description; raises for tensors the kernel cannot take
   py::object with_grad;  // (keyset, *tensors) -> outputs: torch.library's autograd implementation
+  int formula = 0;       // a `Formula`: its backward in C++ (0: none, Python's)
   std::unordered_map<std::vector<int64_t>, std::unique_ptr<Plan>, KeyHash> plans;
   std::mutex lock;
 };
@@ -318,6 +323,86 @@ void cuda_kernel(const c10::OperatorHandle& handle, torch::jit::Stack* stack) {
   for (at::Tensor& t : outs) torch::jit::push(*stack, std::move(t));
 }
 
+// Backward formulas in C++ (autotune/torch/autograd.py has the same in Python): each GEMM's two gradients are the
+// other layouts' products, linear adds dbias = dC summed over rows (torch's sum: fp32 accumulation for half
+// inputs), layernorm calls layernorm_backward with the saved mean and rstd.
+enum Formula { NO_FORMULA = 0, GEMM = 1, GEMM_NT = 2, GEMM_TN = 3, LINEAR = 4, LAYERNORM = 5 };
+
+using TwoTensors = at::Tensor(const at::Tensor&, const at::Tensor&);
+using NormBackward = std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&,
+                                                                    const at::Tensor&, const at::Tensor&,
+                                                                    const at::Tensor&);
+
+at::Tensor product(const char* name, const at::Tensor& a, const at::Tensor& b) {
+  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<TwoTensors>().call(a, b);
+}
+
+struct NativeGrad : public torch::autograd::Function<NativeGrad> {
+  // The operator below autograd on up to three tensors (t2 undefined for the two-input GEMMs).
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                const c10::OperatorHandle* handle, c10::DispatchKeySet keys,
+                                                int64_t formula, const at::Tensor& t0, const at::Tensor& t1,
+                                                const at::Tensor& t2) {
+    torch::jit::Stack stack{t0, t1};
+    if (t2.defined()) stack.emplace_back(t2);
+    {
+      at::AutoDispatchBelowAutograd below;
+      handle->redispatchBoxed(keys & c10::after_autograd_keyset, &stack);
+    }
+    torch::autograd::variable_list outs;
+    for (const c10::IValue& v : stack) outs.push_back(v.toTensor());
+    ctx->saved_data["formula"] = formula;
+    if (formula == LAYERNORM) {  // (y, mean, rstd): the statistics carry no gradient, and get no zeros either
+      ctx->save_for_backward({t0, t1, outs[1], outs[2]});
+      ctx->mark_non_differentiable({outs[1], outs[2]});
+      ctx->set_materialize_grads(false);
+    } else {
+      ctx->save_for_backward({t0, t1});
+    }
+    return outs;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const int64_t formula = ctx->saved_data["formula"].toInt();
+    const auto saved = ctx->get_saved_variables();
+    const bool need0 = ctx->needs_input_grad(0), need1 = ctx->needs_input_grad(1);
+    at::Tensor g0, g1, g2;
+    if (formula == LAYERNORM) {
+      if (!grads[0].defined()) return {at::Tensor(), at::Tensor(), at::Tensor(), g0, g1, g2};  // y unused
+      auto [dx, dweight, dbias] = c10::Dispatcher::singleton()
+                                      .findSchemaOrThrow("autotune::layernorm_backward", "")
+                                      .typed<NormBackward>()
+                                      .call(grads[0].contiguous(), saved[0], saved[1], saved[2], saved[3]);
+      g0 = need0 ? dx : at::Tensor();
+      g1 = need1 ? dweight : at::Tensor();
+      g2 = ctx->needs_input_grad(2) ? dbias : at::Tensor();
+      return {at::Tensor(), at::Tensor(), at::Tensor(), g0, g1, g2};
+    }
+    const at::Tensor dc = grads[0].contiguous();
+    const at::Tensor &a = saved[0], &b = saved[1];
+    switch (formula) {
+      case GEMM:  // C = A·B: dA = dC·Bᵀ, dB = Aᵀ·dC
+        if (need0) g0 = product("autotune::gemm_nt", dc, b);
+        if (need1) g1 = product("autotune::gemm_tn", a, dc);
+        break;
+      case GEMM_NT:  // C = A·Bᵀ: dA = dC·B, dB = dCᵀ·A
+      case LINEAR:
+        if (need0) g0 = product("autotune::gemm", dc, b);
+        if (need1) g1 = product("autotune::gemm_tn", dc, a);
+        if (formula == LINEAR && ctx->needs_input_grad(2)) g2 = dc.sum(0);
+        break;
+      case GEMM_TN:  // C = Aᵀ·B: dA = B·dCᵀ, dB = A·dC
+        if (need0) g0 = product("autotune::gemm_nt", b, dc);
+        if (need1) g1 = product("autotune::gemm", a, dc);
+        break;
+      default:
+        TORCH_CHECK(false, "autotune: no backward formula ", formula);
+    }
+    return {at::Tensor(), at::Tensor(), at::Tensor(), g0, g1, g2};
+  }
+};
+
 void autograd_kernel(const c10::OperatorHandle& handle, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
   Op* op = op_of(handle);
   const size_t n = op->inputs;
@@ -328,6 +413,15 @@ void autograd_kernel(const c10::OperatorHandle& handle, c10::DispatchKeySet keys
   if (!grad) {
     at::AutoDispatchBelowAutograd below;
     handle.redispatchBoxed(keys & c10::after_autograd_keyset, stack);
+    return;
+  }
+  if (op->formula != NO_FORMULA) {
+    auto args = torch::jit::last(*stack, n);
+    const at::Tensor t0 = args[0].toTensor(), t1 = args[1].toTensor();
+    const at::Tensor t2 = n > 2 ? args[2].toTensor() : at::Tensor();
+    torch::jit::drop(*stack, n);
+    for (at::Tensor& t : NativeGrad::apply(&handle, keys, static_cast<int64_t>(op->formula), t0, t1, t2))
+      torch::jit::push(*stack, std::move(t));
     return;
   }
   py::gil_scoped_acquire gil;
@@ -374,10 +468,12 @@ void register_cuda(const std::string& name, size_t inputs, py::object prepare) {
   library->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&cuda_kernel>());
 }
 
-void register_autograd(const std::string& name, size_t inputs, py::object with_grad) {
+// `formula`: a `Formula` whose backward runs in C++ (its backward operators registered), 0 for Python's.
+void register_autograd(const std::string& name, size_t inputs, py::object with_grad, int formula) {
   Op* op = op_named(name);
   op->inputs = inputs;
   op->with_grad = std::move(with_grad);
+  op->formula = formula;
   auto* library =
       new torch::Library(torch::Library::IMPL, "autotune", c10::DispatchKey::Autograd, __FILE__, __LINE__);
   library->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&autograd_kernel>());

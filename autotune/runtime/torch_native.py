@@ -114,12 +114,18 @@ def register_cuda(name: str, inputs: int, plan_of: Callable[..., ProblemPlan]) -
     return True
 
 
+# Operators whose backward formula the launcher has in C++ (torch_launcher.cpp's `Formula`, the same formulas as
+# autotune/torch/autograd.py): their training calls record a C++ autograd node, with no Python per call.
+NATIVE_FORMULAS = {"gemm": 1, "gemm_nt": 2, "gemm_tn": 3, "linear": 4, "layernorm": 5}
+
+
 def register_autograd(name: str, inputs: int, with_grad: Callable[..., Any]) -> bool:
-    """The Autograd kernel in C++: below autograd at once without a gradient, else ``with_grad(keyset, *args)``."""
+    """The Autograd kernel in C++: below autograd at once without a gradient; with one, a C++ autograd node where
+    the launcher has the operator's formula (`NATIVE_FORMULAS`), else ``with_grad(keyset, *args)``."""
     extension = module()
     if extension is None:
         return False
-    extension.register_autograd(name, inputs, with_grad)
+    extension.register_autograd(name, inputs, with_grad, NATIVE_FORMULAS.get(name, 0))
     return True
 
 
