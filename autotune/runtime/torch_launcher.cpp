@@ -9,7 +9,7 @@
 // encoded again where a pointer changed), and cuLaunchKernel on torch's current stream.
 //
 // The Autograd kernel goes below autograd at once when no input needs a gradient (inference, CUDA graphs). With
-// one, the GEMMs, linear and layernorm record a C++ autograd node (`NativeGrad`: their backward formulas, the same
+// one, linear and layernorm record a C++ autograd node (`NativeGrad`: their backward formulas, the same
 // operators as autotune/torch/autograd.py calls), and any other operator calls the Python autograd implementation
 // torch.library would have built: a training step's Python per operator cost more host time than torch's own
 // autograd nodes.
@@ -323,10 +323,12 @@ void cuda_kernel(const c10::OperatorHandle& handle, torch::jit::Stack* stack) {
   for (at::Tensor& t : outs) torch::jit::push(*stack, std::move(t));
 }
 
-// Backward formulas in C++ (autotune/torch/autograd.py has the same in Python): each GEMM's two gradients are the
-// other layouts' products, linear adds dbias = dC summed over rows (torch's sum: fp32 accumulation for half
-// inputs), layernorm calls layernorm_backward with the saved mean and rstd.
-enum Formula { NO_FORMULA = 0, GEMM = 1, GEMM_NT = 2, GEMM_TN = 3, LINEAR = 4, LAYERNORM = 5 };
+// Backward formulas in C++ (autotune/torch/autograd.py has the same in Python): linear's two products (the other
+// layouts: dA = gemm(dC, B), dB = gemm_tn(dC, A)) and dbias = dC summed over rows (torch's sum: fp32 accumulation
+// for half inputs); layernorm's layernorm_backward with the saved mean and rstd. The two-input GEMMs keep Python's:
+// an undefined tensor among Function::apply's inputs fails there (its VariableInfo asks for its device), so they
+// need their own arity (2026-11-28c, call 9).
+enum Formula { NO_FORMULA = 0, LINEAR = 1, LAYERNORM = 2 };
 
 using TwoTensors = at::Tensor(const at::Tensor&, const at::Tensor&);
 using NormBackward = std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&,
@@ -338,13 +340,12 @@ at::Tensor product(const char* name, const at::Tensor& a, const at::Tensor& b) {
 }
 
 struct NativeGrad : public torch::autograd::Function<NativeGrad> {
-  // The operator below autograd on up to three tensors (t2 undefined for the two-input GEMMs).
+  // The operator below autograd on its three tensors.
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
                                                 const c10::OperatorHandle* handle, c10::DispatchKeySet keys,
                                                 int64_t formula, const at::Tensor& t0, const at::Tensor& t1,
                                                 const at::Tensor& t2) {
-    torch::jit::Stack stack{t0, t1};
-    if (t2.defined()) stack.emplace_back(t2);
+    torch::jit::Stack stack{t0, t1, t2};
     {
       at::AutoDispatchBelowAutograd below;
       handle->redispatchBoxed(keys & c10::after_autograd_keyset, &stack);
@@ -379,26 +380,12 @@ struct NativeGrad : public torch::autograd::Function<NativeGrad> {
       g2 = ctx->needs_input_grad(2) ? dbias : at::Tensor();
       return {at::Tensor(), at::Tensor(), at::Tensor(), g0, g1, g2};
     }
-    const at::Tensor dc = grads[0].contiguous();
+    TORCH_CHECK(formula == LINEAR, "autotune: no backward formula ", formula);
+    const at::Tensor dc = grads[0].contiguous();  // C = A·Bᵀ + bias: dA = dC·B, dB = dCᵀ·A, dbias = Σ rows of dC
     const at::Tensor &a = saved[0], &b = saved[1];
-    switch (formula) {
-      case GEMM:  // C = A·B: dA = dC·Bᵀ, dB = Aᵀ·dC
-        if (need0) g0 = product("autotune::gemm_nt", dc, b);
-        if (need1) g1 = product("autotune::gemm_tn", a, dc);
-        break;
-      case GEMM_NT:  // C = A·Bᵀ: dA = dC·B, dB = dCᵀ·A
-      case LINEAR:
-        if (need0) g0 = product("autotune::gemm", dc, b);
-        if (need1) g1 = product("autotune::gemm_tn", dc, a);
-        if (formula == LINEAR && ctx->needs_input_grad(2)) g2 = dc.sum(0);
-        break;
-      case GEMM_TN:  // C = Aᵀ·B: dA = B·dCᵀ, dB = A·dC
-        if (need0) g0 = product("autotune::gemm_nt", b, dc);
-        if (need1) g1 = product("autotune::gemm", a, dc);
-        break;
-      default:
-        TORCH_CHECK(false, "autotune: no backward formula ", formula);
-    }
+    if (need0) g0 = product("autotune::gemm", dc, b);
+    if (need1) g1 = product("autotune::gemm_tn", dc, a);
+    if (ctx->needs_input_grad(2)) g2 = dc.sum(0);
     return {at::Tensor(), at::Tensor(), at::Tensor(), g0, g1, g2};
   }
 };
@@ -415,10 +402,9 @@ void autograd_kernel(const c10::OperatorHandle& handle, c10::DispatchKeySet keys
     handle.redispatchBoxed(keys & c10::after_autograd_keyset, stack);
     return;
   }
-  if (op->formula != NO_FORMULA) {
+  if (op->formula != NO_FORMULA) {  // three tensors in: linear (A, B, bias), layernorm (x, weight, bias)
     auto args = torch::jit::last(*stack, n);
-    const at::Tensor t0 = args[0].toTensor(), t1 = args[1].toTensor();
-    const at::Tensor t2 = n > 2 ? args[2].toTensor() : at::Tensor();
+    const at::Tensor t0 = args[0].toTensor(), t1 = args[1].toTensor(), t2 = args[2].toTensor();
     torch::jit::drop(*stack, n);
     for (at::Tensor& t : NativeGrad::apply(&handle, keys, static_cast<int64_t>(op->formula), t0, t1, t2))
       torch::jit::push(*stack, std::move(t));

@@ -116,7 +116,7 @@ def register_cuda(name: str, inputs: int, plan_of: Callable[..., ProblemPlan]) -
 
 # Operators whose backward formula the launcher has in C++ (torch_launcher.cpp's `Formula`, the same formulas as
 # autotune/torch/autograd.py): their training calls record a C++ autograd node, with no Python per call.
-NATIVE_FORMULAS = {"gemm": 1, "gemm_nt": 2, "gemm_tn": 3, "linear": 4, "layernorm": 5}
+NATIVE_FORMULAS = {"linear": 1, "layernorm": 2}
 
 
 def register_autograd(name: str, inputs: int, with_grad: Callable[..., Any]) -> bool:
