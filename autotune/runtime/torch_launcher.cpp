@@ -18,10 +18,11 @@
 // this file needs no CUDA headers or libraries besides torch's own.
 #include <torch/extension.h>
 #include <ATen/core/dispatch/Dispatcher.h>
-#include <torch/csrc/autograd/custom_function.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
+
+#include "torch_autograd.h"
 
 #include <array>
 #include <atomic>
@@ -141,7 +142,7 @@ struct Op {
   size_t inputs = 0;
   py::object prepare;  // (*tensors) -> plan description; raises for tensors the kernel cannot take
   py::object with_grad;  // (keyset, *tensors) -> outputs: torch.library's autograd implementation
-  int formula = 0;       // a `Formula`: its backward in C++ (0: none, Python's)
+  int formula = 0;       // a `Formula` (torch_autograd.h): its backward in C++ (0: none, Python's)
   std::unordered_map<std::vector<int64_t>, std::unique_ptr<Plan>, KeyHash> plans;
   std::mutex lock;
 };
@@ -323,73 +324,6 @@ void cuda_kernel(const c10::OperatorHandle& handle, torch::jit::Stack* stack) {
   for (at::Tensor& t : outs) torch::jit::push(*stack, std::move(t));
 }
 
-// Backward formulas in C++ (autotune/torch/autograd.py has the same in Python): linear's two products (the other
-// layouts: dA = gemm(dC, B), dB = gemm_tn(dC, A)) and dbias = dC summed over rows (torch's sum: fp32 accumulation
-// for half inputs); layernorm's layernorm_backward with the saved mean and rstd. The two-input GEMMs keep Python's:
-// an undefined tensor among Function::apply's inputs fails there (its VariableInfo asks for its device), so they
-// need their own arity (2026-11-28c, call 9).
-enum Formula { NO_FORMULA = 0, LINEAR = 1, LAYERNORM = 2 };
-
-using TwoTensors = at::Tensor(const at::Tensor&, const at::Tensor&);
-using NormBackward = std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&,
-                                                                    const at::Tensor&, const at::Tensor&,
-                                                                    const at::Tensor&);
-
-at::Tensor product(const char* name, const at::Tensor& a, const at::Tensor& b) {
-  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<TwoTensors>().call(a, b);
-}
-
-struct NativeGrad : public torch::autograd::Function<NativeGrad> {
-  // The operator below autograd on its three tensors.
-  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
-                                                const c10::OperatorHandle* handle, c10::DispatchKeySet keys,
-                                                int64_t formula, const at::Tensor& t0, const at::Tensor& t1,
-                                                const at::Tensor& t2) {
-    torch::jit::Stack stack{t0, t1, t2};
-    {
-      at::AutoDispatchBelowAutograd below;
-      handle->redispatchBoxed(keys & c10::after_autograd_keyset, &stack);
-    }
-    torch::autograd::variable_list outs;
-    for (const c10::IValue& v : stack) outs.push_back(v.toTensor());
-    ctx->saved_data["formula"] = formula;
-    if (formula == LAYERNORM) {  // (y, mean, rstd): the statistics carry no gradient, and get no zeros either
-      ctx->save_for_backward({t0, t1, outs[1], outs[2]});
-      ctx->mark_non_differentiable({outs[1], outs[2]});
-      ctx->set_materialize_grads(false);
-    } else {
-      ctx->save_for_backward({t0, t1});
-    }
-    return outs;
-  }
-
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    const int64_t formula = ctx->saved_data["formula"].toInt();
-    const auto saved = ctx->get_saved_variables();
-    const bool need0 = ctx->needs_input_grad(0), need1 = ctx->needs_input_grad(1);
-    at::Tensor g0, g1, g2;
-    if (formula == LAYERNORM) {
-      if (!grads[0].defined()) return {at::Tensor(), at::Tensor(), at::Tensor(), g0, g1, g2};  // y unused
-      auto [dx, dweight, dbias] = c10::Dispatcher::singleton()
-                                      .findSchemaOrThrow("autotune::layernorm_backward", "")
-                                      .typed<NormBackward>()
-                                      .call(grads[0].contiguous(), saved[0], saved[1], saved[2], saved[3]);
-      g0 = need0 ? dx : at::Tensor();
-      g1 = need1 ? dweight : at::Tensor();
-      g2 = ctx->needs_input_grad(2) ? dbias : at::Tensor();
-      return {at::Tensor(), at::Tensor(), at::Tensor(), g0, g1, g2};
-    }
-    TORCH_CHECK(formula == LINEAR, "autotune: no backward formula ", formula);
-    const at::Tensor dc = grads[0].contiguous();  // C = A·Bᵀ + bias: dA = dC·B, dB = dCᵀ·A, dbias = Σ rows of dC
-    const at::Tensor &a = saved[0], &b = saved[1];
-    if (need0) g0 = product("autotune::gemm", dc, b);
-    if (need1) g1 = product("autotune::gemm_tn", dc, a);
-    if (ctx->needs_input_grad(2)) g2 = dc.sum(0);
-    return {at::Tensor(), at::Tensor(), at::Tensor(), g0, g1, g2};
-  }
-};
-
 void autograd_kernel(const c10::OperatorHandle& handle, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
   Op* op = op_of(handle);
   const size_t n = op->inputs;
@@ -402,11 +336,12 @@ void autograd_kernel(const c10::OperatorHandle& handle, c10::DispatchKeySet keys
     handle.redispatchBoxed(keys & c10::after_autograd_keyset, stack);
     return;
   }
-  if (op->formula != NO_FORMULA) {  // three tensors in: linear (A, B, bias), layernorm (x, weight, bias)
+  if (op->formula != autotune_native::NO_FORMULA) {  // linear (A, B, bias), layernorm (x, weight, bias)
     auto args = torch::jit::last(*stack, n);
     const at::Tensor t0 = args[0].toTensor(), t1 = args[1].toTensor(), t2 = args[2].toTensor();
     torch::jit::drop(*stack, n);
-    for (at::Tensor& t : NativeGrad::apply(&handle, keys, static_cast<int64_t>(op->formula), t0, t1, t2))
+    const int64_t formula = op->formula;
+    for (at::Tensor& t : autotune_native::NativeGrad::apply(&handle, keys, formula, t0, t1, t2))
       torch::jit::push(*stack, std::move(t));
     return;
   }
@@ -454,7 +389,8 @@ void register_cuda(const std::string& name, size_t inputs, py::object prepare) {
   library->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&cuda_kernel>());
 }
 
-// `formula`: a `Formula` whose backward runs in C++ (its backward operators registered), 0 for Python's.
+// `formula`: a `Formula` (torch_autograd.h) whose backward runs in C++ (its backward operators registered), 0 for
+// Python's.
 void register_autograd(const std::string& name, size_t inputs, py::object with_grad, int formula) {
   Op* op = op_named(name);
   op->inputs = inputs;

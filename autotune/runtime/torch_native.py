@@ -32,6 +32,7 @@ from autotune.runtime.problem_plan import ProblemPlan
 
 log = logging.getLogger("autotune.torch")
 SOURCE = Path(__file__).parent / "torch_launcher.cpp"
+HEADERS = (Path(__file__).parent / "torch_autograd.h",)  # included by SOURCE: part of the build's identity
 _STATE: dict[str, Any] = {}  # "module" once loaded, or "reason" why not
 _LOCK = threading.Lock()
 
@@ -72,7 +73,8 @@ def _load() -> Any:
         raise _Off("torch sees no CUDA device")
     from torch.utils import cpp_extension
 
-    digest = hashlib.sha256(SOURCE.read_bytes() + torch.__version__.encode()).hexdigest()[:12]
+    code = SOURCE.read_bytes() + b"".join(h.read_bytes() for h in HEADERS)
+    digest = hashlib.sha256(code + torch.__version__.encode()).hexdigest()[:12]
     name = f"autotune_launcher_{digest}"
     build = cache_root() / "native" / name
     build.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,80 @@
+// The backward formulas the C++ launcher (torch_launcher.cpp) records as autograd nodes: a training call of these
+// operators then runs no Python, as torch's own operators do (autotune/torch/autograd.py has the same formulas in
+// Python, for the other operators and where the launcher is not loaded). Linear's two products are the other
+// layouts (dA = gemm(dC, B), dB = gemm_tn(dC, A)) and dbias = dC summed over rows (torch's sum: fp32 accumulation
+// for half inputs); layernorm's is layernorm_backward with the saved mean and rstd. The two-input GEMMs keep
+// Python's: an undefined tensor among Function::apply's inputs fails there (its VariableInfo asks for its device),
+// so they need their own arity (2026-11-28c, call 9).
+#pragma once
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/csrc/autograd/custom_function.h>
+#include <torch/extension.h>
+
+#include <tuple>
+
+namespace autotune_native {
+
+enum Formula { NO_FORMULA = 0, LINEAR = 1, LAYERNORM = 2 };  // autotune.runtime.torch_native.NATIVE_FORMULAS
+
+using TwoTensors = at::Tensor(const at::Tensor&, const at::Tensor&);
+using NormBackward = std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&,
+                                                                    const at::Tensor&, const at::Tensor&,
+                                                                    const at::Tensor&);
+
+inline at::Tensor product(const char* name, const at::Tensor& a, const at::Tensor& b) {
+  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<TwoTensors>().call(a, b);
+}
+
+struct NativeGrad : public torch::autograd::Function<NativeGrad> {
+  // The operator below autograd on its three tensors.
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                const c10::OperatorHandle* handle, c10::DispatchKeySet keys,
+                                                int64_t formula, const at::Tensor& t0, const at::Tensor& t1,
+                                                const at::Tensor& t2) {
+    torch::jit::Stack stack{t0, t1, t2};
+    {
+      at::AutoDispatchBelowAutograd below;
+      handle->redispatchBoxed(keys & c10::after_autograd_keyset, &stack);
+    }
+    torch::autograd::variable_list outs;
+    for (const c10::IValue& v : stack) outs.push_back(v.toTensor());
+    ctx->saved_data["formula"] = formula;
+    if (formula == LAYERNORM) {  // (y, mean, rstd): the statistics carry no gradient, and get no zeros either
+      ctx->save_for_backward({t0, t1, outs[1], outs[2]});
+      ctx->mark_non_differentiable({outs[1], outs[2]});
+      ctx->set_materialize_grads(false);
+    } else {
+      ctx->save_for_backward({t0, t1});
+    }
+    return outs;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const int64_t formula = ctx->saved_data["formula"].toInt();
+    const auto saved = ctx->get_saved_variables();
+    const bool need0 = ctx->needs_input_grad(0), need1 = ctx->needs_input_grad(1);
+    at::Tensor g0, g1, g2;
+    if (formula == LAYERNORM) {
+      if (!grads[0].defined()) return {at::Tensor(), at::Tensor(), at::Tensor(), g0, g1, g2};  // y unused
+      auto [dx, dweight, dbias] = c10::Dispatcher::singleton()
+                                      .findSchemaOrThrow("autotune::layernorm_backward", "")
+                                      .typed<NormBackward>()
+                                      .call(grads[0].contiguous(), saved[0], saved[1], saved[2], saved[3]);
+      g0 = need0 ? dx : at::Tensor();
+      g1 = need1 ? dweight : at::Tensor();
+      g2 = ctx->needs_input_grad(2) ? dbias : at::Tensor();
+      return {at::Tensor(), at::Tensor(), at::Tensor(), g0, g1, g2};
+    }
+    TORCH_CHECK(formula == LINEAR, "autotune: no backward formula ", formula);
+    // C = A·Bᵀ + bias: dA = dC·B, dB = dCᵀ·A, dbias = the rows of dC summed
+    const at::Tensor dc = grads[0].contiguous();
+    const at::Tensor &a = saved[0], &b = saved[1];
+    if (need0) g0 = product("autotune::gemm", dc, b);
+    if (need1) g1 = product("autotune::gemm_tn", dc, a);
+    if (ctx->needs_input_grad(2)) g2 = dc.sum(0);
+    return {at::Tensor(), at::Tensor(), at::Tensor(), g0, g1, g2};
+  }
+};
+
+}  // namespace autotune_native
