@@ -116,7 +116,7 @@ def register_cuda(name: str, inputs: int, plan_of: Callable[..., ProblemPlan]) -
     return True
 
 
-# Operators whose backward formula the launcher has in C++ (torch_launcher.cpp's `Formula`, the same formulas as
+# Operators whose backward formula the launcher has in C++ (torch_autograd.h's `Formula`, the same formulas as
 # autotune/torch/autograd.py): their training calls record a C++ autograd node, with no Python per call.
 NATIVE_FORMULAS = {"linear": 1, "layernorm": 2}
 
