@@ -87,3 +87,21 @@ def test_sampled_valid_configs_compile_without_spills(space, h200, cache_dir):
     for result in compile_all(space, configs, cache_dir):
         assert result.ok and result.spill_bytes == 0, result
         assert {"gemm_pad_rows", "gemm_wgmma_tma"} <= set(result.kernels), "the copy is in the product's module"
+
+
+def test_in_the_layout_families_offered_exactly_where_wgmma_tma_cannot_read_the_stored_rows(h200):
+    """gemm_tn at M = 50257 (a weight gradient over GPT-2's vocabulary): A stored K×M has rows TMA cannot stride,
+    so its transposed copy (rows of K) feeds the TMA kernel with nothing left to pad; gemm_nt at N odd, K aligned
+    reads B stored N×K natively, and the padded form is not offered."""
+    tn = get_space("gemm_tn", dtype="bfloat16")
+    shape = (50257, 768, 8192)
+    assert tn.algos["wgmma_tma"].unfit(shape, h200) is not None
+    config = default(tn)
+    assert tn.violations(config, shape, h200) == []
+    steps = tn.launches(config, shape, h200)
+    assert [s.kernel for s in steps] == ["gemm_transpose", "gemm_wgmma_tma"]
+    assert steps[1].args[0].buffer == "AT" and set(tn.workspace(config, shape)) == {"AT"}
+    assert tn.rule_default(shape, h200)["ALGO"] == ALGORITHM
+    nt = get_space("gemm_nt", dtype="bfloat16")
+    assert "wgmma_tma reads them" in nt.algos[ALGORITHM].unfit((4096, 4097, 4096), h200)
+    assert nt.algos[ALGORITHM].unfit((4096, 4096, 4097), h200) is None

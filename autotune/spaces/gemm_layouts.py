@@ -37,6 +37,7 @@ from autotune.spaces.gemm import GemmSpace
 from autotune.spaces.gemm_gemv import GemvGemm
 from autotune.spaces.gemm_wgmma_tf32x3 import MAX_GRID_Y, WgmmaTf32x3Gemm, padded
 from autotune.spaces.gemm_wgmma_tma import ALIGN_ELEMENTS, BK, WgmmaTmaGemm
+from autotune.spaces.gemm_wgmma_tma_padded import WgmmaTmaPaddedGemm
 
 TRANSPOSE_TILE, TRANSPOSE_THREADS = 32, 256  # kernel_templates/gemm_layout.cuh
 BIAS_THREADS = 256
@@ -97,6 +98,13 @@ class Layout:
             return (1, m, k)
         return None
 
+    def unaligned_rows(self, shape: Shape) -> dict[str, int]:
+        """The dims whose rows TMA could not stride reading the operands as stored (not whole 16 bytes): A (M×K)
+        and B stored N×K have rows of K; A stored K×M and B (K×N) rows of M and N."""
+        m, n, k = shape
+        inner = {"K": k} if self.transposed == "B" else {"M": m, "N": n}
+        return {name: v for name, v in inner.items() if v % ALIGN_ELEMENTS}
+
     def same_as_gemm(self, shape: Shape) -> bool:
         """Whether the stored operand, a vector, has gemm's layout already (K×1 and 1×K are the same bytes)."""
         m, n, _ = shape
@@ -127,13 +135,12 @@ class NativeTma(WgmmaTmaGemm):
         reason = Algorithm.unfit(self, shape, device)
         if reason is not None:
             return reason
-        m, n, k = shape
-        # Row strides of 16 bytes: A (M×K) and B stored N×K have rows of K; A stored K×M and B (K×N) rows of M, N.
-        inner = {"K": k} if self.layout.transposed == "B" else {"M": m, "N": n}
-        bad = [f"{name}={v}" for name, v in inner.items() if v % ALIGN_ELEMENTS]
+        bad = self.layout.unaligned_rows(shape)
         if bad:
-            return (f"algorithm {self.name} copies with TMA, whose row strides are multiples of 16 bytes: "
-                    f"{' and '.join(inner)} must be multiples of {ALIGN_ELEMENTS} (got {', '.join(bad)})")  # fmt: skip
+            dims = "K" if self.layout.transposed == "B" else "M and N"
+            got = ", ".join(f"{name}={v}" for name, v in bad.items())
+            return (f"algorithm {self.name} copies with TMA, whose row strides are multiples of 16 bytes: {dims} "
+                    f"must be multiples of {ALIGN_ELEMENTS} (got {got})")  # fmt: skip
         return None
 
     def launches(self, config: Config, shape: Shape, device: DeviceInfo) -> list[Step]:
@@ -228,6 +235,21 @@ class CopyFirst:
         return {**space, self._copy_name(): BufferSpec((cols, rows), self.dtype)}  # type: ignore[attr-defined]
 
 
+class PaddedCopyFirst(CopyFirst):
+    """``wgmma_tma_padded`` in a layout family: offered exactly where ``wgmma_tma`` cannot read the stored layout
+    (`Layout.unaligned_rows`). The stored operand is copied transposed first, which gives it gemm's layout; then
+    only rows still not whole 16 bytes (N or K odd to TMA) are padded. So a weight gradient over an odd vocabulary
+    (gemm_tn, M = 50257) runs on TMA after one transposed copy of its activations."""
+
+    def unfit(self, shape: Shape, device: DeviceInfo) -> str | None:
+        reason = Algorithm.unfit(self, shape, device)  # type: ignore[arg-type]
+        if reason is None and not self.layout.unaligned_rows(shape):
+            name = self.name  # type: ignore[attr-defined]
+            return (f"algorithm {name} is for rows TMA cannot read as stored: here wgmma_tma reads them (the "
+                    f"{self.layout.transposed} operand stored transposed)")  # fmt: skip
+        return reason
+
+
 def layout_variant(base: type[Algorithm], layout: Layout) -> type[Algorithm]:
     """The algorithm ``base`` for a layout family: same name, tunables and defaults (so tuned configurations read
     the same), computing the stored layout natively, by swapping, or after a transposed copy."""
@@ -239,6 +261,8 @@ def layout_variant(base: type[Algorithm], layout: Layout) -> type[Algorithm]:
     if issubclass(base, GemvGemm):
         return type(f"{base.__name__}{layout.transposed}", (SwappedGemv,), attrs)
     attrs["template"] = f"layout_{base.template}"
+    if issubclass(base, WgmmaTmaPaddedGemm):
+        return type(f"{base.__name__}{layout.transposed}", (PaddedCopyFirst, base), attrs)
     return type(f"{base.__name__}{layout.transposed}", (CopyFirst, base), attrs)
 
 
