@@ -332,3 +332,22 @@ def test_few_rows_read_the_weight_as_stored_instead_of_copying_it(family):
 def test_a_swapped_gemv_gets_the_rule_of_the_kernel_that_runs(family, shape, swapped):
     space, gemm = get_space(family, dtype="bfloat16"), get_space("gemm", dtype="bfloat16")
     assert space.rule_default(shape, H200) == gemm.rule_default(swapped, H200)
+
+
+@pytest.mark.parametrize("family", ["gemm_nt", "gemm_tn", "linear"])
+@pytest.mark.parametrize("change", [{}, {"SPLIT_K": 2}], ids=["whole", "split2"])
+def test_native_tma_plans_compute_the_product_when_emulated(h200, family, change):
+    """wgmma_tma reading the stored layout itself (B_K_MAJOR / A_MN_MAJOR, the bias in its epilogue or after the
+    split-K reduce), its steps emulated in numpy on the buffers they name (`plan_emulation`)."""
+    import numpy as np
+    from plan_emulation import emulate
+
+    space = get_space(family, dtype="bfloat16")
+    shape = (264, 136, 520)
+    config = {"ALGO": "wgmma_tma", **space.algos["wgmma_tma"].default_config, "BN": 128, "STAGES": 6, **change}
+    assert space.violations(config, shape, h200) == []
+    rng = np.random.default_rng(2)
+    i = {name: rng.standard_normal(spec.shape) for name, spec in space.input_specs(shape).items()}
+    expected = {"gemm_nt": lambda: i["A"] @ i["B"].T, "gemm_tn": lambda: i["A"].T @ i["B"],
+                "linear": lambda: i["A"] @ i["B"].T + i["bias"]}[family]()  # fmt: skip
+    assert np.allclose(emulate(space, config, shape, h200, i), expected, rtol=1e-10, atol=1e-9)

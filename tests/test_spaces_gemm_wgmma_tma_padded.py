@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import shutil
 
+import numpy as np
+
 import pytest
 
 from autotune.spaces import ALGO, get_space
@@ -105,3 +107,32 @@ def test_in_the_layout_families_offered_exactly_where_wgmma_tma_cannot_read_the_
     nt = get_space("gemm_nt", dtype="bfloat16")
     assert "wgmma_tma reads them" in nt.algos[ALGORITHM].unfit((4096, 4097, 4096), h200)
     assert nt.algos[ALGORITHM].unfit((4096, 4096, 4097), h200) is None
+
+
+REFERENCE = {
+    "gemm": lambda i: i["A"] @ i["B"],
+    "gemm_nt": lambda i: i["A"] @ i["B"].T,
+    "gemm_tn": lambda i: i["A"].T @ i["B"],
+    "linear": lambda i: i["A"] @ i["B"].T + i["bias"],
+}
+
+
+@pytest.mark.parametrize("family", sorted(REFERENCE))
+@pytest.mark.parametrize("shape", [(300, 261, 263), (257, 264, 1001), (261, 300, 264), (50257 // 97, 264, 520)])
+@pytest.mark.parametrize("change", [{}, {"SPLIT_K": 2}], ids=["whole", "split2"])
+def test_the_plans_compute_the_product_when_emulated(h200, family, shape, change):
+    """Each step emulated in numpy on the buffers it names (`plan_emulation`; workspaces start as NaN, so a
+    padding column no step wrote would poison C): the padding copies, the transposed copies, the tensor maps'
+    extents, the bias and the split-K reduce give the product, for each family at shapes with odd rows."""
+    from plan_emulation import emulate
+
+    space = get_space(family, dtype="bfloat16")
+    algorithm = space.algos[ALGORITHM]
+    if algorithm.unfit(shape, h200) is not None:
+        pytest.skip(algorithm.unfit(shape, h200))
+    config = default(space, BM=128, BN=128, STAGES=6, **change)
+    assert space.violations(config, shape, h200) == []
+    rng = np.random.default_rng(1)
+    inputs = {name: rng.standard_normal(spec.shape) for name, spec in space.input_specs(shape).items()}
+    c = emulate(space, config, shape, h200, inputs)
+    assert np.allclose(c, REFERENCE[family](inputs), rtol=1e-10, atol=1e-9)
