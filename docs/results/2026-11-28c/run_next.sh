@@ -17,6 +17,9 @@ case "${1:-1}" in
   TAILN=9 step host_ops 60 python3 docs/results/2026-11-28c/gpt2_host_ops.py
   TAILN=8 step gpt2 150 python3 examples/gpt2_block.py --dtype bfloat16 float32 --steps 30 --no-compile --graphs
   TAILN=8 step llama 150 python3 examples/llama_block.py
+  # wgmma_tma_padded in the layout families (landed after the last device time): its tests and gemm_tn over a vocabulary
+  TAILN=6 step padded_layouts 120 python3 -m pytest -m gpu -n 8 -q -p no:cacheprovider -rf --tb=short tests/test_gpu_gemm_layouts.py -k padded
+  TAILN=10 step padded_tn 90 python3 benchmarks/gemm_configs.py --family gemm_tn --algo wgmma_tma_padded --dtypes bfloat16 --shapes 50257x768x8192 --reps 20
   ;;
 2)
   TAILN=6 step tier 560 python3 -m pytest -m gpu -n 14 -q -p no:cacheprovider -rf --tb=short --ignore=tests/test_gpu_gemm.py --ignore=tests/test_gpu_gemm_layouts.py --ignore=tests/test_torch_gpu.py --ignore=tests/test_torch_linear_gpu.py
