@@ -2,36 +2,54 @@
 // operators then runs no Python, as torch's own operators do (autotune/torch/autograd.py has the same formulas in
 // Python, for the other operators and where the launcher is not loaded). Linear's two products are the other
 // layouts (dA = gemm(dC, B), dB = gemm_tn(dC, A)) and dbias = dC summed over rows (torch's sum: fp32 accumulation
-// for half inputs); layernorm's is layernorm_backward with the saved mean and rstd. The two-input GEMMs keep
-// Python's: an undefined tensor among Function::apply's inputs fails there (its VariableInfo asks for its device),
-// so they need their own arity (2026-11-28c, call 9).
+// for half inputs); layernorm's is layernorm_backward with the saved mean and rstd. Each GEMM's two gradients are
+// the other layouts' products. A two-input GEMM's third slot is an empty optional, which autograd does not take
+// for a variable (an undefined tensor there failed: its VariableInfo asks for its device, 2026-11-28c call 9).
 #pragma once
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/extension.h>
 
+#include <optional>
 #include <tuple>
 
 namespace autotune_native {
 
-enum Formula { NO_FORMULA = 0, LINEAR = 1, LAYERNORM = 2 };  // autotune.runtime.torch_native.NATIVE_FORMULAS
+// The values of autotune.runtime.torch_native.NATIVE_FORMULAS.
+enum Formula { NO_FORMULA = 0, LINEAR = 1, LAYERNORM = 2, GEMM = 3, GEMM_NT = 4, GEMM_TN = 5 };
 
 using TwoTensors = at::Tensor(const at::Tensor&, const at::Tensor&);
 using NormBackward = std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&,
                                                                     const at::Tensor&, const at::Tensor&,
                                                                     const at::Tensor&);
 
-inline at::Tensor product(const char* name, const at::Tensor& a, const at::Tensor& b) {
-  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<TwoTensors>().call(a, b);
+// An operator's typed handle, looked up once per process (the backward runs on every training step).
+template <class Signature>
+c10::TypedOperatorHandle<Signature> typed_op(const char* name) {
+  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Signature>();
+}
+
+inline at::Tensor gemm(const at::Tensor& a, const at::Tensor& b) {
+  static const auto op = typed_op<TwoTensors>("autotune::gemm");
+  return op.call(a, b);
+}
+inline at::Tensor gemm_nt(const at::Tensor& a, const at::Tensor& b) {
+  static const auto op = typed_op<TwoTensors>("autotune::gemm_nt");
+  return op.call(a, b);
+}
+inline at::Tensor gemm_tn(const at::Tensor& a, const at::Tensor& b) {
+  static const auto op = typed_op<TwoTensors>("autotune::gemm_tn");
+  return op.call(a, b);
 }
 
 struct NativeGrad : public torch::autograd::Function<NativeGrad> {
-  // The operator below autograd on its three tensors.
+  // The operator below autograd on its tensors (t2 empty for the two-input GEMMs).
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
                                                 const c10::OperatorHandle* handle, c10::DispatchKeySet keys,
                                                 int64_t formula, const at::Tensor& t0, const at::Tensor& t1,
-                                                const at::Tensor& t2) {
-    torch::jit::Stack stack{t0, t1, t2};
+                                                const std::optional<at::Tensor>& t2) {
+    torch::jit::Stack stack{t0, t1};
+    if (t2.has_value()) stack.emplace_back(*t2);
     {
       at::AutoDispatchBelowAutograd below;
       handle->redispatchBoxed(keys & c10::after_autograd_keyset, &stack);
@@ -57,22 +75,33 @@ struct NativeGrad : public torch::autograd::Function<NativeGrad> {
     at::Tensor g0, g1, g2;
     if (formula == LAYERNORM) {
       if (!grads[0].defined()) return {at::Tensor(), at::Tensor(), at::Tensor(), g0, g1, g2};  // y unused
-      auto [dx, dweight, dbias] = c10::Dispatcher::singleton()
-                                      .findSchemaOrThrow("autotune::layernorm_backward", "")
-                                      .typed<NormBackward>()
-                                      .call(grads[0].contiguous(), saved[0], saved[1], saved[2], saved[3]);
+      static const auto norm_backward = typed_op<NormBackward>("autotune::layernorm_backward");
+      auto [dx, dweight, dbias] = norm_backward.call(grads[0].contiguous(), saved[0], saved[1], saved[2], saved[3]);
       g0 = need0 ? dx : at::Tensor();
       g1 = need1 ? dweight : at::Tensor();
       g2 = ctx->needs_input_grad(2) ? dbias : at::Tensor();
       return {at::Tensor(), at::Tensor(), at::Tensor(), g0, g1, g2};
     }
-    TORCH_CHECK(formula == LINEAR, "autotune: no backward formula ", formula);
-    // C = A·Bᵀ + bias: dA = dC·B, dB = dCᵀ·A, dbias = the rows of dC summed
     const at::Tensor dc = grads[0].contiguous();
     const at::Tensor &a = saved[0], &b = saved[1];
-    if (need0) g0 = product("autotune::gemm", dc, b);
-    if (need1) g1 = product("autotune::gemm_tn", dc, a);
-    if (ctx->needs_input_grad(2)) g2 = dc.sum(0);
+    switch (formula) {
+      case GEMM:  // C = A·B: dA = dC·Bᵀ, dB = Aᵀ·dC
+        if (need0) g0 = gemm_nt(dc, b);
+        if (need1) g1 = gemm_tn(a, dc);
+        break;
+      case GEMM_NT:  // C = A·Bᵀ (+ bias): dA = dC·B, dB = dCᵀ·A (dbias = the rows of dC summed)
+      case LINEAR:
+        if (need0) g0 = gemm(dc, b);
+        if (need1) g1 = gemm_tn(dc, a);
+        if (formula == LINEAR && ctx->needs_input_grad(2)) g2 = dc.sum(0);
+        break;
+      case GEMM_TN:  // C = Aᵀ·B: dA = B·dCᵀ, dB = A·dC
+        if (need0) g0 = gemm_nt(b, dc);
+        if (need1) g1 = gemm(a, dc);
+        break;
+      default:
+        TORCH_CHECK(false, "autotune: no backward formula ", formula);
+    }
     return {at::Tensor(), at::Tensor(), at::Tensor(), g0, g1, g2};
   }
 };

@@ -336,9 +336,11 @@ void autograd_kernel(const c10::OperatorHandle& handle, c10::DispatchKeySet keys
     handle.redispatchBoxed(keys & c10::after_autograd_keyset, stack);
     return;
   }
-  if (op->formula != autotune_native::NO_FORMULA) {  // linear (A, B, bias), layernorm (x, weight, bias)
+  if (op->formula != autotune_native::NO_FORMULA) {  // two or three tensors: (A, B[, bias]), (x, weight, bias)
+    TORCH_INTERNAL_ASSERT(n == 2 || n == 3, "autotune: a C++ backward for ", n, " inputs");
     auto args = torch::jit::last(*stack, n);
-    const at::Tensor t0 = args[0].toTensor(), t1 = args[1].toTensor(), t2 = args[2].toTensor();
+    const at::Tensor t0 = args[0].toTensor(), t1 = args[1].toTensor();
+    const std::optional<at::Tensor> t2 = n > 2 ? std::optional<at::Tensor>(args[2].toTensor()) : std::nullopt;
     torch::jit::drop(*stack, n);
     const int64_t formula = op->formula;
     for (at::Tensor& t : autotune_native::NativeGrad::apply(&handle, keys, formula, t0, t1, t2))
