@@ -1,7 +1,8 @@
 """A GPT-2-sized transformer block (d_model 768, 12 heads, MLP 3072), one training step — forward, backward and
 AdamW — in eager torch against the same block patched with autotune's kernels (`autotune.torch.patch`: its
 LayerNorms run the tuned forward and backward kernels, its Linear layers the tuned GEMMs: ``linear`` forward,
-``gemm`` and ``gemm_tn`` backward; ``--norms-only`` leaves the Linear layers to torch). Attention stays torch's
+``gemm``, ``gemm_tn`` and ``bias_grad`` backward, the MLP's first Linear and its GELU as one ``linear_gelu`` with
+``gelu_bias_grad`` in its backward; ``--norms-only`` leaves the Linear layers to torch). Attention stays torch's
 ``scaled_dot_product_attention`` in both.
 
     python examples/gpt2_block.py [--batch 8] [--seq 1024] [--dtype float32 bfloat16] [--record shapes.json]
@@ -36,8 +37,9 @@ class Block(nn.Module):
         self.attn = nn.Linear(d_model, 3 * d_model)
         self.proj = nn.Linear(d_model, d_model)
         self.ln_2 = nn.LayerNorm(d_model)
-        self.fc = nn.Linear(d_model, 4 * d_model)
-        self.out = nn.Linear(4 * d_model, d_model)
+        # GPT-2's MLP as modules in order (as nanoGPT and timm write it), so that `patch` sees the Linear → GELU pair
+        self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(approximate="tanh"),
+                                 nn.Linear(4 * d_model, d_model))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, t, c = x.shape
@@ -45,7 +47,7 @@ class Block(nn.Module):
         q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
         y = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
         x = x + self.proj(y.transpose(1, 2).reshape(b, t, c))
-        return x + self.out(nn.functional.gelu(self.fc(self.ln_2(x)), approximate="tanh"))
+        return x + self.mlp(self.ln_2(x))
 
 
 def step_ms(model: nn.Module, x: torch.Tensor, steps: int) -> tuple[float, float]:

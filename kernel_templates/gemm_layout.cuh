@@ -1,7 +1,8 @@
 // The small kernels by which a GEMM template serves the other operand layouts and the bias of the gemm_nt,
-// gemm_tn and linear families (autotune/spaces/gemm_layouts.py): an algorithm that reads only row-major A (M×K)
-// and B (K×N) gets a transposed copy of the operand stored the other way (gemm_transpose) first, and one without a
-// bias epilogue gets gemm_bias_add after it. The layout_gemm_*.cu templates are the GEMM templates with these.
+// gemm_tn, linear and linear_gelu families (autotune/spaces/gemm_layouts.py): an algorithm that reads only
+// row-major A (M×K) and B (K×N) gets a transposed copy of the operand stored the other way (gemm_transpose) first,
+// and one without a bias epilogue gets gemm_bias_add after it (linear_gelu: gemm_bias_gelu.cuh). The
+// layout_gemm_*.cu templates are the GEMM templates with these.
 // Also the copy into rows of whole 16 bytes (gemm_pad_rows) by which the TMA kernel takes any N and K
 // (autotune/spaces/gemm_wgmma_tma_padded.py).
 #pragma once

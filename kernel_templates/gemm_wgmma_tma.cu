@@ -45,6 +45,9 @@
 //   GEMM_BIAS = 1: C += bias[col] (a length-N vector of the element type), added in fp32 before the rounding to
 //     the element type; with split-K the reduce's output gets gemm_bias_add (kernel_templates/gemm_layout.cuh).
 //     3×TF32 takes the bias too; it meets the other layouts in its split pre-pass (both workspaces K-major).
+//   GEMM_GELU = 1 with GEMM_BIAS: linear_gelu's epilogue. The sum with the bias is stored to `pre` (what the
+//     backward differentiates at), then C = gelu_tanh of the stored value, read back by the consumer that stored it
+//     (kernel_templates/gelu.cuh); split, the reduce's output gets gemm_bias_gelu instead.
 //
 // Split-K (a launch choice, no define): with gridDim.z = S > 1, the blocks of z-slice z walk the tiles over
 // k-tiles [z·per, (z+1)·per) and store fp32 partial tiles to out = partial[z][M][N]; gemm_splitk_reduce
@@ -112,6 +115,13 @@
 #ifndef GEMM_BIAS
 #define GEMM_BIAS 0
 #endif
+#ifndef GEMM_GELU
+#define GEMM_GELU 0
+#endif
+// GELU in this kernel's epilogue: with the bias. Alone, GEMM_GELU asks only for gemm_bias_gelu beside the kernel
+// (the padded algorithm's step after its product).
+#define GELU_EPILOGUE (GEMM_BIAS && GEMM_GELU)
+#define GELU_BARRIER 4  // named barriers 4 and 5: a consumer's own (stream-K's are 1..3)
 #ifndef STREAM_K
 #define STREAM_K 0
 #endif
@@ -120,6 +130,10 @@
 #endif
 #if GEMM_BIAS
 #include "gemm_layout.cuh"
+#endif
+#if GEMM_GELU  // linear_gelu: its epilogue (with the bias) or the step after the product (alone)
+#include "gelu.cuh"
+#include "gemm_bias_gelu.cuh"
 #endif
 
 #if TF32X3
@@ -312,6 +326,9 @@ gemm_wgmma_tma(const __grid_constant__ TmaDesc tmap_a, const __grid_constant__ T
 #if GEMM_BIAS
                const elem_t* __restrict__ bias,
 #endif
+#if GELU_EPILOGUE
+               elem_t* __restrict__ pre,
+#endif
                int M, int N, int K
 #if STREAM_K
                , float* __restrict__ sk_partial, int* __restrict__ sk_flags
@@ -456,13 +473,26 @@ gemm_wgmma_tma(const __grid_constant__ TmaDesc tmap_a, const __grid_constant__ T
 #if GEMM_BIAS
       if (gridDim.z == 1) add_bias<M_TILES, BN>(total, bias, N, bn0);
 #endif
+#if GELU_EPILOGUE
+      if (gridDim.z == 1) {
+        store_fragments_f32<M_TILES, BN>(total, pre, M, N, bm0 + row0, bn0);
+        gelu_from_pre<CONSUMER_ROWS, BN>(pre, dst, M, N, bm0 + row0, bn0, GELU_BARRIER + cw, 128, threadIdx.x % 128);
+        continue;
+      }
+#endif
       store_fragments_f32<M_TILES, BN>(total, dst, M, N, bm0 + row0, bn0);
 #else
       if (gridDim.z == 1) {
 #if GEMM_BIAS
         add_bias<M_TILES, BN>(acc, bias, N, bn0);
 #endif
+#if GELU_EPILOGUE
+        store_fragments<M_TILES, BN>(acc, pre, M, N, bm0 + row0, bn0);
+        gelu_from_pre<CONSUMER_ROWS, BN>(pre, static_cast<elem_t*>(out), M, N, bm0 + row0, bn0, GELU_BARRIER + cw, 128,
+                                         threadIdx.x % 128);
+#else
         store_fragments<M_TILES, BN>(acc, static_cast<elem_t*>(out), M, N, bm0 + row0, bn0);
+#endif
       } else {
         float* partial = static_cast<float*>(out) + (size_t)blockIdx.z * M * N;
         store_fragments_f32<M_TILES, BN>(acc, partial, M, N, bm0 + row0, bn0);

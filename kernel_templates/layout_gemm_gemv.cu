@@ -2,3 +2,6 @@
 // (kernel_templates/gemm_layout.cuh; autotune/spaces/gemm_layouts.py).
 #include "gemm_gemv.cu"
 #include "gemm_layout.cuh"
+#if GEMM_GELU  // linear_gelu
+#include "gemm_bias_gelu.cuh"
+#endif

@@ -4,7 +4,8 @@ maps' extents over them, the padding copies, the transposed copies, the bias and
 numpy's product. The kernels themselves are the GPU tier's to check.
 
 Workspaces start as NaN: a step that reads what no earlier step wrote (a padding column left unwritten, say)
-poisons C. Tensor maps read as TMA does: the box extents inside ``dims`` come from the buffer, anything past them
+poisons C. linear_gelu's epilogue (in the kernel, or gemm_bias_gelu after it) writes ``pre`` and GELU of it to C.
+Tensor maps read as TMA does: the box extents inside ``dims`` come from the buffer, anything past them
 is zero.
 """
 
@@ -16,6 +17,7 @@ import numpy as np
 
 from autotune.spaces._gemm_splitk import PARTIAL
 from autotune.spaces.base import Launch, TensorMap, Zero
+from autotune.spaces.linear_gelu import gelu_tanh
 
 
 def _matrix(buffers: Mapping[str, np.ndarray], tmap: TensorMap) -> np.ndarray:
@@ -40,15 +42,19 @@ def _operand(buffers: Mapping[str, np.ndarray], tmap: TensorMap, rows: int, cols
 
 def _gemm(buffers: dict[str, np.ndarray], args: tuple, defines: Mapping[str, Any], grid: tuple) -> None:
     a_map, b_map, out, *rest = args
-    bias = None
-    if rest and isinstance(rest[0], str):
-        bias, rest = rest[0], rest[1:]
+    epilogue = [a for a in rest if isinstance(a, str)]  # (bias[, pre]) after C
+    rest = rest[len(epilogue):]
+    bias = epilogue[0] if epilogue else None
     m, n, k = (int(v) for v in rest[:3])
     a = _operand(buffers, a_map, m, k, transposed=bool(defines.get("A_MN_MAJOR")))
     b = _operand(buffers, b_map, k, n, transposed=bool(defines.get("B_K_MAJOR")))
     c = a @ b
     if bias is not None and out != PARTIAL:  # the epilogue adds it unsplit only (gridDim.z == 1): split, it is
         c = c + buffers[bias].reshape(-1)[:n]  # the plan's gemm_bias_add after the reduce
+        if defines.get("GEMM_GELU"):
+            assert epilogue == ["bias", "pre"], epilogue
+            buffers["pre"].reshape(m, n)[:] = c
+            c = gelu_tanh(c)
     if out == PARTIAL:  # z slices of K: their sum is the product (the split is the kernel's business)
         part = buffers[PARTIAL].reshape(grid[2], m, n)
         part[:] = 0.0
@@ -60,9 +66,15 @@ def _gemm(buffers: dict[str, np.ndarray], args: tuple, defines: Mapping[str, Any
 def emulate(space: Any, config: Mapping[str, Any], shape: tuple, device: Any,
             inputs: Mapping[str, np.ndarray]) -> np.ndarray:  # fmt: skip
     """C of ``space``'s plan for ``config`` at ``shape``, the steps emulated in float64."""
-    m, n, _ = shape
+    return emulate_outputs(space, config, shape, device, inputs)["C"]
+
+
+def emulate_outputs(space: Any, config: Mapping[str, Any], shape: tuple, device: Any,
+                    inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:  # fmt: skip
+    """Every output of ``space``'s plan (C, and linear_gelu's pre), the steps emulated in float64."""
     buffers: dict[str, np.ndarray] = {name: np.asarray(v, dtype=np.float64).copy() for name, v in inputs.items()}
-    buffers["C"] = np.full((m, n), np.nan)
+    for name, spec in space.outputs(shape).items():
+        buffers[name] = np.full(spec.shape, np.nan)
     for name, spec in space.workspace(config, shape).items():
         buffers[name] = np.full(spec.shape, np.nan)
     defines = space.defines(config)
@@ -90,6 +102,11 @@ def emulate(space: Any, config: Mapping[str, Any], shape: tuple, device: Any,
             out, bias, mn, cols = args[0], args[1], int(args[2]), int(args[3])
             flat = buffers[out].reshape(-1)
             flat[:mn] += np.tile(buffers[bias].reshape(-1)[:cols], mn // cols)
+        elif step.kernel == "gemm_bias_gelu":
+            out, bias, pre, mn, cols = args[0], args[1], args[2], int(args[3]), int(args[4])
+            x = buffers[out].reshape(-1)[:mn] + np.tile(buffers[bias].reshape(-1)[:cols], mn // cols)
+            buffers[pre].reshape(-1)[:mn] = x
+            buffers[out].reshape(-1)[:mn] = gelu_tanh(x)
         else:
             raise AssertionError(f"no emulation of kernel {step.kernel}")
-    return buffers["C"]
+    return {name: buffers[name] for name in space.outputs(shape)}

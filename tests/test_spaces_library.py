@@ -20,7 +20,7 @@ from autotune.templates import _sources, template_path
 
 KERNELS = kernel_names()
 # gemm and its layouts have their own modules (tests/test_spaces_gemm*.py)
-LIBRARY = [k for k in KERNELS if k not in ("gemm", "gemm_nt", "gemm_tn", "linear")]
+LIBRARY = [k for k in KERNELS if k not in ("gemm", "gemm_nt", "gemm_tn", "linear", "linear_gelu")]
 
 
 def template_defaults(space, config) -> dict[str, int]:

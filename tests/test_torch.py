@@ -41,8 +41,9 @@ OUTPUT_SHAPES = {
 def test_library_operators_are_registered():
     assert set(CASES) <= set(att.OPERATORS)
     assert {"attention", "attention_backward", "attention_causal", "attention_causal_backward"} <= set(att.OPERATORS)
+    assert {"linear_gelu", "bias_grad", "gelu_bias_grad"} <= set(att.OPERATORS)
     assert set(att.WITH_AUTOGRAD) == {"layernorm", "rmsnorm", "softmax", "gemm", "gemm_nt", "gemm_tn", "linear",
-                                      "attention", "attention_causal"}  # fmt: skip
+                                      "linear_gelu", "attention", "attention_causal"}  # fmt: skip
     schema = str(torch.ops.autotune.layernorm.default._schema)
     assert schema == "autotune::layernorm(Tensor x, Tensor weight, Tensor bias) -> (Tensor, Tensor, Tensor)"
 

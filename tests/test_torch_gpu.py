@@ -51,6 +51,7 @@ CASES = {
     "gemm_nt": lambda: (cuda(7, 12), cuda(9, 12, seed=1)),
     "gemm_tn": lambda: (cuda(12, 7), cuda(12, 9, seed=1)),
     "linear": lambda: (cuda(7, 12), cuda(9, 12, seed=1), cuda(9, seed=2)),
+    "linear_gelu": lambda: (cuda(7, 12), cuda(9, 12, seed=1), cuda(9, seed=2)),
 }
 REFERENCE = {
     "layernorm": lambda x, w, b: torch.nn.functional.layer_norm(x, (x.shape[-1],), w, b, eps=1e-5),
@@ -60,6 +61,7 @@ REFERENCE = {
     "gemm_nt": lambda a, b: a @ b.T,
     "gemm_tn": lambda a, b: a.T @ b,
     "linear": lambda a, b, bias: a @ b.T + bias,
+    "linear_gelu": lambda a, b, bias: torch.nn.functional.gelu(a @ b.T + bias, approximate="tanh"),
 }
 
 

@@ -35,7 +35,24 @@ def stand_ins(monkeypatch):
             return (f(tensors),)
 
         monkeypatch.setattr(att.OPS[name], "launcher", launcher)
+    # linear_gelu's and the bias gradients' kernels, by their formulas (not counted among the GEMMs' calls)
+    monkeypatch.setattr(att.OPS["bias_grad"], "launcher", lambda t: (t[0].sum(0),))
+    monkeypatch.setattr(att.OPS["linear_gelu"], "launcher",
+                        lambda t: (gelu(FORMULAS["linear"](t)), FORMULAS["linear"](t)))
+
+    def gelu_bias_grad(t):
+        dy, pre = t
+        x = pre.detach().requires_grad_()
+        with torch.enable_grad():
+            (dpre,) = torch.autograd.grad(gelu(x), x, dy)
+        return dpre, dpre.sum(0)
+
+    monkeypatch.setattr(att.OPS["gelu_bias_grad"], "launcher", gelu_bias_grad)
     return calls
+
+
+def gelu(x):
+    return torch.nn.functional.gelu(x, approximate="tanh")
 
 
 def test_the_layouts_are_operators_with_autograd():
@@ -80,6 +97,7 @@ def test_backward_on_meta_records_every_layout():
         ("gemm", (16, 96, 32), "float32"), ("gemm_tn", (32, 96, 16), "float32"),  # second layer: dX, dW
         ("gemm_tn", (96, 64, 16), "float32"),  # first layer: dW (x needs a gradient: dX too)
         ("gemm", (16, 64, 96), "float32"),
+        ("bias_grad", (16, 96), "float32"),  # first layer's bias
     ])  # fmt: skip
 
 
@@ -183,3 +201,47 @@ def test_patch_swaps_a_shared_or_aliased_module_once_everywhere():
     assert len(list(model.named_modules())) == 5, "no module multiplied"
     twice = torch.nn.Sequential(model.a, model.a)
     assert att.patch(twice).swapped == [], "a shared parent's children are swapped once"
+
+
+def test_linear_gelu_trains_as_linear_then_gelu(stand_ins):
+    """linear_gelu's gradients (gelu_bias_grad, then linear's products of dpre) are torch's Linear + GELU's."""
+    g = torch.Generator().manual_seed(1)
+    leaves = [torch.randn(*s, generator=g, dtype=torch.float64, requires_grad=True) for s in ((5, 3), (7, 3), (7,))]
+    w = torch.randn(5, 7, generator=g, dtype=torch.float64)
+    out, pre = att.op("linear_gelu")(*leaves)
+    assert not pre.requires_grad, "pre is kept for the backward, not differentiated"
+    (out * w).sum().backward()
+    ref = [t.detach().requires_grad_() for t in leaves]
+    (gelu(torch.nn.functional.linear(*ref)) * w).sum().backward()
+    for got, want in zip(leaves, ref):
+        torch.testing.assert_close(got.grad, want.grad)
+    assert [len(stand_ins[k]) for k in ("gemm", "gemm_tn")] == [1, 1], "dA and dB, one product each"
+
+
+def test_patch_fuses_linear_and_gelu_in_a_sequential_only():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(approximate="tanh"), torch.nn.Linear(32, 8),
+                                torch.nn.GELU(), torch.nn.Linear(8, 4, bias=False), torch.nn.GELU(approximate="tanh"))
+    keys = set(model.state_dict())
+    weight = model[0].weight
+    report = att.patch(model)
+    assert isinstance(model[0], att.LinearGELU) and isinstance(model[1], torch.nn.Identity)
+    assert model[0].weight is weight and set(model.state_dict()) == keys
+    assert type(model[2]) is att.Linear and isinstance(model[3], torch.nn.GELU), "erf GELU: not the kernel's"
+    assert type(model[4]) is att.Linear and isinstance(model[5], torch.nn.GELU), "no bias: not fused"
+    assert "0+1 (Linear and GELU, fused)" in report.swapped
+    assert any(name == "3" and "approximate='none'" in why for name, why in report.skipped)
+    x = torch.randn(4, 16)  # CPU: torch's Linear and GELU run, same answers
+    torch.testing.assert_close(model(x), torch.nn.Sequential(*[m for m in model])(x))
+    assert model[0].fallbacks and sum(model[0].fallbacks.values()) >= 1
+
+
+def test_a_patched_gelu_mlp_records_linear_gelu_and_its_backward():
+    model = torch.nn.Sequential(torch.nn.Linear(64, 96), torch.nn.GELU(approximate="tanh"), torch.nn.Linear(96, 64))
+    att.patch(model)
+    model.to("meta")
+    x = meta(2, 8, 64, requires_grad=True)
+    with autotune.record() as calls:
+        model(x).sum().backward()
+    assert ("linear_gelu", (16, 96, 64), "float32") in calls.calls
+    assert ("gelu_bias_grad", (16, 96), "float32") in calls.calls and ("bias_grad", (16, 64), "float32") in calls.calls

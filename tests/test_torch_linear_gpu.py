@@ -73,3 +73,24 @@ def test_a_patched_mlp_trains_like_eager(att, dtype, compiled):
     for (name, mine), theirs in zip(patched.named_parameters(), eager.parameters()):
         assert rel(mine.grad, theirs.grad) < tol, name
     assert not report.fallbacks
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_a_gpt2_mlp_fuses_linear_and_gelu_and_trains_like_eager(att, dtype):
+    """nn.Linear → nn.GELU("tanh") in a Sequential runs as one linear_gelu (its backward: gelu_bias_grad, then the
+    products of dpre); forward and every gradient match eager torch's."""
+    torch.manual_seed(0)
+    eager = torch.nn.Sequential(torch.nn.Linear(768, 3072), torch.nn.GELU(approximate="tanh"),
+                                torch.nn.Linear(3072, 768)).cuda().to(dtype)  # fmt: skip
+    patched = copy.deepcopy(eager)
+    report = att.patch(patched)
+    assert report.swapped == ["0+1 (Linear and GELU, fused)", "2"] and isinstance(patched[0], att.LinearGELU)
+    x = torch.randn(4, 512, 768, device="cuda", dtype=dtype)
+    outs = [model(x) for model in (patched, eager)]
+    assert rel(outs[0], outs[1]) < 2 * TOLERANCE[dtype]
+    for out in outs:
+        out.float().pow(2).mean().backward()
+    tol = 2 * TOLERANCE[dtype] if dtype != torch.float32 else 1e-4
+    for (name, mine), theirs in zip(patched.named_parameters(), eager.parameters()):
+        assert rel(mine.grad, theirs.grad) < tol, name
+    assert not report.fallbacks

@@ -1,9 +1,9 @@
 // The backward formulas the C++ launcher (torch_launcher.cpp) records as autograd nodes: a training call of these
 // operators then runs no Python, as torch's own operators do (autotune/torch/autograd.py has the same formulas in
 // Python, for the other operators and where the launcher is not loaded). Linear's two products are the other
-// layouts (dA = gemm(dC, B), dB = gemm_tn(dC, A)) and dbias = dC summed over rows (torch's sum: fp32 accumulation
-// for half inputs); layernorm's is layernorm_backward with the saved mean and rstd. Each GEMM's two gradients are
-// the other layouts' products. A two-input GEMM's third slot is an empty optional, which autograd does not take
+// layouts (dA = gemm(dC, B), dB = gemm_tn(dC, A)) and dbias = dC summed over rows (bias_grad: fp32 accumulation);
+// linear_gelu's takes dpre and dbias from gelu_bias_grad first; layernorm's is layernorm_backward with the saved
+// mean and rstd. Each GEMM's two gradients are the other layouts' products. A two-input GEMM's third slot is an empty optional, which autograd does not take
 // for a variable (an undefined tensor there failed: its VariableInfo asks for its device, 2026-11-28c call 9).
 #pragma once
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -16,9 +16,11 @@
 namespace autotune_native {
 
 // The values of autotune.runtime.torch_native.NATIVE_FORMULAS.
-enum Formula { NO_FORMULA = 0, LINEAR = 1, LAYERNORM = 2, GEMM = 3, GEMM_NT = 4, GEMM_TN = 5 };
+enum Formula { NO_FORMULA = 0, LINEAR = 1, LAYERNORM = 2, GEMM = 3, GEMM_NT = 4, GEMM_TN = 5, LINEAR_GELU = 6 };
 
+using OneTensor = at::Tensor(const at::Tensor&);
 using TwoTensors = at::Tensor(const at::Tensor&, const at::Tensor&);
+using TwoToTwo = std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&);
 using NormBackward = std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&,
                                                                     const at::Tensor&, const at::Tensor&,
                                                                     const at::Tensor&);
@@ -41,6 +43,14 @@ inline at::Tensor gemm_tn(const at::Tensor& a, const at::Tensor& b) {
   static const auto op = typed_op<TwoTensors>("autotune::gemm_tn");
   return op.call(a, b);
 }
+inline at::Tensor bias_grad(const at::Tensor& dc) {  // the rows of dC summed (fp32 accumulation)
+  static const auto op = typed_op<OneTensor>("autotune::bias_grad");
+  return op.call(dc);
+}
+inline std::tuple<at::Tensor, at::Tensor> gelu_bias_grad(const at::Tensor& dc, const at::Tensor& pre) {
+  static const auto op = typed_op<TwoToTwo>("autotune::gelu_bias_grad");
+  return op.call(dc, pre);
+}
 
 struct NativeGrad : public torch::autograd::Function<NativeGrad> {
   // The operator below autograd on its tensors (t2 empty for the two-input GEMMs).
@@ -60,6 +70,10 @@ struct NativeGrad : public torch::autograd::Function<NativeGrad> {
     if (formula == LAYERNORM) {  // (y, mean, rstd): the statistics carry no gradient, and get no zeros either
       ctx->save_for_backward({t0, t1, outs[1], outs[2]});
       ctx->mark_non_differentiable({outs[1], outs[2]});
+      ctx->set_materialize_grads(false);
+    } else if (formula == LINEAR_GELU) {  // (C, pre): pre is kept for the backward
+      ctx->save_for_backward({t0, t1, outs[1]});
+      ctx->mark_non_differentiable({outs[1]});
       ctx->set_materialize_grads(false);
     } else {
       ctx->save_for_backward({t0, t1});
@@ -82,6 +96,7 @@ struct NativeGrad : public torch::autograd::Function<NativeGrad> {
       g2 = ctx->needs_input_grad(2) ? dbias : at::Tensor();
       return {at::Tensor(), at::Tensor(), at::Tensor(), g0, g1, g2};
     }
+    if (!grads[0].defined()) return {at::Tensor(), at::Tensor(), at::Tensor(), g0, g1, g2};  // C unused
     const at::Tensor dc = grads[0].contiguous();
     const at::Tensor &a = saved[0], &b = saved[1];
     switch (formula) {
@@ -93,8 +108,15 @@ struct NativeGrad : public torch::autograd::Function<NativeGrad> {
       case LINEAR:
         if (need0) g0 = gemm(dc, b);
         if (need1) g1 = gemm_tn(dc, a);
-        if (formula == LINEAR && ctx->needs_input_grad(2)) g2 = dc.sum(0);
+        if (formula == LINEAR && ctx->needs_input_grad(2)) g2 = bias_grad(dc);
         break;
+      case LINEAR_GELU: {  // C = gelu(pre), pre = A·Bᵀ + bias: dpre = dC·gelu'(pre), then linear's gradients of dpre
+        auto [dpre, dbias] = gelu_bias_grad(dc, saved[2]);
+        if (need0) g0 = gemm(dpre, b);
+        if (need1) g1 = gemm_tn(dpre, a);
+        if (ctx->needs_input_grad(2)) g2 = dbias;
+        break;
+      }
       case GEMM_TN:  // C = Aᵀ·B: dA = B·dCᵀ, dB = A·dC
         if (need0) g0 = gemm_nt(b, dc);
         if (need1) g1 = gemm(a, dc);

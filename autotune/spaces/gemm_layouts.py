@@ -16,7 +16,8 @@ three ways (`layout_variant`):
 * otherwise by a transposed copy of the stored operand (``gemm_transpose``, kernel_templates/gemm_layout.cuh)
   into a workspace, launched first and timed with the product: what is timed is what runs.
 
-Without a bias epilogue, the bias is added by ``gemm_bias_add`` after the product.
+Without a bias epilogue, the bias is added by ``gemm_bias_add`` after the product (``linear_gelu``'s bias and
+activation by ``gemm_bias_gelu``).
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ from autotune.spaces.gemm_wgmma_tma_padded import WgmmaTmaPaddedGemm
 
 TRANSPOSE_TILE, TRANSPOSE_THREADS = 32, 256  # kernel_templates/gemm_layout.cuh
 BIAS_THREADS = 256
-LAYOUT_DEFINES = ("A_MN_MAJOR", "B_K_MAJOR", "GEMM_BIAS")  # gemm_wgmma_tma.cu's, set by these families alone
+# gemm_wgmma_tma.cu's, set by these families alone
+LAYOUT_DEFINES = ("A_MN_MAJOR", "B_K_MAJOR", "GEMM_BIAS", "GEMM_GELU")
 # The TMA tile a few rows take instead of copying the stored operand (`LayoutGemmSpace.rule_default`).
 READ_AS_STORED = {"BM": 64, "BN": 128, "WG": 1, "PINGPONG": 0, "STAGES": 7, "CLUSTER_M": 1}
 
@@ -71,6 +73,13 @@ def bias_launch(m: int, n: int, device: DeviceInfo) -> Launch:
     return Launch("gemm_bias_add", (blocks, 1, 1), (BIAS_THREADS, 1, 1), 0, ("C", "bias", np.int64(m * n), np.int32(n)))
 
 
+def gelu_launch(m: int, n: int, device: DeviceInfo) -> Launch:
+    """``gemm_bias_gelu``: pre = C + bias, C = gelu_tanh(pre) (linear_gelu without its fused epilogue)."""
+    blocks = max(1, min(ceil_div(m * n, BIAS_THREADS), 4 * device.multiprocessors))
+    args = ("C", "bias", "pre", np.int64(m * n), np.int32(n))
+    return Launch("gemm_bias_gelu", (blocks, 1, 1), (BIAS_THREADS, 1, 1), 0, args)
+
+
 def transpose_launch(src: str, dst: str, rows: int, cols: int) -> Launch:
     """``gemm_transpose``: dst (cols × rows) = srcᵀ (past 65535 rows of tiles, a block walks several)."""
     grid = (ceil_div(cols, TRANSPOSE_TILE), min(ceil_div(rows, TRANSPOSE_TILE), MAX_GRID_Y), 1)
@@ -78,10 +87,20 @@ def transpose_launch(src: str, dst: str, rows: int, cols: int) -> Launch:
 
 
 class Layout:
-    """What a layout family asks of an algorithm: which operand is stored transposed, and whether a bias is added."""
+    """What a layout family asks of an algorithm: which operand is stored transposed, whether a bias is added, and
+    whether GELU (tanh form) follows it, with the sum before it kept as the output ``pre``."""
 
-    def __init__(self, transposed: str, bias: bool) -> None:
-        self.transposed, self.bias = transposed, bias
+    def __init__(self, transposed: str, bias: bool, gelu: bool = False) -> None:
+        assert bias or not gelu, "the GELU epilogue follows a bias"
+        self.transposed, self.bias, self.gelu = transposed, bias, gelu
+
+    def epilogue_defines(self) -> dict[str, int]:
+        """gemm_wgmma_tma.cu's epilogue defines for this layout."""
+        return {**({"GEMM_BIAS": 1} if self.bias else {}), **({"GEMM_GELU": 1} if self.gelu else {})}
+
+    def epilogue_args(self) -> tuple[str, ...]:
+        """The buffers an epilogue in the product's kernel takes, after C."""
+        return ("bias", "pre")[: int(self.bias) + int(self.gelu)]
 
     def stored_dims(self, shape: Shape) -> tuple[int, int]:
         """(rows, cols) of the transposed operand as stored."""
@@ -112,7 +131,15 @@ class Layout:
 
 
 def _with_bias(layout: Layout, steps: list[Step], shape: Shape, device: DeviceInfo) -> list[Step]:
+    """``steps`` and the launch that adds the bias (and GELU) after them, where the layout has one."""
+    if layout.gelu:
+        return steps + [gelu_launch(shape[0], shape[1], device)]
     return steps + [bias_launch(shape[0], shape[1], device)] if layout.bias else steps
+
+
+def _step_defines(layout: Layout) -> dict[str, int]:
+    """What a template without the bias epilogue needs for the steps after its product (gemm_bias_gelu)."""
+    return {"GEMM_GELU": 1} if layout.gelu else {}
 
 
 class NativeTma(WgmmaTmaGemm):
@@ -122,7 +149,7 @@ class NativeTma(WgmmaTmaGemm):
 
     def defines(self, config: Config) -> dict[str, int | str]:
         flag = "B_K_MAJOR" if self.layout.transposed == "B" else "A_MN_MAJOR"
-        return {**super().defines(config), flag: 1, **({"GEMM_BIAS": 1} if self.layout.bias else {})}
+        return {**super().defines(config), flag: 1, **self.layout.epilogue_defines()}
 
     def constraints(self, config: Config, shape: Shape, device: DeviceInfo) -> list[str]:
         problems = super().constraints(config, shape, device)
@@ -154,8 +181,7 @@ class NativeTma(WgmmaTmaGemm):
             args[1] = TensorMap("B", self.dtype, dims=(k, n), box=(BK, 64))
         else:  # A stored K×M: boxes of 64 rows (m) × BK k-rows
             args[0] = TensorMap("A", self.dtype, dims=(m, k), box=(64, BK))
-        if self.layout.bias:
-            args.insert(3, "bias")
+        args[3:3] = self.layout.epilogue_args()  # after C
         out = [*steps[:at], dataclasses.replace(gemm, args=tuple(args)), *steps[at + 1:]]
         return _with_bias(self.layout, out, shape, device) if splits_of(config) > 1 else out
 
@@ -166,7 +192,7 @@ class NativeTf32x3(WgmmaTf32x3Gemm):
     layout: ClassVar[Layout]
 
     def defines(self, config: Config) -> dict[str, int | str]:
-        return {**super().defines(config), **({"GEMM_BIAS": 1} if self.layout.bias else {})}
+        return {**super().defines(config), **self.layout.epilogue_defines()}
 
     def splits(self, shape: Shape) -> tuple[Launch, Launch]:
         m, n, k = shape
@@ -180,7 +206,7 @@ class NativeTf32x3(WgmmaTf32x3Gemm):
         if not self.layout.bias:
             return [split_a, split_b, main, *rest]
         assert isinstance(main, Launch)
-        main = dataclasses.replace(main, args=(*main.args[:5], "bias", *main.args[5:]))  # after the output
+        main = dataclasses.replace(main, args=(*main.args[:5], *self.layout.epilogue_args(), *main.args[5:]))
         steps = [split_a, split_b, main, *rest]
         return _with_bias(self.layout, steps, shape, device) if rest else steps
 
@@ -196,6 +222,9 @@ class SwappedGemv(GemvGemm):
 
     def constraints(self, config: Config, shape: Shape, device: DeviceInfo) -> list[str]:
         return super().constraints(config, self._shape(shape), device)
+
+    def defines(self, config: Config) -> dict[str, int | str]:
+        return {**super().defines(config), **_step_defines(self.layout)}
 
     def launches(self, config: Config, shape: Shape, device: DeviceInfo) -> list[Step]:
         swapped = self.layout.swapped(shape)
@@ -217,6 +246,9 @@ class CopyFirst:
 
     def _copy_name(self) -> str:
         return self.layout.transposed + "T"
+
+    def defines(self, config: Config) -> dict[str, int | str]:
+        return {**super().defines(config), **_step_defines(self.layout)}  # type: ignore[misc]
 
     def launches(self, config: Config, shape: Shape, device: DeviceInfo) -> list[Step]:
         steps = super().launches(config, shape, device)  # type: ignore[misc]

@@ -8,7 +8,9 @@ where the launcher is not loaded.
 * gemm, gemm_nt, gemm_tn, linear: each GEMM's two gradients are the other layouts' products, with no operand
   copied (gemm: dA = gemm_nt(dC, B), dB = gemm_tn(A, dC); gemm_nt and linear: dA = gemm(dC, B),
   dB = gemm_tn(dC, A); gemm_tn: dA = gemm_nt(B, dC), dB = gemm(A, dC)); linear's dbias is dC summed over rows
-  (torch's sum: fp32 accumulation for half inputs);
+  by ``bias_grad`` (fp32 accumulation, rounded once, as torch's sum);
+* linear_gelu (C = gelu_tanh(pre), pre = A·Bᵀ + bias): ``gelu_bias_grad`` makes dpre = dC·gelu'(pre) and its row
+  sum dbias in one pass, then linear's products of dpre;
 * attention, attention_causal: our tuned ``attention_backward`` / ``attention_causal_backward`` kernels (dq, dk,
   dv from the saved q, k, v, o and lse), float16 and bfloat16 only: float32 attention has no backward kernel, and
   its backward raises `WrongDtype` (the forward runs; torch's own SDPA trains in float32);
@@ -18,9 +20,9 @@ where the launcher is not loaded.
 Attention with fewer kv heads than query heads (grouped-query) gets dk and dv of k's and v's own shapes: the backward
 kernel sums each kv head's gradient over its group's query heads.
 
-Only the first output of layernorm (y) and of attention (o) is differentiable; mean, rstd and lse are statistics
-for the backward pass. A forward whose backward is a kernel of its own gets no autograd at all where that family
-is not registered (`NEEDS`), rather than one that fails at its first backward.
+Only the first output of layernorm (y), linear_gelu (C) and attention (o) is differentiable; mean, rstd, pre and lse
+are kept for the backward pass. A forward whose backward is a kernel of its own gets no autograd at all where that
+family is not registered (`NEEDS`), rather than one that fails at its first backward.
 
 Causal attention masks bottom-right (query i sees key j iff j ≤ i + seq_kv − seq_q), and so do its gradients;
 torch's ``is_causal=True`` masks top-left. The two agree only where seq_q == seq_kv.
@@ -110,10 +112,25 @@ def _linear_setup(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
 
 def _linear_backward(ctx: Any, dc: torch.Tensor) -> tuple:
     da, db = _gemm_nt_backward(ctx, dc)
-    # torch sums half-precision rows in fp32 and rounds once (its reductions' accumulate type), as nn.Linear's own
-    # backward does: one operation, where an fp32 sum and a cast were two launches and two host calls per layer.
-    dbias = dc.sum(0) if ctx.needs_input_grad[2] else None
+    dbias = torch.ops.autotune.bias_grad(dc.contiguous()) if ctx.needs_input_grad[2] else None
     return da, db, dbias
+
+
+def _linear_gelu_setup(ctx: Any, inputs: tuple, output: tuple) -> None:
+    _c, pre = output
+    ctx.save_for_backward(inputs[0], inputs[1], pre)
+    ctx.mark_non_differentiable(pre)
+    ctx.set_materialize_grads(False)
+
+
+def _linear_gelu_backward(ctx: Any, dc: torch.Tensor | None, _dpre: Any) -> tuple:
+    if dc is None:  # C unused: no gradient flows
+        return None, None, None
+    a, b, pre = ctx.saved_tensors
+    ops, needs = torch.ops.autotune, ctx.needs_input_grad
+    dpre, dbias = ops.gelu_bias_grad(dc.contiguous(), pre)
+    return (ops.gemm(dpre, b) if needs[0] else None, ops.gemm_tn(dpre, a) if needs[1] else None,
+            dbias if needs[2] else None)  # fmt: skip
 
 
 def _attention_setup(ctx: Any, inputs: tuple, output: tuple) -> None:
@@ -157,6 +174,7 @@ BACKWARDS = {
     "gemm_nt": (_gemm_nt_backward, _gemm_setup),
     "gemm_tn": (_gemm_tn_backward, _gemm_setup),
     "linear": (_linear_backward, _linear_setup),
+    "linear_gelu": (_linear_gelu_backward, _linear_gelu_setup),
     "attention": (_attention_backward, _attention_setup),
     "attention_causal": (_attention_causal_backward, _attention_setup),
 }
@@ -166,7 +184,9 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "layernorm": ("layernorm_backward",),
     "attention": ("attention_backward",),
     "attention_causal": ("attention_causal_backward",),
-    **{name: GEMMS for name in (*GEMMS, "linear")},
+    **{name: GEMMS for name in GEMMS},
+    "linear": (*GEMMS, "bias_grad"),
+    "linear_gelu": (*GEMMS, "gelu_bias_grad"),
 }
 
 

@@ -23,15 +23,16 @@ _SOFTMAX: Any = None
 _GEMM: Any = None
 _GEMM_NT: Any = None
 _LINEAR: Any = None
+_LINEAR_GELU: Any = None
 
 
 def bind() -> None:
     """Look the operators up (autotune.torch does it after registering them)."""
-    global _LAYERNORM, _RMSNORM, _SOFTMAX, _GEMM, _GEMM_NT, _LINEAR
+    global _LAYERNORM, _RMSNORM, _SOFTMAX, _GEMM, _GEMM_NT, _LINEAR, _LINEAR_GELU
     ops = torch.ops.autotune
     _LAYERNORM, _RMSNORM, _SOFTMAX, _GEMM = (ops.layernorm.default, ops.rmsnorm.default, ops.softmax.default,
                                              ops.gemm.default)  # fmt: skip
-    _GEMM_NT, _LINEAR = ops.gemm_nt.default, ops.linear.default
+    _GEMM_NT, _LINEAR, _LINEAR_GELU = ops.gemm_nt.default, ops.linear.default, ops.linear_gelu.default
 
 
 # Each function passes a tensor on as it is where it already is the contiguous matrix or vector the kernel takes:
@@ -117,6 +118,22 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
         else:
             y = _LINEAR(rows, w, bias if bias.is_contiguous() else bias.contiguous())
     except WrongShape:  # the operator names its buffers (A, B): say it in the caller's terms
+        _refuse_linear_shapes(shape, weight, bias)
+        raise
+    return y if len(shape) == 2 else y.view(*shape[:-1], weight.shape[0])
+
+
+def linear_gelu(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """``gelu(x @ weightᵀ + bias, approximate="tanh")`` in one launch plan (``linear_gelu``: GELU in the GEMM's
+    epilogue, the sum before it kept for the backward)."""
+    shape = x.shape
+    if len(shape) == 0 or x.numel() == 0:
+        return torch.nn.functional.gelu(torch.nn.functional.linear(x, weight, bias), approximate="tanh")
+    rows = x if len(shape) == 2 and x.is_contiguous() else x.reshape(-1, shape[-1]).contiguous()
+    w = weight if weight.is_contiguous() else weight.contiguous()
+    try:
+        y = _LINEAR_GELU(rows, w, bias if bias.is_contiguous() else bias.contiguous())[0]
+    except WrongShape:
         _refuse_linear_shapes(shape, weight, bias)
         raise
     return y if len(shape) == 2 else y.view(*shape[:-1], weight.shape[0])

@@ -4,6 +4,11 @@
 the GEMM families support (under autocast, in autocast's dtype, cast as autocast would), and torch's own elsewhere;
 a `patch` report counts those run-time fallbacks with the reason.
 
+`LinearGELU` is a Linear followed by ``nn.GELU(approximate="tanh")`` on ``linear_gelu`` (GELU in the GEMM's
+epilogue; its backward's dGELU and bias sum in one pass): `patch` makes one from each such pair inside an
+``nn.Sequential``, leaving ``nn.Identity`` in the GELU's place (parameters and state_dict keys unchanged). A GELU
+called as a function inside a forward is not seen, and stays torch's.
+
 `LayerNorm` and `RMSNorm` subclass torch's own (same parameters, same state_dict) and run autotune's kernels on
 CUDA tensors of a dtype their family supports, and on meta/fake tensors (torch.compile tracing, recording shapes
 without a GPU). Elsewhere — CPU tensors, dtypes no kernel covers — they run torch's implementation: a module never
@@ -33,7 +38,7 @@ from autotune.torch import functional
 # underlying object is hashable") after other code had filled the memo.
 _DTYPE_NAMES = {d: dtype_name(d) for d in (torch.float32, torch.float16, torch.bfloat16)}
 _TAKES = {k: frozenset(space_class(k).supported_dtypes())
-          for k in ("layernorm", "layernorm_backward", "rmsnorm", "linear")}  # fmt: skip
+          for k in ("layernorm", "layernorm_backward", "rmsnorm", "linear", "linear_gelu")}  # fmt: skip
 
 
 _AUTOCAST_ELIGIBLE = (torch.float32, torch.float16, torch.bfloat16)  # autocast leaves float64 alone
@@ -90,27 +95,46 @@ class Linear(nn.Linear):
 
     fallbacks: Counter | None = None  # set by `patch`: the report's count of calls that ran torch's
 
+    KERNEL = "linear"
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         weight, bias = self.weight, self.bias
         if x.device.type == "cuda" and x.dtype in _AUTOCAST_ELIGIBLE and torch.is_autocast_enabled("cuda"):
             dtype = torch.get_autocast_dtype("cuda")  # what autocast would cast F.linear's operands to
             x, weight = x.to(dtype), weight.to(dtype)
             bias = bias.to(dtype) if bias is not None else None
-        if not (_kernel_takes("linear", x) and weight.dtype == x.dtype and x.device == weight.device):
+        if not (_kernel_takes(self.KERNEL, x) and weight.dtype == x.dtype and x.device == weight.device):
             return self._torchs(x, weight, bias, f"{x.device.type} {x.dtype} input, {weight.dtype} weight")
         if x.numel() == 0:  # an empty batch (an expert without tokens): the kernels take no empty matrix
             return self._torchs(x, weight, bias, "an empty input")
         if torch.compiler.is_compiling():  # traced: shapes and dtypes were checked above, nothing raises later
-            return functional.linear(x, weight, bias)
+            return self._kernels(x, weight, bias)
         try:
-            return functional.linear(x, weight, bias)
+            return self._kernels(x, weight, bias)
         except AutotuneError as exc:  # e.g. a view at an address TMA cannot read, a shape no algorithm fits
             return self._torchs(x, weight, bias, str(exc).splitlines()[0])
+
+    def _kernels(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        return functional.linear(x, weight, bias)
 
     def _torchs(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, why: str) -> torch.Tensor:
         if self.fallbacks is not None:
             self.fallbacks[why] += 1
         return nn.functional.linear(x, weight, bias)
+
+
+class LinearGELU(Linear):
+    """torch.nn.Linear followed by GELU's tanh form (``nn.GELU(approximate="tanh")``), on ``linear_gelu``: GELU in the
+    GEMM's epilogue, its backward's dGELU and bias sum in one pass. Needs a bias (`patch` fuses only such pairs)."""
+
+    KERNEL = "linear_gelu"
+
+    def _kernels(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        assert bias is not None, "patch fuses only Linear layers with a bias"
+        return functional.linear_gelu(x, weight, bias)
+
+    def _torchs(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, why: str) -> torch.Tensor:
+        return nn.functional.gelu(super()._torchs(x, weight, bias, why), approximate="tanh")
 
 
 @dataclass
@@ -163,10 +187,42 @@ def _children(parent: nn.Module) -> list[tuple[str, nn.Module]]:
     return [(name, m) for name, m in parent.named_modules(remove_duplicate=False) if name and "." not in name]
 
 
+def _fuse_gelu(model: nn.Module, report: PatchReport) -> set[int]:
+    """Each nn.Linear (with a bias) followed by nn.GELU in an nn.Sequential becomes one `LinearGELU`, the GELU an
+    nn.Identity; the ids of the modules put in, which the swap pass then leaves alone."""
+    made: set[int] = set()
+    for seq_name, seq in list(model.named_modules()):
+        if not isinstance(seq, nn.Sequential):
+            continue
+        names = [name for name, _ in seq.named_children()]
+        if len(names) != len(seq):  # a module held twice: positions and names part ways
+            names = [str(i) for i in range(len(seq))]
+        for i in range(len(seq) - 1):
+            lin, act, first, second = seq[i], seq[i + 1], names[i], names[i + 1]
+            if type(lin) is not nn.Linear or not isinstance(act, nn.GELU):
+                continue
+            where = f"{seq_name}.{second}" if seq_name else second
+            if act.approximate != "tanh":
+                report.skipped.append((where, f"GELU(approximate={act.approximate!r}): linear_gelu computes the tanh "
+                                              f"form; the Linear before it is swapped alone"))  # fmt: skip
+                continue
+            if lin.bias is None:
+                continue
+            fused = LinearGELU.__new__(LinearGELU)
+            fused.__dict__.update(lin.__dict__)  # the same Parameter objects
+            fused.fallbacks = report.fallbacks
+            identity = nn.Identity()
+            seq[i], seq[i + 1] = fused, identity
+            made |= {id(fused), id(identity)}
+            prefix = f"{seq_name}." if seq_name else ""
+            report.swapped.append(f"{prefix}{first}+{second} (Linear and GELU, fused)")
+    return made
+
+
 def patch(model: nn.Module, *, linear: bool = True) -> PatchReport:
-    """Swap, in place, every torch.nn.LayerNorm / RMSNorm (and, with ``linear``, every nn.Linear) of ``model``
-    that autotune's kernels can compute for the autotune module sharing its parameters; returns what was swapped
-    and what was kept, with why."""
+    """Swap, in place, every torch.nn.LayerNorm / RMSNorm (and, with ``linear``, every nn.Linear, fusing one followed
+    by nn.GELU(approximate="tanh") in an nn.Sequential) of ``model`` that autotune's kernels can compute for the
+    autotune module sharing its parameters; returns what was swapped and what was kept, with why."""
     report = PatchReport()
     if _replacement(model, linear)[0] is not None:
         raise ValueError("autotune.torch.patch: model is itself a layer patch would swap: wrap it or construct "
@@ -174,7 +230,7 @@ def patch(model: nn.Module, *, linear: bool = True) -> PatchReport:
     # A module shared by several parents, or held under two names, gets one replacement everywhere: a model that
     # relies on module identity (hooks, FSDP wrapping, id-keyed maps) sees the same structure after the swap.
     made: dict[int, tuple[nn.Module | None, str]] = {}
-    replacements: set[int] = set()
+    replacements: set[int] = _fuse_gelu(model, report) if linear else set()
     for parent_name, parent in list(model.named_modules(remove_duplicate=False)):
         for name, child in _children(parent):
             if id(child) in replacements:  # a shared parent seen again: its children are swapped already

@@ -35,7 +35,8 @@ log = logging.getLogger("autotune.torch")
 NAMESPACE = "autotune"
 # Library families offered as operators, where present (others' spaces may land later: see module docstring).
 FAMILIES = ("layernorm", "layernorm_backward", "rmsnorm", "softmax", "gemm", "gemm_nt", "gemm_tn", "linear",
-            "attention", "attention_backward", "attention_causal", "attention_causal_backward")
+            "linear_gelu", "bias_grad", "gelu_bias_grad", "attention", "attention_backward", "attention_causal",
+            "attention_causal_backward")
 
 
 @dataclass

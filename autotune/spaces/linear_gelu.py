@@ -1,0 +1,43 @@
+"""``linear_gelu``: pre = A·Bᵀ + bias and C = gelu_tanh(pre) — `nn.Linear` followed by `nn.GELU(approximate="tanh")`
+(GPT-2's MLP), in one launch plan. Both are outputs: C feeds the next layer, and ``pre`` is what the backward
+differentiates GELU at (``gelu_bias_grad``, `autotune.spaces.bias_grad`), the tensor torch's own GELU would keep.
+
+It is ``linear`` with a longer epilogue: the TMA wgmma algorithm stores the fp32 sum with the bias as ``pre``, then
+C = gelu_tanh of the same fp32 value (kernel_templates/gemm_wgmma_tma.cu, ``GEMM_GELU``); the other algorithms, and
+split-K after its reduce, run ``gemm_bias_gelu`` after the product. Same algorithms, tunables, accuracy contract and
+rule defaults as gemm. GELU is 1.13-Lipschitz at most, so C keeps the product's tolerance.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from autotune.shape import Shape
+from autotune.spaces.base import BufferSpec
+from autotune.spaces.gemm_layouts import Layout
+from autotune.spaces.linear import LinearSpace
+
+SQRT_2_OVER_PI, CUBIC = np.sqrt(2.0 / np.pi), 0.044715
+
+
+def gelu_tanh(x: np.ndarray) -> np.ndarray:
+    """GELU's tanh form in float64 (torch's ``gelu(x, approximate="tanh")``)."""
+    x = np.asarray(x, np.float64)
+    return 0.5 * x * (1.0 + np.tanh(SQRT_2_OVER_PI * (x + CUBIC * x**3)))
+
+
+class LinearGeluSpace(LinearSpace):
+    """pre = A·Bᵀ + bias, C = gelu_tanh(pre): A (M×K), B stored N×K, bias (N)."""
+
+    name = "linear_gelu"
+    LAYOUT = Layout("B", bias=True, gelu=True)
+    PRODUCT = "C = gelu(A·Bᵀ + bias) needs A (M, K) and B (N, K)"
+
+    def outputs(self, shape: Shape) -> dict[str, BufferSpec]:
+        return {**super().outputs(shape), "pre": BufferSpec((shape[0], shape[1]), self.dtype)}
+
+    def reference(self, inputs: Mapping[str, np.ndarray], shape: Shape) -> dict[str, np.ndarray]:
+        pre = super().reference(inputs, shape)["C"]
+        return {"C": gelu_tanh(pre), "pre": pre}
