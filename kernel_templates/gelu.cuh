@@ -21,32 +21,45 @@ __device__ __forceinline__ float gelu_tanh_grad(float x) {
   return 0.5f * (1.f + t) + 0.5f * x * (1.f - t * t) * GELU_SQRT_2_OVER_PI * (1.f + 3.f * GELU_CUBIC * x2);
 }
 
-// C = gelu_tanh(pre) over rows [row0, row0 + ROWS) × columns [col0, col0 + COLS) that the `threads` threads of
+// C = gelu_tanh(pre) over rows [row0, row0 + ROWS) × columns [col0, col0 + COLS) that the THREADS threads of
 // named barrier `bar` (thread t of them) have just stored to pre. Read back after the barrier, so that the
 // accumulators are dead by then (holding them through a second store spilled at 128 per thread), and GELU is taken
-// of the rounded value, as torch's GELU after a Linear takes it. 16-byte vectors where the rows allow.
-template <int ROWS, int COLS>
+// of the rounded value, as torch's GELU after a Linear takes it. 16-byte vectors where the rows allow, CHUNK of
+// them loaded before any is used: the reads come back from L2, and one at a time each would wait its whole trip.
+template <int ROWS, int COLS, int THREADS>
 __device__ __forceinline__ void gelu_from_pre(const elem_t* __restrict__ pre, elem_t* __restrict__ C, int M, int N,
-                                              int row0, int col0, int bar, int threads, int t) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(bar), "r"(threads) : "memory");
-  constexpr int V = 16 / sizeof(elem_t);
-  static_assert(COLS % V == 0, "whole vectors per tile row");
+                                              int row0, int col0, int bar, int t) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(bar), "n"(THREADS) : "memory");
+  constexpr int V = 16 / sizeof(elem_t), PER_ROW = COLS / V, ITERS = ROWS * PER_ROW / THREADS;
+  constexpr int CHUNK = ITERS < 8 ? ITERS : 8;
+  static_assert(COLS % V == 0 && (ROWS * PER_ROW) % THREADS == 0 && ITERS % CHUNK == 0, "whole vectors per thread");
   const bool vectors = N % V == 0 && (reinterpret_cast<uintptr_t>(pre) & 15) == 0 &&
                        (reinterpret_cast<uintptr_t>(C) & 15) == 0 && col0 % V == 0;
   if (vectors) {
-    for (int i = t; i < ROWS * (COLS / V); i += threads) {
-      const int row = row0 + i / (COLS / V), col = col0 + (i % (COLS / V)) * V;
-      if (row >= M || col >= N) continue;  // N and col multiples of V: a vector lies wholly inside or outside
-      const size_t at = (size_t)row * N + col;
-      uint4 v = *reinterpret_cast<const uint4*>(pre + at);
-      elem_t* e = reinterpret_cast<elem_t*>(&v);
 #pragma unroll
-      for (int j = 0; j < V; ++j) e[j] = from_f32<elem_t>(gelu_tanh(to_f32(e[j])));
-      *reinterpret_cast<uint4*>(C + at) = v;
+    for (int c0 = 0; c0 < ITERS; c0 += CHUNK) {
+      uint4 v[CHUNK];
+      size_t at[CHUNK];
+      bool in[CHUNK];
+#pragma unroll
+      for (int k = 0; k < CHUNK; ++k) {
+        const int i = t + (c0 + k) * THREADS, row = row0 + i / PER_ROW, col = col0 + (i % PER_ROW) * V;
+        in[k] = row < M && col < N;  // N and col multiples of V: a vector lies wholly inside or outside
+        at[k] = (size_t)row * N + col;
+        if (in[k]) v[k] = *reinterpret_cast<const uint4*>(pre + at[k]);
+      }
+#pragma unroll
+      for (int k = 0; k < CHUNK; ++k) {
+        if (!in[k]) continue;
+        elem_t* e = reinterpret_cast<elem_t*>(&v[k]);
+#pragma unroll
+        for (int j = 0; j < V; ++j) e[j] = from_f32<elem_t>(gelu_tanh(to_f32(e[j])));
+        *reinterpret_cast<uint4*>(C + at[k]) = v[k];
+      }
     }
     return;
   }
-  for (int i = t; i < ROWS * COLS; i += threads) {
+  for (int i = t; i < ROWS * COLS; i += THREADS) {
     const int row = row0 + i / COLS, col = col0 + i % COLS;
     if (row < M && col < N) {
       const size_t at = (size_t)row * N + col;

@@ -476,7 +476,7 @@ gemm_wgmma_tma(const __grid_constant__ TmaDesc tmap_a, const __grid_constant__ T
 #if GELU_EPILOGUE
       if (gridDim.z == 1) {
         store_fragments_f32<M_TILES, BN>(total, pre, M, N, bm0 + row0, bn0);
-        gelu_from_pre<CONSUMER_ROWS, BN>(pre, dst, M, N, bm0 + row0, bn0, GELU_BARRIER + cw, 128, threadIdx.x % 128);
+        gelu_from_pre<CONSUMER_ROWS, BN, 128>(pre, dst, M, N, bm0 + row0, bn0, GELU_BARRIER + cw, threadIdx.x % 128);
         continue;
       }
 #endif
@@ -488,8 +488,8 @@ gemm_wgmma_tma(const __grid_constant__ TmaDesc tmap_a, const __grid_constant__ T
 #endif
 #if GELU_EPILOGUE
         store_fragments<M_TILES, BN>(acc, pre, M, N, bm0 + row0, bn0);
-        gelu_from_pre<CONSUMER_ROWS, BN>(pre, static_cast<elem_t*>(out), M, N, bm0 + row0, bn0, GELU_BARRIER + cw, 128,
-                                         threadIdx.x % 128);
+        gelu_from_pre<CONSUMER_ROWS, BN, 128>(pre, static_cast<elem_t*>(out), M, N, bm0 + row0, bn0, GELU_BARRIER + cw,
+                                              threadIdx.x % 128);
 #else
         store_fragments<M_TILES, BN>(acc, static_cast<elem_t*>(out), M, N, bm0 + row0, bn0);
 #endif
