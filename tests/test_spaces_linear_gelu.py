@@ -4,7 +4,7 @@ kept as the output ``pre``; in the TMA kernel's epilogue or by gemm_bias_gelu af
 import numpy as np
 import pytest
 
-from autotune.spaces import Launch, get_space
+from autotune.spaces import ALGO, Launch, get_space
 
 from conftest import H200
 from plan_emulation import emulate_outputs
@@ -100,6 +100,11 @@ def test_defaults_and_rule_defaults_compile_without_spills(cache_dir):
         space = get_space("linear_gelu", dtype=dtype)
         configs = [dict(space.default_config)]
         configs += [space.rule_default(s, H200) for s in ((8192, 3072, 768), (8, 3072, 768), (1000, 1000, 1001))]
+        if dtype != "float32":  # the epilogue's read-back at every consumer tile (rows × columns) the space allows
+            tma = {ALGO: "wgmma_tma", **space.algos["wgmma_tma"].default_config}
+            tiles = ({"WG": 1, "BM": 64, "BN": 192, "STAGES": 6}, {"WG": 1, "BM": 64, "BN": 64},
+                     {"BM": 256, "BN": 128, "STAGES": 3}, {"PINGPONG": 1, "BN": 128})
+            configs += [{**tma, **v} for v in tiles]
         jobs += [(space, c, (8192, 3072, 768)) for c in configs]
     results = compile_jobs(jobs, "sm_90a", cache_dir)
     assert_built_without_spills(jobs, results)
