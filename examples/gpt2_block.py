@@ -37,7 +37,8 @@ class Block(nn.Module):
         self.attn = nn.Linear(d_model, 3 * d_model)
         self.proj = nn.Linear(d_model, d_model)
         self.ln_2 = nn.LayerNorm(d_model)
-        # GPT-2's MLP as modules in order (as nanoGPT and timm write it), so that `patch` sees the Linear → GELU pair
+        # GPT-2's MLP as an nn.Sequential, so that `patch` sees the Linear → GELU pair (nanoGPT and timm hold the same
+        # modules but call them from their own forward: there patch swaps the Linear layers alone)
         self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(approximate="tanh"),
                                  nn.Linear(4 * d_model, d_model))
 

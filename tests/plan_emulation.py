@@ -11,6 +11,7 @@ is zero.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, Mapping
 
 import numpy as np
@@ -42,7 +43,7 @@ def _operand(buffers: Mapping[str, np.ndarray], tmap: TensorMap, rows: int, cols
 
 def _gemm(buffers: dict[str, np.ndarray], args: tuple, defines: Mapping[str, Any], grid: tuple) -> None:
     a_map, b_map, out, *rest = args
-    epilogue = [a for a in rest if isinstance(a, str)]  # (bias[, pre]) after C
+    epilogue = list(itertools.takewhile(lambda a: isinstance(a, str), rest))  # (bias[, pre]) right after C
     rest = rest[len(epilogue):]
     bias = epilogue[0] if epilogue else None
     m, n, k = (int(v) for v in rest[:3])

@@ -3,6 +3,9 @@ linear, and each GEMM's gradients through the other two (stand-in kernels on the
 
 from __future__ import annotations
 
+import copy
+from collections import Counter
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -222,7 +225,7 @@ def test_patch_fuses_linear_and_gelu_in_a_sequential_only():
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(approximate="tanh"), torch.nn.Linear(32, 8),
                                 torch.nn.GELU(), torch.nn.Linear(8, 4, bias=False), torch.nn.GELU(approximate="tanh"))
-    keys = set(model.state_dict())
+    keys, eager = set(model.state_dict()), copy.deepcopy(model)
     weight = model[0].weight
     report = att.patch(model)
     assert isinstance(model[0], att.LinearGELU) and isinstance(model[1], torch.nn.Identity)
@@ -231,9 +234,57 @@ def test_patch_fuses_linear_and_gelu_in_a_sequential_only():
     assert type(model[4]) is att.Linear and isinstance(model[5], torch.nn.GELU), "no bias: not fused"
     assert "0+1 (Linear and GELU, fused)" in report.swapped
     assert any(name == "3" and "approximate='none'" in why for name, why in report.skipped)
-    x = torch.randn(4, 16)  # CPU: torch's Linear and GELU run, same answers
-    torch.testing.assert_close(model(x), torch.nn.Sequential(*[m for m in model])(x))
+    x = torch.randn(4, 16)  # CPU: torch's Linear and GELU run, the unpatched copy's answers
+    torch.testing.assert_close(model(x), eager(x))
     assert model[0].fallbacks and sum(model[0].fallbacks.values()) >= 1
+
+
+class Gated(torch.nn.Sequential):  # a Sequential subclass that calls its children its own way
+    def forward(self, x):
+        h = self[0](x)
+        return self[1](h) * h
+
+
+def test_patch_leaves_pairs_whose_fusion_would_change_what_they_compute_or_who_sees_it():
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(8, 8)
+    shared = torch.nn.Sequential(lin, torch.nn.GELU(approximate="tanh"))
+    hooked = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU(approximate="tanh"))
+    seen = []
+    hooked[0].register_forward_hook(lambda module, inputs, output: seen.append(output))
+    model = torch.nn.ModuleDict({"shared": shared, "alias": torch.nn.ModuleList([lin]), "hooked": hooked,
+                                 "gated": Gated(torch.nn.Linear(8, 8), torch.nn.GELU(approximate="tanh"))})
+    eager = copy.deepcopy(model)
+    report = att.patch(model)
+    assert not any(isinstance(m, att.LinearGELU) for m in model.modules()), report.swapped
+    assert model["shared"][0] is model["alias"][0], "one module, swapped once"
+    assert type(model["shared"][0]) is att.Linear
+    skipped = dict(report.skipped)
+    assert "held elsewhere" in skipped["shared.1"] and "hook" in skipped["hooked.1"]
+    x = torch.randn(3, 8)
+    torch.testing.assert_close(model["gated"](x), eager["gated"](x))
+    model["hooked"](x)
+    torch.testing.assert_close(seen[-1], eager["hooked"][0](x))  # the hook still sees the Linear's output
+
+
+def test_the_hook_tables_patch_reads_exist_in_this_torch():
+    # autotune.torch.modules._HOOK_TABLES reads nn.Module's private hook dicts (written against torch 2.11–2.13).
+    from autotune.torch.modules import _HOOK_TABLES
+
+    module = torch.nn.Linear(2, 2)
+    assert all(isinstance(getattr(module, table), dict) for table in _HOOK_TABLES), torch.__version__
+    module.register_forward_pre_hook(lambda m, i: None)
+    assert module._forward_pre_hooks
+
+
+def test_linear_gelu_without_a_bias_runs_torchs_and_says_so():
+    layer = att.LinearGELU(8, 4, bias=False)
+    layer.fallbacks = Counter()
+    x = torch.randn(2, 8)
+    torch.testing.assert_close(layer(x), torch.nn.functional.gelu(x @ layer.weight.T, approximate="tanh"))
+    layer.to("meta")  # a device the kernels take (tracing): the missing bias is the reason
+    assert layer(meta(2, 8)).shape == (2, 4)
+    assert any("no bias" in why for why in layer.fallbacks), layer.fallbacks
 
 
 def test_a_patched_gelu_mlp_records_linear_gelu_and_its_backward():

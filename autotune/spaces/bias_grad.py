@@ -33,7 +33,8 @@ FINALIZE_THREADS = 128  # per block of column_sum_finalize: narrow rows (768 col
 RULE_BLOCKS_PER_SM = 2  # the rule's target: enough blocks that every SM has two (a tail, and latency to hide)
 # fp32 outputs: each lane adds at most 1024/4 = 256 rows in turn, then the warps and the splits are added: 2e-7 to
 # 8e-7 of ‖dbias‖ on the validation shapes in an emulation of that order (tests/test_spaces_bias_grad.py); dpre is
-# one product and a tanhf (a few ulp). 1e-5 leaves room for fma contractions and is the row kernels' fp32 tolerance.
+# one product and gelu' through one expf and a division (a few ulp, kernel_templates/gelu.cuh). 1e-5 leaves room
+# for fma contractions and is the row kernels' fp32 tolerance.
 # Half outputs: `_precision.HALF_TOLERANCE` (one rounding of the fp32 value costs at most 2^-11 or 2^-8 of it).
 FP32_TOLERANCE = 1e-5
 SQRT_2_OVER_PI = float(np.sqrt(2.0 / np.pi))

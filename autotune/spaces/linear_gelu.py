@@ -2,9 +2,10 @@
 (GPT-2's MLP), in one launch plan. Both are outputs: C feeds the next layer, and ``pre`` is what the backward
 differentiates GELU at (``gelu_bias_grad``, `autotune.spaces.bias_grad`), the tensor torch's own GELU would keep.
 
-It is ``linear`` with a longer epilogue: the TMA wgmma algorithm stores the fp32 sum with the bias as ``pre``, then
-C = gelu_tanh of the same fp32 value (kernel_templates/gemm_wgmma_tma.cu, ``GEMM_GELU``); the other algorithms, and
-split-K after its reduce, run ``gemm_bias_gelu`` after the product. Same algorithms, tunables, accuracy contract and
+It is ``linear`` with a longer epilogue: the TMA wgmma algorithm stores the sum with the bias as ``pre``, then
+C = gelu_tanh of the stored (rounded) value, as torch's GELU after a Linear takes it (kernel_templates/
+gemm_wgmma_tma.cu, ``GEMM_GELU``; kernel_templates/gelu.cuh); the other algorithms, and split-K after its reduce, run
+``gemm_bias_gelu`` after the product, in the same order. Same algorithms, tunables, accuracy contract and
 rule defaults as gemm. GELU is 1.13-Lipschitz at most, so C keeps the product's tolerance.
 """
 

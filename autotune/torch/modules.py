@@ -130,7 +130,8 @@ class LinearGELU(Linear):
     KERNEL = "linear_gelu"
 
     def _kernels(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-        assert bias is not None, "patch fuses only Linear layers with a bias"
+        if bias is None:  # linear_gelu adds a bias; `patch` fuses only Linear layers that have one
+            return self._torchs(x, weight, bias, "no bias (linear_gelu takes one)")
         return functional.linear_gelu(x, weight, bias)
 
     def _torchs(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, why: str) -> torch.Tensor:
@@ -187,26 +188,43 @@ def _children(parent: nn.Module) -> list[tuple[str, nn.Module]]:
     return [(name, m) for name, m in parent.named_modules(remove_duplicate=False) if name and "." not in name]
 
 
+# nn.Module's hook tables (private attributes, torch 2.x; tests/test_torch_linear.py pins them): a hook on the Linear
+# would see GELU's output once fused, and the GELU's own hooks would vanish with it, so a pair with any is left alone.
+# No public API tells whether a module has hooks.
+_HOOK_TABLES = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+
+
+def _has_hooks(module: nn.Module) -> bool:
+    return any(getattr(module, table, None) for table in _HOOK_TABLES)
+
+
 def _fuse_gelu(model: nn.Module, report: PatchReport) -> set[int]:
-    """Each nn.Linear (with a bias) followed by nn.GELU in an nn.Sequential becomes one `LinearGELU`, the GELU an
-    nn.Identity; the ids of the modules put in, which the swap pass then leaves alone."""
+    """Each nn.Linear (with a bias) followed by nn.GELU(approximate="tanh") in an nn.Sequential becomes one
+    `LinearGELU`, the GELU an nn.Identity; the ids of the modules put in, which the swap pass then leaves alone.
+    Only plain torch classes, each module held once in the model, and no hooks: what the pair computes, and who
+    sees it, stay the same."""
     made: set[int] = set()
+    held = Counter(id(m) for _, m in model.named_modules(remove_duplicate=False))
     for seq_name, seq in list(model.named_modules()):
-        if not isinstance(seq, nn.Sequential):
+        if type(seq) is not nn.Sequential:  # a subclass may call its children its own way
             continue
         names = [name for name, _ in seq.named_children()]
         if len(names) != len(seq):  # a module held twice: positions and names part ways
             names = [str(i) for i in range(len(seq))]
         for i in range(len(seq) - 1):
             lin, act, first, second = seq[i], seq[i + 1], names[i], names[i + 1]
-            if type(lin) is not nn.Linear or not isinstance(act, nn.GELU):
+            if type(lin) is not nn.Linear or type(act) is not nn.GELU or lin.bias is None:
                 continue
             where = f"{seq_name}.{second}" if seq_name else second
+            why = ""
             if act.approximate != "tanh":
-                report.skipped.append((where, f"GELU(approximate={act.approximate!r}): linear_gelu computes the tanh "
-                                              f"form; the Linear before it is swapped alone"))  # fmt: skip
-                continue
-            if lin.bias is None:
+                why = f"GELU(approximate={act.approximate!r}): linear_gelu computes the tanh form"
+            elif held[id(lin)] > 1 or held[id(act)] > 1:
+                why = "the Linear or the GELU is held elsewhere too: fused here, it would differ there"
+            elif _has_hooks(lin) or _has_hooks(act):
+                why = "a hook on the Linear or the GELU would see another tensor once they are fused"
+            if why:
+                report.skipped.append((where, f"{why}; the Linear before it is swapped alone"))
                 continue
             fused = LinearGELU.__new__(LinearGELU)
             fused.__dict__.update(lin.__dict__)  # the same Parameter objects
