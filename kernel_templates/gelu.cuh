@@ -15,15 +15,17 @@
 #define GELU_CUBIC 0.044715f
 
 // s = σ(2u) for u = √(2/π)·x·(1 + 0.044715·x²), and 1 − s taken as e^{−2u}·s (1 − s itself would cancel where
-// s → 1); e^{−2u} → ∞ gives s = 0, → 0 gives s = 1.
+// s → 1); e^{−2u} → 0 gives s = 1.
 __device__ __forceinline__ float gelu_sigmoid(float x, float& one_minus) {
   const float two_u = 2.f * GELU_SQRT_2_OVER_PI * x * (1.f + GELU_CUBIC * x * x);
+  // e^{−2u} held below 1e30: s is then 1e-30 where it underflows (x ≲ −9, GELU ≈ 0 either way), and 1 − s = e·s
+  // stays 1, not ∞·0.
 #if DTYPE == 0
-  const float e = expf(-two_u), s = 1.f / (1.f + e);
+  const float e = fminf(expf(-two_u), 1e30f), s = 1.f / (1.f + e);
 #else
-  const float e = __expf(-two_u), s = __fdividef(1.f, 1.f + e);
+  const float e = fminf(__expf(-two_u), 1e30f), s = __fdividef(1.f, 1.f + e);
 #endif
-  one_minus = isinf(e) ? 1.f : e * s;
+  one_minus = e * s;
   return s;
 }
 
