@@ -296,3 +296,49 @@ def test_a_patched_gelu_mlp_records_linear_gelu_and_its_backward():
         model(x).sum().backward()
     assert ("linear_gelu", (16, 96, 64), "float32") in calls.calls
     assert ("gelu_bias_grad", (16, 96), "float32") in calls.calls and ("bias_grad", (16, 64), "float32") in calls.calls
+
+
+class NanoGptMlp(torch.nn.Module):  # nanoGPT's MLP: its children called from its own forward
+    def __init__(self, width=16):
+        super().__init__()
+        self.c_fc = torch.nn.Linear(width, 4 * width)
+        self.gelu = torch.nn.GELU(approximate="tanh")
+        self.c_proj = torch.nn.Linear(4 * width, width)
+        self.dropout = torch.nn.Dropout(0.0)
+
+    def forward(self, x):
+        return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))
+
+
+class Residual(NanoGptMlp):  # the Linear's output used twice: GELU is not its only reader
+    def forward(self, x):
+        h = self.c_fc(x)
+        return self.c_proj(self.gelu(h) + h)
+
+
+class Branchy(NanoGptMlp):  # control flow on a value: fx cannot trace it
+    def forward(self, x):
+        h = self.gelu(self.c_fc(x))
+        return self.c_proj(h) if h.sum() > 0 else self.c_proj(-h)
+
+
+class Remembers(NanoGptMlp):  # sets an attribute in its forward
+    def forward(self, x):
+        self.seen = x
+        return super().forward(x)
+
+
+def test_patch_fuses_a_pair_its_traced_forward_feeds_one_to_the_other():
+    torch.manual_seed(0)
+    model = torch.nn.ModuleDict({"mlp": NanoGptMlp(), "residual": Residual(), "branchy": Branchy(),
+                                 "remembers": Remembers()})
+    eager = copy.deepcopy(model)
+    report = att.patch(model)
+    assert isinstance(model["mlp"].c_fc, att.LinearGELU) and isinstance(model["mlp"].gelu, torch.nn.Identity)
+    assert "mlp.c_fc+gelu (Linear and GELU, fused)" in report.swapped
+    assert type(model["residual"].c_fc) is att.Linear and type(model["residual"].gelu) is torch.nn.GELU
+    assert "could not be traced" in dict(report.skipped)["branchy"]
+    assert isinstance(model["remembers"].c_fc, att.LinearGELU) and not hasattr(model["remembers"], "seen")
+    x = torch.randn(3, 16)
+    for name in ("mlp", "residual", "branchy", "remembers"):
+        torch.testing.assert_close(model[name](x), eager[name](x))

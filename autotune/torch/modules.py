@@ -5,9 +5,11 @@ the GEMM families support (under autocast, in autocast's dtype, cast as autocast
 a `patch` report counts those run-time fallbacks with the reason.
 
 `LinearGELU` is a Linear followed by ``nn.GELU(approximate="tanh")`` on ``linear_gelu`` (GELU in the GEMM's
-epilogue; its backward's dGELU and bias sum in one pass): `patch` makes one from each such pair inside an
-``nn.Sequential``, leaving ``nn.Identity`` in the GELU's place (parameters and state_dict keys unchanged). A GELU
-called as a function inside a forward is not seen, and stays torch's.
+epilogue; its backward's dGELU and bias sum in one pass): `patch` makes one from each such pair, leaving
+``nn.Identity`` in the GELU's place (parameters and state_dict keys unchanged), where the pair is consecutive in an
+``nn.Sequential`` or where a module's own forward, traced by torch.fx with its children as leaves, feeds the
+Linear's output to the GELU alone (nanoGPT's and timm's MLPs). A GELU called as a function is not a module, and
+stays torch's.
 
 `LayerNorm` and `RMSNorm` subclass torch's own (same parameters, same state_dict) and run autotune's kernels on
 CUDA tensors of a dtype their family supports, and on meta/fake tensors (torch.compile tracing, recording shapes
@@ -18,13 +20,14 @@ module asking for another eps is refused at construction, and `patch` leaves suc
 
 from __future__ import annotations
 
+import copy
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import torch
-from torch import nn
+from torch import fx, nn
 
 from autotune.errors import AutotuneError
 from autotune.runtime.arrays import dtype_name
@@ -198,43 +201,117 @@ def _has_hooks(module: nn.Module) -> bool:
     return any(getattr(module, table, None) for table in _HOOK_TABLES)
 
 
+class _ChildrenAsLeaves(fx.Tracer):
+    """Traces one module's own forward: every submodule it calls is a single call_module node."""
+
+    def is_leaf_module(self, m: nn.Module, module_qualified_name: str) -> bool:
+        return True
+
+
+def _traced_pairs(module: nn.Module) -> list[tuple[str, str]] | str:
+    """The (Linear, GELU) children of ``module`` whose forward feeds the Linear's output to the GELU alone, each
+    called once (nanoGPT's and timm's MLPs); or why the forward could not be followed."""
+    try:  # a shallow copy: what the forward sets on self while traced (a Proxy) stays off the model
+        graph = _ChildrenAsLeaves().trace(copy.copy(module))
+    except Exception as exc:  # noqa: BLE001 — control flow on values, asserted shapes: fx cannot follow them
+        return f"its forward could not be traced ({type(exc).__name__}); the Linear layers are swapped alone"
+    calls = Counter(n.target for n in graph.nodes if n.op == "call_module")
+    pairs = []
+    for node in graph.nodes:
+        if node.op != "call_module" or type(module.get_submodule(node.target)) is not nn.GELU:
+            continue
+        source = node.args[0] if len(node.args) == 1 and not node.kwargs else None
+        if not isinstance(source, fx.Node) or source.op != "call_module":
+            continue
+        if type(module.get_submodule(source.target)) is nn.Linear and len(source.users) == 1 and "." not in (
+                source.target + node.target) and calls[source.target] == calls[node.target] == 1:  # fmt: skip
+            pairs.append((source.target, node.target))
+    return pairs
+
+
+def _unfusable(lin: nn.Module, act: nn.Module, held: Counter) -> str:
+    """Why a Linear → GELU pair stays as it is ("" where it can be fused)."""
+    if lin.bias is None:
+        return "the Linear has no bias (linear_gelu adds one)"
+    if act.approximate != "tanh":
+        return f"GELU(approximate={act.approximate!r}): linear_gelu computes the tanh form"
+    if held[id(lin)] > 1 or held[id(act)] > 1:
+        return "the Linear or the GELU is held elsewhere too: fused here, it would differ there"
+    if _has_hooks(lin) or _has_hooks(act):
+        return "a hook on the Linear or the GELU would see another tensor once they are fused"
+    return ""
+
+
+def _fused(lin: nn.Linear, report: PatchReport) -> LinearGELU:
+    fused = LinearGELU.__new__(LinearGELU)
+    fused.__dict__.update(lin.__dict__)  # the same Parameter objects
+    fused.fallbacks = report.fallbacks
+    return fused
+
+
 def _fuse_gelu(model: nn.Module, report: PatchReport) -> set[int]:
-    """Each nn.Linear (with a bias) followed by nn.GELU(approximate="tanh") in an nn.Sequential becomes one
-    `LinearGELU`, the GELU an nn.Identity; the ids of the modules put in, which the swap pass then leaves alone.
-    Only plain torch classes, each module held once in the model, and no hooks: what the pair computes, and who
-    sees it, stay the same."""
+    """Each nn.Linear followed by nn.GELU(approximate="tanh") becomes one `LinearGELU`, the GELU an nn.Identity:
+    consecutive in an nn.Sequential, or, in another module, where its traced forward feeds the Linear's output to
+    the GELU alone. Only plain torch classes, with a bias, each module held once in the model, and no hooks: what
+    the pair computes, and who sees it, stay the same. The ids of the modules put in, which the swap pass then
+    leaves alone."""
     made: set[int] = set()
     held = Counter(id(m) for _, m in model.named_modules(remove_duplicate=False))
-    for seq_name, seq in list(model.named_modules()):
-        if type(seq) is not nn.Sequential:  # a subclass may call its children its own way
+
+    def fuse(parent_name: str, first: str, second: str, lin: nn.Module, act: nn.Module, put: Callable) -> None:
+        where = f"{parent_name}.{second}" if parent_name else second
+        why = _unfusable(lin, act, held)
+        if why:
+            report.skipped.append((where, f"{why}; the Linear before it is swapped alone"))
+            return
+        fused, identity = _fused(lin, report), nn.Identity()
+        put(fused, identity)
+        made.update((id(fused), id(identity)))
+        prefix = f"{parent_name}." if parent_name else ""
+        report.swapped.append(f"{prefix}{first}+{second} (Linear and GELU, fused)")
+
+    for name, parent in list(model.named_modules()):
+        if type(parent) is nn.Sequential:
+            names = [n for n, _ in parent.named_children()]
+            if len(names) != len(parent):  # a module held twice: positions and names part ways
+                names = [str(i) for i in range(len(parent))]
+            for i in range(len(parent) - 1):
+                lin, act = parent[i], parent[i + 1]
+                if type(lin) is nn.Linear and type(act) is nn.GELU:
+                    fuse(name, names[i], names[i + 1], lin, act, _put_at(parent, i))
             continue
-        names = [name for name, _ in seq.named_children()]
-        if len(names) != len(seq):  # a module held twice: positions and names part ways
-            names = [str(i) for i in range(len(seq))]
-        for i in range(len(seq) - 1):
-            lin, act, first, second = seq[i], seq[i + 1], names[i], names[i + 1]
-            if type(lin) is not nn.Linear or type(act) is not nn.GELU or lin.bias is None:
-                continue
-            where = f"{seq_name}.{second}" if seq_name else second
-            why = ""
-            if act.approximate != "tanh":
-                why = f"GELU(approximate={act.approximate!r}): linear_gelu computes the tanh form"
-            elif held[id(lin)] > 1 or held[id(act)] > 1:
-                why = "the Linear or the GELU is held elsewhere too: fused here, it would differ there"
-            elif _has_hooks(lin) or _has_hooks(act):
-                why = "a hook on the Linear or the GELU would see another tensor once they are fused"
-            if why:
-                report.skipped.append((where, f"{why}; the Linear before it is swapped alone"))
-                continue
-            fused = LinearGELU.__new__(LinearGELU)
-            fused.__dict__.update(lin.__dict__)  # the same Parameter objects
-            fused.fallbacks = report.fallbacks
-            identity = nn.Identity()
-            seq[i], seq[i + 1] = fused, identity
-            made |= {id(fused), id(identity)}
-            prefix = f"{seq_name}." if seq_name else ""
-            report.swapped.append(f"{prefix}{first}+{second} (Linear and GELU, fused)")
+        if isinstance(parent, nn.Sequential):
+            continue  # a subclass may call its children its own way
+        children = dict(parent.named_children())
+        if not any(type(m) is nn.Linear for m in children.values()) or not any(
+                type(m) is nn.GELU for m in children.values()):  # fmt: skip
+            continue
+        pairs = _traced_pairs(parent)
+        if isinstance(pairs, str):
+            report.skipped.append((name or type(parent).__name__, pairs))
+            continue
+        for first, second in pairs:
+            fuse(name, first, second, children[first], children[second], _put_as(parent, first, second))
     return made
+
+
+def _put_at(seq: nn.Sequential, i: int) -> Callable[[nn.Module, nn.Module], None]:
+    """Puts a fused pair at positions i and i + 1 of ``seq``."""
+
+    def put(fused: nn.Module, identity: nn.Module) -> None:
+        seq[i], seq[i + 1] = fused, identity
+
+    return put
+
+
+def _put_as(parent: nn.Module, first: str, second: str) -> Callable[[nn.Module, nn.Module], None]:
+    """Puts a fused pair under the names ``first`` and ``second`` of ``parent``."""
+
+    def put(fused: nn.Module, identity: nn.Module) -> None:
+        setattr(parent, first, fused)
+        setattr(parent, second, identity)
+
+    return put
 
 
 def patch(model: nn.Module, *, linear: bool = True) -> PatchReport:
