@@ -75,16 +75,33 @@ def test_a_patched_mlp_trains_like_eager(att, dtype, compiled):
     assert not report.fallbacks
 
 
+class NanoGptMlp(torch.nn.Module):  # the same pair called from a forward of its own (torch.fx finds it)
+    def __init__(self):
+        super().__init__()
+        self.c_fc, self.gelu = torch.nn.Linear(768, 3072), torch.nn.GELU(approximate="tanh")
+        self.c_proj = torch.nn.Linear(3072, 768)
+
+    def forward(self, x):
+        return self.c_proj(self.gelu(self.c_fc(x)))
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
-def test_a_gpt2_mlp_fuses_linear_and_gelu_and_trains_like_eager(att, dtype):
-    """nn.Linear → nn.GELU("tanh") in a Sequential runs as one linear_gelu (its backward: gelu_bias_grad, then the
-    products of dpre); forward and every gradient match eager torch's."""
+@pytest.mark.parametrize("form", ["sequential", "traced"])
+def test_a_gpt2_mlp_fuses_linear_and_gelu_and_trains_like_eager(att, dtype, form):
+    """nn.Linear → nn.GELU("tanh") runs as one linear_gelu (its backward: gelu_bias_grad, then the products of dpre),
+    in a Sequential or in a module's own forward; forward and every gradient match eager torch's."""
     torch.manual_seed(0)
-    eager = torch.nn.Sequential(torch.nn.Linear(768, 3072), torch.nn.GELU(approximate="tanh"),
-                                torch.nn.Linear(3072, 768)).cuda().to(dtype)  # fmt: skip
+    if form == "sequential":
+        eager = torch.nn.Sequential(torch.nn.Linear(768, 3072), torch.nn.GELU(approximate="tanh"),
+                                    torch.nn.Linear(3072, 768))  # fmt: skip
+    else:
+        eager = NanoGptMlp()
+    eager = eager.cuda().to(dtype)
     patched = copy.deepcopy(eager)
     report = att.patch(patched)
-    assert report.swapped == ["0+1 (Linear and GELU, fused)", "2"] and isinstance(patched[0], att.LinearGELU)
+    fused = {"sequential": ["0+1 (Linear and GELU, fused)", "2"], "traced": ["c_fc+gelu (Linear and GELU, fused)",
+                                                                              "c_proj"]}[form]  # fmt: skip
+    assert report.swapped == fused, report
     x = torch.randn(4, 512, 768, device="cuda", dtype=dtype)
     outs = [model(x) for model in (patched, eager)]
     assert rel(outs[0], outs[1]) < 2 * TOLERANCE[dtype]
