@@ -16,9 +16,9 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from autotune.spaces._gelu import gelu_tanh
 from autotune.spaces._gemm_splitk import PARTIAL
 from autotune.spaces.base import Launch, TensorMap, Zero
-from autotune.spaces.linear_gelu import gelu_tanh
 
 
 def _matrix(buffers: Mapping[str, np.ndarray], tmap: TensorMap) -> np.ndarray:

@@ -8,13 +8,13 @@ import dataclasses
 
 import numpy as np
 import pytest
+from space_checks import assert_built_without_spills, compile_jobs, template_defaults
 
 from autotune import dtypes
 from autotune.errors import InvalidArgument
 from autotune.spaces import Launch, get_space
-from autotune.spaces.bias_grad import MAX_SPLITS, gelu_tanh_grad
-
-from space_checks import assert_built_without_spills, compile_jobs, template_defaults
+from autotune.spaces._gelu import gelu_tanh_grad
+from autotune.spaces.bias_grad import MAX_SPLITS
 
 KERNELS = ["bias_grad", "gelu_bias_grad"]
 DTYPES = ["float32", "float16", "bfloat16"]

@@ -24,6 +24,7 @@ from autotune import dtypes
 from autotune.device import DeviceInfo
 from autotune.errors import InvalidArgument
 from autotune.shape import Shape
+from autotune.spaces._gelu import gelu_tanh_grad
 from autotune.spaces._precision import dtype_code, output_tolerance, widest_vec
 from autotune.spaces._vectors import block_problems, vector_problems
 from autotune.spaces.base import BufferSpec, Config, KernelSpace, Launch, Param, Step, ceil_div
@@ -37,8 +38,6 @@ RULE_BLOCKS_PER_SM = 2  # the rule's target: enough blocks that every SM has two
 # for fma contractions and is the row kernels' fp32 tolerance.
 # Half outputs: `_precision.HALF_TOLERANCE` (one rounding of the fp32 value costs at most 2^-11 or 2^-8 of it).
 FP32_TOLERANCE = 1e-5
-SQRT_2_OVER_PI = float(np.sqrt(2.0 / np.pi))
-GELU_COEFF = 0.044715
 
 
 class _ColumnSum(KernelSpace):
@@ -173,9 +172,3 @@ class GeluBiasGradSpace(_ColumnSum):
     def work(self, shape: Shape) -> float:
         rows, cols = shape
         return self.itemsize * (3.0 * rows * cols + cols)  # dy, pre read, dpre and dbias written
-
-
-def gelu_tanh_grad(x: np.ndarray) -> np.ndarray:
-    """d/dx of 0.5·x·(1 + tanh(u)), u = √(2/π)·(x + 0.044715·x³), in float64."""
-    t = np.tanh(SQRT_2_OVER_PI * (x + GELU_COEFF * x**3))
-    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_COEFF * x * x)

@@ -16,17 +16,10 @@ from typing import Mapping
 import numpy as np
 
 from autotune.shape import Shape
+from autotune.spaces._gelu import gelu_tanh
 from autotune.spaces.base import BufferSpec
 from autotune.spaces.gemm_layouts import Layout
 from autotune.spaces.linear import LinearSpace
-
-SQRT_2_OVER_PI, CUBIC = np.sqrt(2.0 / np.pi), 0.044715
-
-
-def gelu_tanh(x: np.ndarray) -> np.ndarray:
-    """GELU's tanh form in float64 (torch's ``gelu(x, approximate="tanh")``)."""
-    x = np.asarray(x, np.float64)
-    return 0.5 * x * (1.0 + np.tanh(SQRT_2_OVER_PI * (x + CUBIC * x**3)))
 
 
 class LinearGeluSpace(LinearSpace):
