@@ -5,7 +5,13 @@
 //   MAPPING  0: a warp per row (BLOCK/32 rows per block); 1: the whole block per row; 2: a thread-block cluster
 //            of CLUSTER blocks per row (sm_90): partial statistics are exchanged through distributed shared
 //            memory, so a row too long for one block's registers is still cached on chip and read once
+//            3: SPLIT blocks per row in two launches (few long rows: a block per row would leave most SMs idle).
+//            The family's `<name>_split_stats` launch writes each block's partial state of the row to
+//            `row_partials` (fp32, [rows][SPLIT][state]); the kernel itself then merges the row's SPLIT states in
+//            order (every block the same merge) and makes its own part of the output, reading that part again
+//            (from L2 where the rows fit it)
 //   CLUSTER  blocks per row with MAPPING 2 (2, 4, 8: portable cluster sizes)
+//   SPLIT    blocks per row with MAPPING 3
 //   VEC      elements per access (8 halves = 16 B; scalar fall-back where a base pointer is unaligned). Rows of
 //            any length keep vector accesses: a row's chunks start `pre` elements before the row (row_pre), at
 //            an aligned address, and the first and last chunk are masked
@@ -37,13 +43,18 @@ typedef ElemOf<WDTYPE>::type weight_t;
 #ifndef CLUSTER
 #define CLUSTER 2
 #endif
+#ifndef SPLIT
+#define SPLIT 2
+#endif
 
 #if MAPPING == 0
 #define TPR 32
 #elif MAPPING == 1
 #define TPR BLOCK
-#else
+#elif MAPPING == 2
 #define TPR (BLOCK * CLUSTER)
+#else
+#define TPR (BLOCK * SPLIT)
 #endif
 static_assert(BLOCK % 32 == 0 && BLOCK <= 1024, "BLOCK is a multiple of 32, at most 1024");
 
@@ -58,12 +69,21 @@ static_assert(BLOCK % 32 == 0 && BLOCK <= 1024, "BLOCK is a multiple of 32, at m
 #define ROW_CLUSTER
 #endif
 
+#if MAPPING == 3
+#define ROW_SPLIT_PARAM , const float* __restrict__ row_partials  // the kernel's last parameter: the stats launch's
+#else
+#define ROW_SPLIT_PARAM
+#endif
+
 // The row this thread works on, its lane within the row's group; false when the row does not exist
 // (then the whole group — a warp, the block, or the cluster — leaves together).
 __device__ __forceinline__ bool my_row(int rows, int& row, int& lane) {
 #if MAPPING == 2
   row = blockIdx.x / CLUSTER;
   lane = (blockIdx.x % CLUSTER) * BLOCK + threadIdx.x;  // blockIdx.x % CLUSTER is the rank in the cluster
+#elif MAPPING == 3
+  row = blockIdx.x / SPLIT;
+  lane = (blockIdx.x % SPLIT) * BLOCK + threadIdx.x;  // blockIdx.x % SPLIT is the block's part of the row
 #else
   row = blockIdx.x * (BLOCK / TPR) + threadIdx.x / TPR;
   lane = threadIdx.x % TPR;
@@ -82,6 +102,14 @@ __device__ __forceinline__ bool my_row(int rows, int& row, int& lane) {
   const elem_t* xr = (x) + (size_t)row * (cols);                                                   \
   elem_t* yr = (y) + (size_t)row * (cols);                                                         \
   const bool vec = aligned_to(x, (int)sizeof(elem_t) * VEC) && aligned_to(y, (int)sizeof(elem_t) * VEC); \
+  const int pre = row_pre(row, cols, vec)
+
+// ROW_START for the split mapping's stats launch, which reads x and writes no y.
+#define ROW_START_READ(x, rows, cols)                                                              \
+  int row, lane;                                                                                   \
+  if (!my_row(rows, row, lane)) return;                                                            \
+  const elem_t* xr = (x) + (size_t)row * (cols);                                                   \
+  const bool vec = aligned_to(x, (int)sizeof(elem_t) * VEC);                                       \
   const int pre = row_pre(row, cols, vec)
 
 #if MAPPING == 2
@@ -120,8 +148,8 @@ template <class Op>
 __device__ __forceinline__ float row_reduce(float v, Op op, float* scratch) {
 #if MAPPING == 0
   return group_reduce<32>(v, op);
-#elif MAPPING == 1
-  return block_reduce<BLOCK>(v, op, scratch);
+#elif MAPPING == 1 || MAPPING == 3
+  return block_reduce<BLOCK>(v, op, scratch);  // split: the block's part (the stats launch publishes it)
 #else
   float a[1] = {block_reduce<BLOCK>(v, op, scratch)};
   cluster_merge<1>(a, [&](float (&x)[1], const float (&y)[1]) { x[0] = op(x[0], y[0]); });
@@ -279,3 +307,31 @@ __device__ __forceinline__ State<N> row_combine(State<N> a, Merge merge, State<N
 #endif
   return a;
 }
+
+#if MAPPING == 3
+// The stats launch's end: thread 0 writes the block's state of its part of the row (combined over the block).
+template <int N>
+__device__ __forceinline__ void split_publish(State<N> s, float* partials, int row) {
+  if (threadIdx.x == 0) {
+    float* p = partials + ((size_t)row * SPLIT + blockIdx.x % SPLIT) * N;
+#pragma unroll
+    for (int i = 0; i < N; ++i) p[i] = s.f[i];
+  }
+}
+
+// The row's state from its SPLIT parts' (written by the stats launch): each warp's lane l merges parts l, l + 32,
+// … in order, then the warp combines its lanes. `identity` must merge as a no-op (a part with no elements
+// publishes it too).
+template <int N, class Merge>
+__device__ __forceinline__ State<N> split_gather(const float* partials, int row, Merge merge, State<N> identity) {
+  State<N> a = identity;
+  const float* p = partials + (size_t)row * SPLIT * N;
+  for (int part = threadIdx.x % 32; part < SPLIT; part += 32) {
+    State<N> b;
+#pragma unroll
+    for (int i = 0; i < N; ++i) b.f[i] = p[part * N + i];
+    a = merge(a, b);
+  }
+  return warp_combine<N>(a, merge);
+}
+#endif

@@ -239,6 +239,70 @@ def test_rows_split_over_a_cluster_are_correct(kernel, dtype, device):
     assert not wrong, wrong[:4]
 
 
+# --- few long rows: a row split over blocks in two launches (MAPPING=split) --------------------------------------
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("kernel", ["softmax", "layernorm", "rmsnorm"])
+def test_rows_split_over_blocks_are_correct(kernel, dtype, device):
+    """MAPPING=split at 2 to 256 blocks per row, each part in registers, in shared memory or read again, on a
+    ragged target and the validation shapes (rows of 1 and 7 leave most of a row's blocks without an element: their
+    partial statistics must merge as nothing); both of layernorm's one-pass statistics."""
+    from autotune.tuning.evaluation.gpu import GpuEvaluator
+
+    space = get_space(kernel, dtype=dtype)
+    shape = (3, 200003)
+    vec = 16 // space.itemsize
+    base = {**space.default_config, "MAPPING": "split", "VEC": vec}
+    base.update(space.rule_extra({**base, "CACHE": 0}, shape))
+    configs = [
+        {**base, "SPLIT": 2, "BLOCK": 1024, "CACHE": 0},
+        {**base, "SPLIT": 64, "BLOCK": 256, "CACHE": 0, "VEC": 1},
+        {**base, "SPLIT": 256, "BLOCK": 128, "CACHE": 0},
+        space.rule_default(shape, device),
+    ]
+    for split, block in ((16, 512), (128, 128)):  # the fewest chunks per thread that hold the row, both caches
+        items = 1
+        while items * block * split * vec < space.span(shape[1], vec):
+            items *= 2
+        configs += [{**base, "SPLIT": split, "BLOCK": block, "CACHE": cache, "ITEMS": items} for cache in (1, 2)]
+    if kernel == "layernorm":
+        configs += [{**c, "STATS": "welford"} for c in configs[:3]]
+    assert configs[3]["MAPPING"] == "split"
+    assert all(space.violations(c, shape, device) == [] for c in configs), [space.violations(c, shape, device) for c in configs]
+    with GpuEvaluator(space, shape, seed=5, min_time_ms=0.2, max_reps=3) as evaluator:
+        results = [f.result() for f in [evaluator.submit(c) for c in configs]]
+    wrong = [(c, m.failure, m.reason) for c, m in zip(configs, results) if not m.ok]
+    assert not wrong, wrong[:4]
+
+
+@pytest.mark.parametrize("kernel", ["softmax", "layernorm", "rmsnorm"])
+def test_few_long_rows_dispatch_split_on_torch_tensors(kernel, tmp_path):
+    """The rule default for 4 rows of 131072 is the split mapping; through the dispatcher on torch tensors its
+    workspace comes from torch's allocator, and the answer matches torch's op, call after call."""
+    torch = pytest.importorskip("torch")
+    import autotune
+    from autotune.device import query_device
+
+    shape = (4, 131072)
+    space = get_space(kernel, dtype="bfloat16")
+    assert space.rule_default(shape, query_device())["MAPPING"] == "split"
+    op = autotune.load(kernel, db=str(tmp_path / "none.db"))
+    x = torch.randn(shape, device="cuda", dtype=torch.bfloat16) * 3 + 1
+    w = torch.rand(shape[1], device="cuda", dtype=torch.bfloat16) + 0.5
+    b = torch.randn(shape[1], device="cuda", dtype=torch.bfloat16)
+    if kernel == "softmax":
+        args, expected = (x,), torch.softmax(x.float(), dim=1)
+    elif kernel == "layernorm":
+        args, expected = (x, w, b), torch.nn.functional.layer_norm(x.float(), (shape[1],), w.float(), b.float())
+    else:
+        args = (x, w)
+        expected = torch.nn.functional.rms_norm(x.float(), (shape[1],), w.float(), eps=1e-6)
+    for _ in range(3):
+        got = op(*args)
+        y = got[0] if isinstance(got, tuple) else got
+        err = ((y.float() - expected).norm() / expected.norm()).item()
+        assert err < space.tolerance("y", shape), (kernel, err)
+
+
 # --- rows cached in shared memory (CACHE=2) --------------------------------------------------------------------
 @pytest.mark.parametrize("kernel", ["softmax", "layernorm", "rmsnorm"])
 @pytest.mark.parametrize("dtype", ["float32", "float16"])

@@ -4,9 +4,10 @@ dtype: x and y in float32, float16 or bfloat16 (statistics and arithmetic in fp3
 in the problem's dtype, or in fp32 in the `_mixed` variants (``weight_dtype``), as mixed-precision training keeps
 them.
 
-A group of threads owns each row — a warp (several rows per block) or the whole block — reads it in vectors,
-and may keep it in registers between passes. Caching is valid only for rows that fit the cache: the constraint
-depends on the shape, so the dispatcher picks, for an untuned shape, a tuned configuration that fits it.
+A group of threads owns each row — a warp (several rows per block), the whole block, a cluster of blocks, or
+SPLIT blocks in two launches (few long rows) — reads it in vectors, and may keep it on chip between passes.
+Caching is valid only for rows that fit the cache: the constraint depends on the shape, so the dispatcher picks,
+for an untuned shape, a tuned configuration that fits it.
 """
 
 from __future__ import annotations
@@ -14,19 +15,26 @@ from __future__ import annotations
 import math
 from typing import ClassVar, Mapping
 
+import numpy as np
+
 from autotune import dtypes
 from autotune.device import DeviceInfo
 from autotune.errors import InvalidArgument
 from autotune.shape import Shape
 from autotune.spaces._precision import dtype_code, infer_dtype_by_specs, output_tolerance, widest_vec
 from autotune.spaces._vectors import block_problems, vector_problems
-from autotune.spaces.base import BufferSpec, Config, KernelSpace, Param, ceil_div
+from autotune.spaces.base import BufferSpec, Config, KernelSpace, Launch, Param, Step, ceil_div
 
-MAPPINGS = {"warp": 0, "block": 1, "cluster": 2}
+MAPPINGS = {"warp": 0, "block": 1, "cluster": 2, "split": 3}
 CLUSTER_MIN_CC = (9, 0)  # thread-block clusters and distributed shared memory
 CP_ASYNC_MIN_CC = (8, 0)  # cp.async (the shared-memory row cache)
 LONG_ROW_BLOCK = 512  # threads per row of the rule default for rows longer than a warp handles
 STATIC_SHARED = 1024  # static shared memory of a row kernel besides the cache (ptxas: up to 400 B)
+# CACHE=2 unrolls its ITEMS chunks: ptxas spilled 220-9190 bytes at 1024 threads x 32 items, 74-134 at 1024 x 16
+# (sm_90a, nvcc 13.0; the register budget is 65536 / BLOCK per thread) and 32 in softmax's split stats kernel at
+# 256 x 32; none at ITEMS <= 16 and ITEMS x BLOCK <= 8192 but 8-12 bytes in two fp32 / fp16 cases at 1024 x 8
+SMEM_UNROLL_LIMIT = 8192
+SMEM_UNROLL_ITEMS = 16
 BASE_REGISTERS = 40  # registers a row kernel uses besides its cache (measured with ptxas: 26 to 57)
 
 ROW_PARAMETERS = (
@@ -34,16 +42,25 @@ ROW_PARAMETERS = (
     Param("MAPPING", tuple(MAPPINGS), "a warp per row (several rows per block), a block per row, or a cluster of "
           "CLUSTER blocks per row exchanging partial statistics through distributed shared memory (sm_90)"),
     Param("CLUSTER", (2, 4, 8), "blocks per row with MAPPING=cluster"),
+    Param("SPLIT", (2, 4, 8, 16, 32, 64, 128, 256), "blocks per row with MAPPING=split: a first launch writes each "
+          "block's partial statistics (fp32 workspace), the second merges its row's and writes the output"),
     Param("VEC", (1, 2, 4, 8), "elements per access, 16 B at most (scalar fall-back where rows are unaligned)"),
     Param("CACHE", (0, 1, 2), "keep the row in registers (1) or in shared memory (2) between passes, or read it "
           "again (0)"),
     Param("ITEMS", (1, 2, 4, 8, 16, 32), "chunks of VEC elements each thread caches (with CACHE=1 or 2)"),
     Param("STREAM", (0, 1), "streaming loads/stores (__ldcs/__stcs)"),
 )
-ROW_DEFAULT = {"BLOCK": 256, "MAPPING": "warp", "CLUSTER": 2, "VEC": 4, "CACHE": 0, "ITEMS": 8, "STREAM": 0}
+ROW_DEFAULT = {"BLOCK": 256, "MAPPING": "warp", "CLUSTER": 2, "SPLIT": 2, "VEC": 4, "CACHE": 0, "ITEMS": 8,
+               "STREAM": 0}
+SPLIT_STATE = 4  # fp32 values per block in the split mapping's workspace (the families publish 1 to 3)
+FEW_ROWS = 32  # at most this many rows of SPLIT_MIN_COLS or more are "few long rows" (shape_class, split_rule)
+SPLIT_MIN_COLS = 32768
 
 
 class RowSpace(KernelSpace):
+    """What every row family shares, the norm backward too: rows × cols problems, weights in the problem's dtype
+    or fp32 (_mixed), per-dtype tolerances, the ragged validation shapes."""
+
     dims = ("rows", "cols")
     default_shape = (4096, 4096)
     metric_unit = "GB/s"
@@ -78,11 +95,35 @@ class RowSpace(KernelSpace):
     def weight(self, cols: int) -> BufferSpec:
         return BufferSpec((cols,), self.wdtype)
 
+    def infer_shape(self, inputs: Mapping[str, tuple[int, ...]]) -> Shape:
+        x = inputs["x"]
+        if len(x) != 2:
+            raise InvalidArgument(f"x must be 2-D (rows, cols), got shape {tuple(x)}")
+        if 0 in x:
+            raise InvalidArgument(f"x is empty (shape {tuple(x)})")
+        return (x[0], x[1])
+
+    def validation_shapes(self, shape: Shape) -> list[Shape]:
+        # One row, rows of length 1, lengths that are no multiple of 4 nor of any block size, a very long row,
+        # and the target's own row length with a ragged number of rows. Each is checked where the
+        # configuration is valid for it (a register cache holds rows up to some length).
+        return [(1, 1), (7, 1), (3, 7), (5, 1031), (2, 65539), (3, shape[1])]
+
+
+class RowKernelSpace(RowSpace):
+    """The row kernels of kernel_templates/rows.cuh (softmax, layernorm, rmsnorm): their tunables (ROW_PARAMETERS),
+    constraints, launches, workspace and rule-based default."""
+
     @staticmethod
     def threads_per_row(config: Config) -> int:
-        if config["MAPPING"] == "cluster":
-            return config["BLOCK"] * config["CLUSTER"]
+        if config["MAPPING"] in ("cluster", "split"):
+            return config["BLOCK"] * RowKernelSpace.blocks_per_row(config)
         return 32 if config["MAPPING"] == "warp" else config["BLOCK"]
+
+    @staticmethod
+    def blocks_per_row(config: Config) -> int:
+        """Blocks that share a row (1 with MAPPING warp or block)."""
+        return {"cluster": config["CLUSTER"], "split": config["SPLIT"]}.get(config["MAPPING"], 1)
 
     @staticmethod
     def span(cols: int, vec: int) -> int:
@@ -98,6 +139,10 @@ class RowSpace(KernelSpace):
                 problems.append(f"MAPPING=cluster needs compute capability 9.0; {device.name} has {device.cc}")
         elif config["CLUSTER"] != ROW_DEFAULT["CLUSTER"]:
             problems.append("CLUSTER only matters with MAPPING=cluster")
+        if config["MAPPING"] == "split":
+            problems += self.split_problems(config)
+        elif config["SPLIT"] != ROW_DEFAULT["SPLIT"]:
+            problems.append("SPLIT only matters with MAPPING=split")
         problems += vector_problems(config["VEC"], self.dtype)
         if config["CACHE"]:
             where = "register" if config["CACHE"] == 1 else "shared-memory"
@@ -118,12 +163,38 @@ class RowSpace(KernelSpace):
             if self.shared_bytes(config) + STATIC_SHARED > device.smem_per_block_optin:
                 problems.append(f"a shared-memory cache of {self.shared_bytes(config)} B per block exceeds the "
                                 f"device's {device.smem_per_block_optin} B")  # fmt: skip
+            if config["ITEMS"] * config["BLOCK"] > SMEM_UNROLL_LIMIT or config["ITEMS"] > SMEM_UNROLL_ITEMS:
+                problems.append(f"{config['ITEMS']} unrolled shared-memory chunks per thread at {config['BLOCK']} "
+                                f"threads spill registers (ITEMS <= {SMEM_UNROLL_ITEMS}, ITEMS x BLOCK <= "
+                                f"{SMEM_UNROLL_LIMIT})")  # fmt: skip
         elif config["ITEMS"] != ROW_DEFAULT["ITEMS"]:
             problems.append("ITEMS only matters with CACHE=1 or 2")
         return problems
 
     def constraints(self, config: Config, shape: Shape, device: DeviceInfo) -> list[str]:
         return self.row_constraints(config, shape, device)
+
+    def split_problems(self, config: Config) -> list[str]:
+        """Why the family's kernel cannot take MAPPING=split with ``config`` (its stats launch publishes one state
+        per block, so the statistics must come from a single pass)."""
+        return []
+
+    def workspace(self, config: Config, shape: Shape) -> dict[str, BufferSpec]:
+        """MAPPING=split: the blocks' partial statistics, [rows][SPLIT][SPLIT_STATE] fp32."""
+        if config.get("MAPPING") != "split":
+            return {}
+        return {"partials": BufferSpec((shape[0], config["SPLIT"], SPLIT_STATE))}
+
+    def row_launches(self, kernel: str, config: Config, shape: Shape, args: tuple) -> list[Step]:
+        """The launch of ``kernel`` over the rows with ``args``; with MAPPING=split, first ``<kernel>_split_stats``
+        (x → partials), then ``kernel`` with the partials as its last argument."""
+        rows, cols = shape
+        grid, block, smem = self.grid(config, rows), (config["BLOCK"], 1, 1), self.shared_bytes(config)
+        if config["MAPPING"] != "split":
+            return [Launch(kernel, grid, block, smem, args)]
+        stats = ("x", "partials", np.int32(rows), np.int32(cols))
+        return [Launch(f"{kernel}_split_stats", grid, block, smem, stats),
+                Launch(kernel, grid, block, smem, (*args, "partials"))]  # fmt: skip
 
     def shared_bytes(self, config: Config) -> int:
         """Dynamic shared memory per block: the row's chunks with CACHE=2, else none."""
@@ -139,7 +210,49 @@ class RowSpace(KernelSpace):
         return out
 
     # --- the rule-based default for untuned shapes ----------------------------------------------------------
+    def shape_class(self, shape: Shape) -> tuple:
+        """Few long rows (where the rule splits rows over blocks) apart from the rest: neither borrows the other's
+        tuned mapping."""
+        rows, cols = shape
+        return ("few_long_rows",) if rows <= FEW_ROWS and cols >= SPLIT_MIN_COLS else ()
+
     def rule_default(self, shape: Shape, device: DeviceInfo) -> Config:
+        """`split_rule` for few long rows, else `row_rule`."""
+        split = self.split_rule(shape, device)
+        return split if split is not None else self.row_rule(shape, device)
+
+    def split_rule(self, shape: Shape, device: DeviceInfo) -> Config | None:
+        """MAPPING=split where a block per row would leave most SMs idle (at most FEW_ROWS rows, a quarter of the
+        SMs or fewer, of SPLIT_MIN_COLS or more): SPLIT the largest power of two that keeps the grid within two
+        blocks per SM and gives each of a block's threads a vector, 512 threads per block (fewer, down to 128,
+        where that leaves SMs without a block), each block's part of the row in registers where it fits, else
+        in shared memory, else read again; None elsewhere."""
+        rows, cols = shape
+        if not self.shape_class(shape) or 4 * rows > device.multiprocessors:
+            return None
+        vec = widest_vec(self.dtype, 1 << 10, self.domain("VEC"))
+        vectors = ceil_div(self.span(cols, vec), vec)
+        block = LONG_ROW_BLOCK
+        while True:
+            split = min(max(self.domain("SPLIT")), _pow2_at_most(2 * device.multiprocessors // rows),
+                        _pow2_at_most(vectors // block))  # fmt: skip
+            if rows * split >= device.multiprocessors or block <= 128:
+                break
+            block //= 2  # short rows: smaller blocks, so that every SM gets one
+        if split < min(self.domain("SPLIT")):
+            return None
+        config = {**self.default_config, "MAPPING": "split", "SPLIT": split, "BLOCK": block, "VEC": vec,
+                  "ITEMS": _pow2_at_least(ceil_div(vectors, block * split))}  # fmt: skip
+        for cache in (1, 2):
+            trial = {**config, "CACHE": cache}
+            trial.update(self.rule_extra(trial, shape))
+            if not self.violations(trial, shape, device):
+                return trial
+        config.update(CACHE=0, ITEMS=ROW_DEFAULT["ITEMS"])
+        config.update(self.rule_extra(config, shape))
+        return None if self.violations(config, shape, device) else config
+
+    def row_rule(self, shape: Shape, device: DeviceInfo) -> Config:
         """Threads per row from the row length, 16-byte vectors, and the row kept on chip wherever it fits:
 
         * up to 8 vectors per lane: a warp per row, the row in registers, rows per block from the row count
@@ -197,24 +310,14 @@ class RowSpace(KernelSpace):
         return self.row_defines(config)
 
     def grid(self, config: Config, rows: int) -> tuple[int, int, int]:
-        if config["MAPPING"] == "cluster":
-            return (rows * config["CLUSTER"], 1, 1)  # consecutive blocks form a cluster: one row
+        if config["MAPPING"] in ("cluster", "split"):
+            return (rows * self.blocks_per_row(config), 1, 1)  # consecutive blocks share a row
         return (ceil_div(rows, config["BLOCK"] // self.threads_per_row(config)), 1, 1)
-
-    def infer_shape(self, inputs: Mapping[str, tuple[int, ...]]) -> Shape:
-        x = inputs["x"]
-        if len(x) != 2:
-            raise InvalidArgument(f"x must be 2-D (rows, cols), got shape {tuple(x)}")
-        if 0 in x:
-            raise InvalidArgument(f"x is empty (shape {tuple(x)})")
-        return (x[0], x[1])
-
-    def validation_shapes(self, shape: Shape) -> list[Shape]:
-        # One row, rows of length 1, lengths that are no multiple of 4 nor of any block size, a very long row,
-        # and the target's own row length with a ragged number of rows. Each is checked where the
-        # configuration is valid for it (a register cache holds rows up to some length).
-        return [(1, 1), (7, 1), (3, 7), (5, 1031), (2, 65539), (3, shape[1])]
 
 
 def _pow2_at_least(n: int) -> int:
     return 1 << max(0, math.ceil(math.log2(max(n, 1))))
+
+
+def _pow2_at_most(n: int) -> int:
+    return 1 << max(0, int(n).bit_length() - 1)

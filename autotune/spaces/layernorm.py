@@ -17,8 +17,8 @@ from autotune import dtypes
 from autotune.device import DeviceInfo
 from autotune.errors import InvalidArgument
 from autotune.shape import Shape
-from autotune.spaces._rows import ROW_DEFAULT, ROW_PARAMETERS, RowSpace
-from autotune.spaces.base import BufferSpec, Config, Launch, Param, Step
+from autotune.spaces._rows import ROW_DEFAULT, ROW_PARAMETERS, RowKernelSpace
+from autotune.spaces.base import BufferSpec, Config, Param, Step
 
 EPS = 1e-5
 STATS = {"two_pass": 0, "welford": 1, "shifted_sumsq": 2}
@@ -44,7 +44,7 @@ def row_stats(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return mean, 1.0 / np.sqrt(x.var(axis=1) + EPS)
 
 
-class LayerNormSpace(RowSpace):
+class LayerNormSpace(RowKernelSpace):
     name = "layernorm"
     template = "layernorm.cu"
     parameters = (*ROW_PARAMETERS, Param("STATS", tuple(STATS), "two passes, Welford, or shifted sums of squares"))
@@ -59,7 +59,12 @@ class LayerNormSpace(RowSpace):
     def launches(self, config: Config, shape: Shape, device: DeviceInfo) -> list[Step]:
         rows, cols = shape
         args = ("x", "weight", "bias", "y", "mean", "rstd", np.int32(rows), np.int32(cols), np.float32(EPS))
-        return [Launch("layernorm", self.grid(config, rows), (config["BLOCK"], 1, 1), self.shared_bytes(config), args)]
+        return self.row_launches("layernorm", config, shape, args)
+
+    def split_problems(self, config: Config) -> list[str]:
+        if config["STATS"] == "two_pass":
+            return ["MAPPING=split needs STATS welford or shifted_sumsq (statistics from one pass)"]
+        return []
 
     def input_specs(self, shape: Shape) -> dict[str, BufferSpec]:
         rows, cols = shape
@@ -71,7 +76,7 @@ class LayerNormSpace(RowSpace):
     def rule_extra(self, config: Config, shape: Shape) -> Config:
         # Rows in registers make a second pass free; otherwise one pass and one exchange (shifted sums stay exact
         # on constant and offset rows): measured best on 4 of 5 shapes with the row in shared memory.
-        return {"STATS": "two_pass" if config["CACHE"] == 1 else "shifted_sumsq"}
+        return {"STATS": "two_pass" if config["CACHE"] == 1 and config["MAPPING"] != "split" else "shifted_sumsq"}
 
     def infer_shape(self, inputs: Mapping[str, tuple[int, ...]]) -> Shape:
         shape = super().infer_shape(inputs)

@@ -34,11 +34,10 @@ from autotune.device import DeviceInfo
 from autotune.errors import InvalidArgument
 from autotune.shape import Shape
 from autotune.spaces._rows import RowSpace
-from autotune.spaces.base import ALGO, BufferSpec, Config, KernelSpace
+from autotune.spaces.base import ALGO, BufferSpec, Config
 from autotune.spaces.layernorm import EPS, layernorm_inputs, row_stats
 from autotune.spaces.layernorm_backward_persistent import PersistentBackward
 from autotune.spaces.layernorm_backward_tiles import TilesBackward
-from autotune.spaces.rendering import Rendering
 
 class LayerNormBackwardSpace(RowSpace):
     name = "layernorm_backward"
@@ -49,12 +48,6 @@ class LayerNormBackwardSpace(RowSpace):
     @classmethod
     def supported_dtypes(cls) -> tuple[str, ...]:
         return tuple(d for d in cls.dtypes if any(d in a.dtypes for a in cls.algorithms))  # _mixed: halves only
-
-    def constraints(self, config: Config, shape: Shape, device: DeviceInfo) -> list[str]:
-        return KernelSpace.constraints(self, config, shape, device)  # the algorithm's, not RowSpace's
-
-    def defines(self, config: Config) -> dict[str, int | str]:
-        return Rendering.defines(self, config)
 
     def rule_default(self, shape: Shape, device: DeviceInfo) -> Config:
         """persistent's rule (`PersistentBackward.rule`) where there are at least as many rows as SMs and it finds

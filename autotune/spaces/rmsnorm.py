@@ -14,13 +14,13 @@ from autotune import dtypes
 from autotune.device import DeviceInfo
 from autotune.errors import InvalidArgument
 from autotune.shape import Shape
-from autotune.spaces._rows import ROW_DEFAULT, ROW_PARAMETERS, RowSpace
-from autotune.spaces.base import BufferSpec, Config, Launch, Step
+from autotune.spaces._rows import ROW_DEFAULT, ROW_PARAMETERS, RowKernelSpace
+from autotune.spaces.base import BufferSpec, Config, Step
 
 EPS = 1e-6
 
 
-class RmsNormSpace(RowSpace):
+class RmsNormSpace(RowKernelSpace):
     name = "rmsnorm"
     template = "rmsnorm.cu"
     parameters = ROW_PARAMETERS
@@ -30,7 +30,7 @@ class RmsNormSpace(RowSpace):
     def launches(self, config: Config, shape: Shape, device: DeviceInfo) -> list[Step]:
         rows, cols = shape
         args = ("x", "weight", "y", np.int32(rows), np.int32(cols), np.float32(EPS))
-        return [Launch("rmsnorm", self.grid(config, rows), (config["BLOCK"], 1, 1), self.shared_bytes(config), args)]
+        return self.row_launches("rmsnorm", config, shape, args)
 
     def input_specs(self, shape: Shape) -> dict[str, BufferSpec]:
         return {"x": self.elem(shape), "weight": self.weight(shape[1])}

@@ -11,11 +11,11 @@ import numpy as np
 from autotune import dtypes
 from autotune.device import DeviceInfo
 from autotune.shape import Shape
-from autotune.spaces._rows import ROW_DEFAULT, ROW_PARAMETERS, RowSpace
-from autotune.spaces.base import BufferSpec, Config, Launch, Param, Step
+from autotune.spaces._rows import ROW_DEFAULT, ROW_PARAMETERS, RowKernelSpace
+from autotune.spaces.base import BufferSpec, Config, Param, Step
 
 
-class SoftmaxSpace(RowSpace):
+class SoftmaxSpace(RowKernelSpace):
     name = "softmax"
     template = "softmax.cu"
     parameters = (*ROW_PARAMETERS, Param("ONLINE", (0, 1), "0: three passes; 1: max and sum in one pass"))
@@ -23,11 +23,14 @@ class SoftmaxSpace(RowSpace):
 
     def launches(self, config: Config, shape: Shape, device: DeviceInfo) -> list[Step]:
         rows, cols = shape
-        return [Launch("softmax", self.grid(config, rows), (config["BLOCK"], 1, 1), self.shared_bytes(config),
-                       ("x", "y", np.int32(rows), np.int32(cols)))]  # fmt: skip
+        return self.row_launches("softmax", config, shape, ("x", "y", np.int32(rows), np.int32(cols)))
+
+    def split_problems(self, config: Config) -> list[str]:
+        return [] if config["ONLINE"] else ["MAPPING=split needs ONLINE=1 (max and sum from one pass)"]
 
     def rule_extra(self, config: Config, shape: Shape) -> Config:
-        return {"ONLINE": 0 if config["CACHE"] else 1}  # re-reading the row: one pass fewer
+        # re-reading the row: one pass fewer; a split row: its stats launch makes one pass
+        return {"ONLINE": 0 if config["CACHE"] and config["MAPPING"] != "split" else 1}
 
     def input_specs(self, shape: Shape) -> dict[str, BufferSpec]:
         return {"x": self.elem(shape)}
