@@ -70,7 +70,8 @@ static_assert(BLOCK % 32 == 0 && BLOCK <= 1024, "BLOCK is a multiple of 32, at m
 #endif
 
 #if MAPPING == 3
-#define ROW_SPLIT_PARAM , const float* __restrict__ row_partials  // the kernel's last parameter: the stats launch's
+// MAPPING 3: the row kernel's last parameter, the partial states its stats launch wrote
+#define ROW_SPLIT_PARAM , const float* __restrict__ row_partials
 #else
 #define ROW_SPLIT_PARAM
 #endif

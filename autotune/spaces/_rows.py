@@ -39,8 +39,9 @@ BASE_REGISTERS = 40  # registers a row kernel uses besides its cache (measured w
 
 ROW_PARAMETERS = (
     Param("BLOCK", (64, 128, 256, 512, 1024), "threads per block"),
-    Param("MAPPING", tuple(MAPPINGS), "a warp per row (several rows per block), a block per row, or a cluster of "
-          "CLUSTER blocks per row exchanging partial statistics through distributed shared memory (sm_90)"),
+    Param("MAPPING", tuple(MAPPINGS), "a warp per row (several rows per block), a block per row, a cluster of "
+          "CLUSTER blocks per row exchanging partial statistics through distributed shared memory (sm_90), or "
+          "SPLIT blocks per row in two launches"),
     Param("CLUSTER", (2, 4, 8), "blocks per row with MAPPING=cluster"),
     Param("SPLIT", (2, 4, 8, 16, 32, 64, 128, 256), "blocks per row with MAPPING=split: a first launch writes each "
           "block's partial statistics (fp32 workspace), the second merges its row's and writes the output"),
@@ -181,7 +182,8 @@ class RowKernelSpace(RowSpace):
         return []
 
     def workspace(self, config: Config, shape: Shape) -> dict[str, BufferSpec]:
-        """MAPPING=split: the blocks' partial statistics, [rows][SPLIT][SPLIT_STATE] fp32."""
+        """MAPPING=split: the blocks' partial statistics, room for SPLIT_STATE fp32 values per block (a family
+        publishing N values per state writes them as [rows][SPLIT][N])."""
         if config.get("MAPPING") != "split":
             return {}
         return {"partials": BufferSpec((shape[0], config["SPLIT"], SPLIT_STATE))}
