@@ -38,7 +38,8 @@ NORM_BACKWARD_SHAPES = ["8192x768", "8192x1024", "16384x2048", "8192x4096", "409
                         "8193x3001", "1024x65536", "4096x50257", "1x12288"]
 VECTOR_SHAPES = [str(1 << 20), str(1 << 24), str(1 << 26), str(1 << 28)]
 SHAPES = {
-    "sgemv": ROW_SHAPES, "softmax": ROW_SHAPES, "layernorm": ROW_SHAPES, "rmsnorm": ROW_SHAPES,
+    "sgemv": ROW_SHAPES, "softmax": ROW_SHAPES, "softmax_backward": ROW_SHAPES, "layernorm": ROW_SHAPES,
+    "rmsnorm": ROW_SHAPES,
     "layernorm_backward": NORM_BACKWARD_SHAPES, "rmsnorm_backward": NORM_BACKWARD_SHAPES,
     "layernorm_backward_mixed": NORM_BACKWARD_SHAPES, "rmsnorm_backward_mixed": NORM_BACKWARD_SHAPES,
     "sum": VECTOR_SHAPES, "max": VECTOR_SHAPES,
@@ -65,6 +66,8 @@ def torch_op(kernel: str, t: dict, shape: tuple, torch):
     if kernel == "softmax":
         out = torch.empty(shape, device="cuda", dtype=x.dtype)
         return lambda: torch.softmax(t["x"], dim=1, out=out)
+    if kernel == "softmax_backward":  # what softmax's autograd node runs
+        return lambda: torch._softmax_backward_data(t["dy"], t["y"], 1, t["y"].dtype)
     if kernel == "layernorm":
         return lambda: torch.native_layer_norm(t["x"], [shape[1]], t["weight"], t["bias"], 1e-5)
     if kernel.startswith(("layernorm_backward", "rmsnorm_backward")):

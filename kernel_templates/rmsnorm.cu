@@ -14,8 +14,6 @@ __device__ __forceinline__ float sum_of_squares(const RowCache& rc, const elem_t
 }
 
 #if MAPPING == 3
-__device__ __forceinline__ State<1> merge_sum(State<1> a, State<1> b) { return State<1>{{a.f[0] + b.f[0]}}; }
-
 // The split mapping's first launch: each block's sum of squares of its part of the row.
 extern "C" __global__ void __launch_bounds__(BLOCK)
 rmsnorm_split_stats(const elem_t* __restrict__ x, float* __restrict__ partials, int rows, int cols) {

@@ -310,6 +310,8 @@ __device__ __forceinline__ State<N> row_combine(State<N> a, Merge merge, State<N
 }
 
 #if MAPPING == 3
+__device__ __forceinline__ State<1> merge_sum(State<1> a, State<1> b) { return State<1>{{a.f[0] + b.f[0]}}; }
+
 // The stats launch's end: thread 0 writes the block's state of its part of the row (combined over the block).
 template <int N>
 __device__ __forceinline__ void split_publish(State<N> s, float* partials, int row) {

@@ -1,17 +1,21 @@
-"""The row families' split mapping (autotune.spaces._rows, MAPPING=split), without a GPU: constraints, the rule that
-picks it for few long rows, its two launches and workspace, and nvcc compiles of both kernels."""
+"""The row families' split mapping (autotune.spaces._rows, MAPPING=split) and softmax's backward, without a GPU:
+constraints, the rule that picks the split for few long rows, its two launches and workspace, nvcc compiles of both
+kernels."""
 
 from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
+
+from autotune.errors import InvalidArgument
 
 from autotune.runtime.compiler import Compiler
 from autotune.spaces import Launch, get_space
 from autotune.spaces._rows import SPLIT_STATE
 
-ROWS = ("softmax", "layernorm", "rmsnorm")
+ROWS = ("softmax", "layernorm", "rmsnorm", "softmax_backward")
 FEW_LONG = [(1, 131072), (4, 131072), (4, 262144), (2, 1 << 20), (4, 1 << 20), (32, 32768)]
 
 
@@ -29,7 +33,8 @@ def test_split_launches_a_stats_kernel_then_the_kernel_with_the_partials(kernel,
     stats, main = space.launches(config, (5, 100003), h200)
     assert (stats.kernel, main.kernel) == (f"{kernel}_split_stats", kernel)
     assert stats.grid == main.grid == (5 * 16, 1, 1) and stats.block == main.block == (256, 1, 1)
-    assert stats.args[:2] == ("x", "partials") and [int(a) for a in stats.args[2:]] == [5, 100003]
+    inputs = ("y", "dy") if kernel == "softmax_backward" else ("x",)
+    assert stats.args[:-2] == (*inputs, "partials") and [int(a) for a in stats.args[-2:]] == [5, 100003]
     assert main.args[-1] == "partials"
     (unsplit,) = space.launches({**config, "MAPPING": "block", "SPLIT": 2}, (5, 100003), h200)
     assert main.args[:-1] == unsplit.args  # the same arguments, the partials appended
@@ -115,6 +120,7 @@ def test_split_kernels_compile_without_spills(h200, cache_dir):
             for dtype in ("float32", "bfloat16"):
                 space = get_space(kernel, dtype=dtype)
                 configs = [space.rule_default(shape, h200) for shape in [(4, 131072), (1, 1 << 24), (1, 1 << 26)]]
+                configs.append(split_config(space, CACHE=1, ITEMS=4))
                 if kernel == "layernorm":
                     configs.append(split_config(space, STATS="welford", CACHE=1, ITEMS=4))
                 for config in configs:
@@ -129,3 +135,31 @@ def test_split_kernels_compile_without_spills(h200, cache_dir):
     finally:
         compiler.close()
 
+
+
+# --- softmax's backward ----------------------------------------------------------------------------------------
+def test_softmax_backward_caches_both_rows_in_registers_or_none(h200):
+    space = get_space("softmax_backward")
+    assert space.domain("CACHE") == (0, 1)  # y and dy: no shared-memory cache
+    forward = get_space("softmax")
+    config = {**space.default_config, "MAPPING": "block", "BLOCK": 512, "VEC": 4, "CACHE": 1, "ITEMS": 16}
+    fwd = {**config, "ONLINE": 0}
+    assert forward.violations(fwd, (64, 32768), h200) == []  # 16 x 4 values and 40 more fit 128 registers
+    assert "a cache of 128 fp32 values" in space.violations(config, (64, 32768), h200)[0]  # two rows do not
+    assert space.violations({**config, "ITEMS": 8}, (64, 16384), h200) == []
+    assert space.rule_default((16384, 8192), h200)["CACHE"] == 1
+    assert get_space("softmax_backward", dtype="bfloat16").rule_default((16384, 8192), h200)["CACHE"] == 1
+
+
+def test_softmax_backward_reference_and_inputs():
+    space = get_space("softmax_backward")
+    shape = (6, 300)
+    inputs = space.decoded_inputs(space.inputs(shape, np.random.default_rng(0)), shape)
+    y, dy = inputs["y"].astype(np.float64), inputs["dy"].astype(np.float64)
+    assert np.allclose(y.sum(axis=1), 1, atol=1e-6) and (y >= 0).all() and (y == 0).any()
+    # the Jacobian of softmax applied to dy: diag(y) - y yᵀ
+    want = np.stack([(np.diag(r) - np.outer(r, r)) @ g for r, g in zip(y, dy)])
+    assert np.allclose(space.reference(inputs, shape)["dx"], want)
+    assert space.infer_shape({"y": (6, 300), "dy": (6, 300)}) == (6, 300)
+    with pytest.raises(InvalidArgument, match="dy has shape"):
+        space.infer_shape({"y": (6, 300), "dy": (6, 301)})

@@ -112,8 +112,11 @@ class RowSpace(KernelSpace):
 
 
 class RowKernelSpace(RowSpace):
-    """The row kernels of kernel_templates/rows.cuh (softmax, layernorm, rmsnorm): their tunables (ROW_PARAMETERS),
-    constraints, launches, workspace and rule-based default."""
+    """The row kernels of kernel_templates/rows.cuh (softmax, layernorm, rmsnorm, softmax_backward): their tunables
+    (ROW_PARAMETERS), constraints, launches, workspace and rule-based default."""
+
+    cached_rows: ClassVar[int] = 1  # rows of the problem a thread caches with CACHE=1 (softmax_backward: y and dy)
+    split_inputs: ClassVar[tuple[str, ...]] = ("x",)  # the inputs of the split mapping's stats launch
 
     @staticmethod
     def threads_per_row(config: Config) -> int:
@@ -152,9 +155,10 @@ class RowKernelSpace(RowSpace):
                 problems.append(f"rows of {cols} do not fit the {where} cache of {capacity} elements")
         if config["CACHE"] == 1:
             cap = min(255, device.registers_per_multiprocessor // config["BLOCK"])
-            if config["ITEMS"] * config["VEC"] + BASE_REGISTERS > cap:
-                problems.append(f"a cache of {config['ITEMS'] * config['VEC']} fp32 values per thread exceeds the "
-                                f"{cap} registers a {config['BLOCK']}-thread block allows")  # fmt: skip
+            values = config["ITEMS"] * config["VEC"] * self.cached_rows
+            if values + BASE_REGISTERS > cap:
+                problems.append(f"a cache of {values} fp32 values per thread exceeds the {cap} registers a "
+                                f"{config['BLOCK']}-thread block allows")  # fmt: skip
         elif config["CACHE"] == 2:
             if tuple(device.compute_capability) < CP_ASYNC_MIN_CC:
                 problems.append(f"CACHE=2 (cp.async) needs compute capability 8.0; {device.name} has {device.cc}")
@@ -195,7 +199,7 @@ class RowKernelSpace(RowSpace):
         grid, block, smem = self.grid(config, rows), (config["BLOCK"], 1, 1), self.shared_bytes(config)
         if config["MAPPING"] != "split":
             return [Launch(kernel, grid, block, smem, args)]
-        stats = ("x", "partials", np.int32(rows), np.int32(cols))
+        stats = (*self.split_inputs, "partials", np.int32(rows), np.int32(cols))
         return [Launch(f"{kernel}_split_stats", grid, block, smem, stats),
                 Launch(kernel, grid, block, smem, (*args, "partials"))]  # fmt: skip
 
@@ -288,7 +292,7 @@ class RowKernelSpace(RowSpace):
             # fp32 rows that fit the registers stay there (86-96% of copy at 8192 and 16384 columns on the H200);
             # half rows go to shared memory (fp16 LayerNorm 16384x8192: 88% of copy there on the H100, 52-64%
             # in registers)
-            for cache in (1, 2) if self.itemsize == 4 else (2,):
+            for cache in (1, 2) if self.itemsize == 4 or 2 not in self.domain("CACHE") else (2,):
                 config.update(CACHE=cache, **self.rule_extra({**config, "CACHE": cache}, shape))
                 if not self.violations(config, shape, device):
                     return config

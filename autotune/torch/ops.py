@@ -34,8 +34,8 @@ from autotune.torch.launch import Launcher
 log = logging.getLogger("autotune.torch")
 NAMESPACE = "autotune"
 # Library families offered as operators, where present (others' spaces may land later: see module docstring).
-FAMILIES = ("layernorm", "layernorm_backward", "rmsnorm", "softmax", "gemm", "gemm_nt", "gemm_tn", "linear",
-            "linear_gelu", "bias_grad", "gelu_bias_grad", "attention", "attention_backward", "attention_causal",
+FAMILIES = ("layernorm", "layernorm_backward", "rmsnorm", "softmax", "softmax_backward", "gemm", "gemm_nt", "gemm_tn",
+            "linear", "linear_gelu", "bias_grad", "gelu_bias_grad", "attention", "attention_backward", "attention_causal",
             "attention_causal_backward")
 
 
