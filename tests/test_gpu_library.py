@@ -295,8 +295,9 @@ def test_few_long_rows_dispatch_split_on_torch_tensors(kernel, tmp_path):
         args, expected = (x,), torch.softmax(x.float(), dim=1)
     elif kernel == "softmax_backward":
         y = torch.softmax(x.float(), dim=1).to(torch.bfloat16)
-        args = (y, b)
-        expected = torch._softmax_backward_data(b.float(), y.float(), 1, torch.float32)
+        dy = torch.randn(shape, device="cuda", dtype=torch.bfloat16)
+        args = (y, dy)
+        expected = torch._softmax_backward_data(dy.float(), y.float(), 1, torch.float32)
     elif kernel == "layernorm":
         args, expected = (x, w, b), torch.nn.functional.layer_norm(x.float(), (shape[1],), w.float(), b.float())
     else:
