@@ -269,3 +269,24 @@ def test_a_stale_row_with_unchanged_machine_code_is_used(space, h200):
     asked.clear()
     first = choose(space, (1024, 1024, 1024), h200, current, HASH, revalidate=same_code)
     assert first.config["BM"] == 32 and asked == []  # a row of this template first, nothing compiled
+
+
+def test_a_row_tuned_before_a_parameter_was_added_takes_its_default(h200):
+    """A stale row whose machine code is unchanged (revalidated) but which lacks a parameter added since (the row
+    families' SPLIT): it ran with the template's default, and is used with it, as the exact shape and as the
+    nearest; an algorithm family's row takes its own algorithm's defaults."""
+    space = get_space("rmsnorm")
+    old = {k: v for k, v in space.default_config.items() if k != "SPLIT"}
+    old.update(MAPPING="cluster", CLUSTER=4, BLOCK=512, CACHE=2, ITEMS=8, VEC=4)
+    rows = [Row("64x65536", old, template_hash=OLD)]
+    exact = choose(space, (64, 65536), h200, rows, HASH, revalidate=lambda row: True)
+    assert exact.source == TUNED and exact.config["SPLIT"] == space.default_config["SPLIT"]
+    assert space.violations(exact.config, (64, 65536), h200) == []
+    assert [s.grid for s in space.launches(exact.config, (64, 65536), h200)] == [(256, 1, 1)]
+    nearest = choose(space, (48, 65536), h200, rows, HASH, revalidate=lambda row: True)
+    assert nearest.source == NEAREST and nearest.config == exact.config
+    gemm = get_space("gemm")
+    mma = {k: v for k, v in gemm.algos["tf32x3"].default_config.items() if k != "SPLIT_K"}
+    completed = gemm.completed({"ALGO": "tf32x3", **mma})
+    assert completed["SPLIT_K"] == gemm.algos["tf32x3"].default_config["SPLIT_K"]
+    assert gemm.completed(completed) is completed  # nothing missing: the same dict

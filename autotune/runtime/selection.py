@@ -5,7 +5,8 @@ Pure logic over stored rows, so every rule is tested without a GPU:
 1. Rows tuned on another GPU model or compute capability are never used.
 2. Rows whose template hash differs from the template as it is now are stale and never used, unless their
    configuration still builds the very cubin they were tuned with (``revalidate``: the dispatcher compiles it and
-   compares the stored code hash, `autotune.results.storage.CodeHash`); a comment edit keeps tuned rows.
+   compares the stored code hash, `autotune.results.storage.CodeHash`); a comment edit keeps tuned rows, and a
+   parameter added since takes its default (`KernelSpace.completed`), which is what the row was compiled with.
 3. The row of the exact shape, if any.
 4. Else the nearest tuned shape (Euclidean distance between the logs of the dimensions) whose configuration
    is valid for this shape on this device, among the shapes of the same key (`KernelSpace.shape_key`: never
@@ -92,7 +93,7 @@ def _choose(space: KernelSpace, shape: Shape, device: DeviceInfo, rows: Sequence
 
     exact = next((r for r in here if r.shape == shape_text and usable(r)), None)
     if exact is not None:
-        return Choice(exact.config, TUNED, "", exact)
+        return Choice(space.completed(exact.config), TUNED, "", exact)
 
     # Fallbacks stay within the shape's key (never across it) and class (a 1-row GEMM does not borrow a square
     # tile): where the space has classes and none of this class fits, its rule-based default runs instead.
@@ -106,9 +107,10 @@ def _choose(space: KernelSpace, shape: Shape, device: DeviceInfo, rows: Sequence
     for row in ranked:
         if not usable(row):
             continue
-        problems = space.violations(row.config, shape, device)
+        config = space.completed(row.config)  # a parameter added since the row was tuned: its default
+        problems = space.violations(config, shape, device)
         if not problems:
-            return Choice(row.config, NEAREST, f"{shape_text} was not tuned on {device.name}; the nearest "
+            return Choice(config, NEAREST, f"{shape_text} was not tuned on {device.name}; the nearest "
                           f"tuned shape is {row.shape}", row)  # fmt: skip
         rejected.append(f"{row.shape} ({problems[0]})")
 

@@ -271,6 +271,19 @@ class KernelSpace(Rendering, Correctness, Dispatching):
         unfit = algo.unfit(shape, device)
         return [unfit] if unfit else algo.constraints(config, shape, device)
 
+    def completed(self, config: Config) -> Config:
+        """``config`` with each parameter it lacks set to the template's default: a row tuned before a parameter
+        was added ran with that default (the template's macro default, `default_config`), so it keeps meaning what
+        it measured. Used on stored rows whose machine code was checked unchanged (autotune.runtime.selection)."""
+        algo = config.get(ALGO)
+        if self.algorithms and algo in self.algos:
+            defaults = self.algos[algo].default_config
+        else:
+            defaults = self.default_config
+        missing = {p.name: defaults[p.name] for p in self.active_params(config)
+                   if p.name not in config and p.name in defaults}  # fmt: skip
+        return {**config, **missing} if missing else config
+
     def violations(self, config: Config, shape: Shape, device: DeviceInfo) -> list[str]:
         """Domain membership, then the space's own constraints."""
         problems = []
