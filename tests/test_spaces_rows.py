@@ -55,6 +55,16 @@ def test_split_needs_statistics_from_one_pass(h200):
     assert "SPLIT only matters" in rms.violations({**rms.default_config, "SPLIT": 8}, (8, 64), h200)[0]
 
 
+def test_split_grids_stay_small_and_column_indices_in_int32(h200):
+    space = get_space("softmax")
+    config = split_config(space, SPLIT=256)
+    assert space.violations(config, (4096, 64), h200) == []  # 2^20 blocks
+    assert "exceed 1048576" in space.violations(config, (4097, 64), h200)[0]
+    big = split_config(space, SPLIT=256, BLOCK=1024)  # 2^18 threads x 4 per stride
+    assert space.violations(big, (1, (1 << 31) - (1 << 20) - 4), h200) == []
+    assert "int32 column index" in space.violations(big, (1, (1 << 31) - (1 << 20)), h200)[0]
+
+
 def test_split_rows_share_the_register_cache_over_their_blocks(h200):
     space = get_space("rmsnorm")
     config = split_config(space, SPLIT=64, BLOCK=512, CACHE=1, ITEMS=2)  # 64 x 512 threads x 2 x float4

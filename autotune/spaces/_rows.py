@@ -54,6 +54,8 @@ ROW_PARAMETERS = (
 ROW_DEFAULT = {"BLOCK": 256, "MAPPING": "warp", "CLUSTER": 2, "SPLIT": 2, "VEC": 4, "CACHE": 0, "ITEMS": 8,
                "STREAM": 0}
 SPLIT_STATE = 4  # fp32 values per block in the split mapping's workspace (the families publish 1 to 3)
+MAX_SPLIT_BLOCKS = 1 << 20  # blocks of a split grid at most (a 16 MiB workspace)
+INT32_MAX = (1 << 31) - 1
 FEW_ROWS = 32  # at most this many rows of SPLIT_MIN_COLS or more are "few long rows" (shape_class, split_rule)
 SPLIT_MIN_COLS = 32768
 
@@ -127,7 +129,8 @@ class RowKernelSpace(RowSpace):
     @staticmethod
     def blocks_per_row(config: Config) -> int:
         """Blocks that share a row (1 with MAPPING warp or block)."""
-        return {"cluster": config["CLUSTER"], "split": config["SPLIT"]}.get(config["MAPPING"], 1)
+        mapping = config["MAPPING"]
+        return config["CLUSTER"] if mapping == "cluster" else config["SPLIT"] if mapping == "split" else 1
 
     @staticmethod
     def span(cols: int, vec: int) -> int:
@@ -145,8 +148,14 @@ class RowKernelSpace(RowSpace):
             problems.append("CLUSTER only matters with MAPPING=cluster")
         if config["MAPPING"] == "split":
             problems += self.split_problems(config)
+            if rows * config["SPLIT"] > MAX_SPLIT_BLOCKS:
+                problems.append(f"{rows} rows x SPLIT={config['SPLIT']} blocks exceed {MAX_SPLIT_BLOCKS} (the "
+                                f"split mapping is for few rows; its workspace grows with the blocks)")  # fmt: skip
         elif config["SPLIT"] != ROW_DEFAULT["SPLIT"]:
             problems.append("SPLIT only matters with MAPPING=split")
+        if self.span(cols, config["VEC"]) + self.threads_per_row(config) * config["VEC"] > INT32_MAX:
+            problems.append(f"rows of {cols} with {self.threads_per_row(config)} threads per row overflow the "
+                            f"kernels' int32 column index")  # fmt: skip
         problems += vector_problems(config["VEC"], self.dtype)
         if config["CACHE"]:
             where = "register" if config["CACHE"] == 1 else "shared-memory"
