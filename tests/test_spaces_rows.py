@@ -86,8 +86,10 @@ def test_few_long_rows_are_split_by_the_rule(kernel, dtype, h200):
     # many rows, or short ones: a block (or warp) per row fills the SMs without a second launch
     for shape in [(33, 32768), (8192, 768), (4, 8192), (1, 12288), (1024, 65536)]:
         assert space.rule_default(shape, h200)["MAPPING"] != "split", shape
-    small = dataclasses.replace(h200, multiprocessors=8)
-    assert space.rule_default((4, 131072), small)["MAPPING"] != "split"  # 4 rows already take half of its SMs
+    small = dataclasses.replace(h200, multiprocessors=4)
+    assert space.rule_default((4, 131072), small)["MAPPING"] != "split"  # a block per row takes every SM
+    a100 = dataclasses.replace(h200, multiprocessors=108)
+    assert space.rule_default((32, 131072), a100)["MAPPING"] == "split"  # the class's rows split on any GPU
 
 
 def test_the_split_rule_keeps_each_part_on_chip_where_it_fits(h200):
