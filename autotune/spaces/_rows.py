@@ -238,11 +238,12 @@ class RowKernelSpace(RowSpace):
         return split if split is not None else self.row_rule(shape, device)
 
     def split_rule(self, shape: Shape, device: DeviceInfo) -> Config | None:
-        """MAPPING=split where a block per row would leave SMs idle (at most FEW_ROWS rows, fewer than the SMs, of
-        SPLIT_MIN_COLS or more: the shape class, so that the rule and the class agree on any GPU): SPLIT the largest power of two that keeps the grid within two
-        blocks per SM and gives each of a block's threads a vector, 512 threads per block (fewer, down to 128,
-        where that leaves SMs without a block), each block's part of the row in registers where it fits, else
-        in shared memory, else read again; None elsewhere."""
+        """MAPPING=split where a block per row would leave SMs idle (the shape class's rows — at most FEW_ROWS, of
+        SPLIT_MIN_COLS or more — where they are fewer than the SMs, so that rule and class agree on any GPU):
+        SPLIT the largest power of two that keeps the grid within two blocks per SM and gives each of a block's
+        threads a vector, 512 threads per block (fewer, down to 128, where that leaves SMs without a block), each
+        block's part of the row in registers where it fits, else in shared memory, else read again; None
+        elsewhere."""
         rows, cols = shape
         if not self.shape_class(shape) or rows >= device.multiprocessors:
             return None
