@@ -14,9 +14,8 @@ where the launcher is not loaded.
 * attention, attention_causal: our tuned ``attention_backward`` / ``attention_causal_backward`` kernels (dq, dk,
   dv from the saved q, k, v, o and lse), float16 and bfloat16 only: float32 attention has no backward kernel, and
   its backward raises `WrongDtype` (the forward runs; torch's own SDPA trains in float32);
-* rmsnorm, softmax: torch's own operations, in the input's dtype (rmsnorm's forward keeps no rstd for
-  ``rmsnorm_backward``; the ``softmax_backward`` operator exists, and takes over here once its autograd use has
-  run on a GPU);
+* softmax: our tuned ``softmax_backward`` kernel (dx = y·(dy − Σ dy·y) from the saved output y);
+* rmsnorm: torch's own operations, in the input's dtype (its forward keeps no rstd for ``rmsnorm_backward``);
 * a family with no entry here has no autograd: torch raises at backward.
 
 Attention with fewer kv heads than query heads (grouped-query) gets dk and dv of k's and v's own shapes: the backward
@@ -83,7 +82,7 @@ def _softmax_setup(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
 
 def _softmax_backward(ctx: Any, dy: torch.Tensor) -> torch.Tensor:
     (y,) = ctx.saved_tensors
-    return y * (dy - (dy * y).sum(dim=-1, keepdim=True))
+    return torch.ops.autotune.softmax_backward(y, dy.contiguous())
 
 
 def _gemm_setup(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
@@ -184,6 +183,7 @@ BACKWARDS = {
 GEMMS = ("gemm", "gemm_nt", "gemm_tn")
 NEEDS: dict[str, tuple[str, ...]] = {
     "layernorm": ("layernorm_backward",),
+    "softmax": ("softmax_backward",),
     "attention": ("attention_backward",),
     "attention_causal": ("attention_causal_backward",),
     **{name: GEMMS for name in GEMMS},
