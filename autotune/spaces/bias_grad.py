@@ -131,6 +131,7 @@ class _ColumnSum(KernelSpace):
 
 class BiasGradSpace(_ColumnSum):
     name = "bias_grad"
+    leading_dims = {"dC": 2}
     op = 0
     sources = ("dC",)
 
@@ -150,6 +151,7 @@ class BiasGradSpace(_ColumnSum):
 
 class GeluBiasGradSpace(_ColumnSum):
     name = "gelu_bias_grad"
+    leading_dims = {"dy": 2, "pre": 2, "dpre": 2}
     op = 1
     sources = ("dy", "pre", "dpre")
 

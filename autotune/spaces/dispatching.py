@@ -7,9 +7,10 @@ call these; a search measures `rule_default` among its first trials).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Mapping
+import math
+from typing import TYPE_CHECKING, ClassVar, Mapping
 
-from autotune.errors import InvalidType
+from autotune.errors import InvalidArgument, InvalidType
 
 if TYPE_CHECKING:
     from autotune.device import DeviceInfo
@@ -19,6 +20,39 @@ if TYPE_CHECKING:
 
 class Dispatching:
     """Shape and dtype inference and the fallback rules of a `KernelSpace` (see the module)."""
+
+    # Buffers whose first dim a caller may pass as several leading dims, a (batch, seq, hidden) activation as it is:
+    # name → the buffer's rank in the kernel (layernorm's x 2, its mean 1). `flatten_leading` folds the inputs'
+    # leading dims into that first dim, and the outputs named here get them back (`leading_shape`), so that
+    # autotune.torch's operators take N-D activations with no reshape or view around the call. Empty: exact shapes.
+    leading_dims: ClassVar[Mapping[str, int]] = {}
+
+    @classmethod
+    def flatten_leading(cls, inputs: Mapping[str, tuple]) -> tuple[dict[str, tuple], tuple | None]:
+        """The inputs' shapes with the leading dims of the `leading_dims` buffers folded into one, and those
+        leading dims (None where no such buffer has more dims than the kernel's; sizes may be symbolic). Raises
+        `InvalidArgument` where two of them differ in their leading dims."""
+        flat, leading, first = dict(inputs), None, ""
+        for name, shape in inputs.items():
+            rank = cls.leading_dims.get(name)
+            if rank is None or len(shape) < rank:  # too few dims: infer_shape names the mistake
+                continue
+            lead = tuple(shape[:len(shape) - rank + 1])
+            if leading is None:
+                leading, first = lead, name
+            elif lead != leading:
+                raise InvalidArgument(f"{name} has leading dims {lead} but {first} has {leading}: they must match")
+            if len(lead) > 1:
+                flat[name] = (math.prod(lead), *shape[len(lead):])
+        return flat, (leading if leading is not None and len(leading) > 1 else None)
+
+    @classmethod
+    def leading_shape(cls, output: str, shape: tuple, leading: tuple | None) -> tuple:
+        """An output's shape for inputs that had ``leading`` dims (`flatten_leading`): ``shape`` itself where
+        there were none or the output does not carry them."""
+        if leading is None or output not in cls.leading_dims:
+            return tuple(shape)
+        return (*leading, *shape[1:])
 
     def infer_shape(self, inputs: Mapping[str, tuple[int, ...]]) -> Shape:
         """The problem shape from the shapes of the caller's input arrays (runtime dispatch); raises

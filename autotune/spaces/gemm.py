@@ -70,6 +70,7 @@ class GemmSpace(KernelSpace):
     dims = ("M", "N", "K")
     default_shape = (4096, 4096, 4096)
     metric_unit = "TFLOP/s"
+    leading_dims = {"A": 2, "C": 2}  # M: activations of any leading dims (B is a weight)
     algorithms = (SimtGemm, Tf32x3Gemm, WgmmaTf32x3Gemm, WgmmaTmaGemm, WgmmaTmaStreamKGemm, WgmmaTmaPaddedGemm,
                   MmaGemm, WgmmaGemm, GemvGemm)
 

@@ -380,3 +380,4 @@ class GemmTnSpace(LayoutGemmSpace):
     name = "gemm_tn"
     LAYOUT = Layout("A", bias=False)
     PRODUCT = "C = Aᵀ·B needs A (K, M) and B (K, N)"
+    leading_dims = {"A": 2, "B": 2}  # K: the tokens of two activations (a weight's gradient)

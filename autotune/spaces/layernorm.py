@@ -50,6 +50,7 @@ class LayerNormSpace(RowKernelSpace):
     parameters = (*ROW_PARAMETERS, Param("STATS", tuple(STATS), "two passes, Welford, or shifted sums of squares"))
     default_config = {**ROW_DEFAULT, "STATS": "two_pass"}
     mixed_variant = "layernorm_mixed"
+    leading_dims = {"x": 2, "y": 2, "mean": 1, "rstd": 1}
 
     def defines(self, config: Config) -> dict[str, int | str]:
         out = self.row_defines(config)

@@ -42,6 +42,7 @@ from autotune.spaces.layernorm_backward_tiles import TilesBackward
 class LayerNormBackwardSpace(RowSpace):
     name = "layernorm_backward"
     mixed_variant = "layernorm_backward_mixed"
+    leading_dims = {"dy": 2, "x": 2, "mean": 1, "rstd": 1, "dx": 2}
     rms: ClassVar[bool] = False  # RMSNorm's backward: no mean, no dbias
     algorithms = (TilesBackward, PersistentBackward)
 

@@ -28,6 +28,7 @@ class LinearGeluSpace(LinearSpace):
     name = "linear_gelu"
     LAYOUT = Layout("B", bias=True, gelu=True)
     PRODUCT = "C = gelu(A·Bᵀ + bias) needs A (M, K) and B (N, K)"
+    leading_dims = {"A": 2, "C": 2, "pre": 2}
 
     def outputs(self, shape: Shape) -> dict[str, BufferSpec]:
         return {**super().outputs(shape), "pre": BufferSpec((shape[0], shape[1]), self.dtype)}

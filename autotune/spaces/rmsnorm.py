@@ -26,6 +26,7 @@ class RmsNormSpace(RowKernelSpace):
     parameters = ROW_PARAMETERS
     default_config = dict(ROW_DEFAULT)
     mixed_variant = "rmsnorm_mixed"
+    leading_dims = {"x": 2, "y": 2}
 
     def launches(self, config: Config, shape: Shape, device: DeviceInfo) -> list[Step]:
         rows, cols = shape

@@ -20,6 +20,7 @@ class SoftmaxSpace(RowKernelSpace):
     template = "softmax.cu"
     parameters = (*ROW_PARAMETERS, Param("ONLINE", (0, 1), "0: three passes; 1: max and sum in one pass"))
     default_config = {**ROW_DEFAULT, "ONLINE": 0}
+    leading_dims = {"x": 2, "y": 2}
 
     def launches(self, config: Config, shape: Shape, device: DeviceInfo) -> list[Step]:
         rows, cols = shape

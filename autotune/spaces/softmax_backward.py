@@ -30,6 +30,7 @@ class SoftmaxBackwardSpace(RowKernelSpace):
     default_config = dict(ROW_DEFAULT)
     cached_rows = 2
     split_inputs = ("y", "dy")
+    leading_dims = {"y": 2, "dy": 2, "dx": 2}
 
     def launches(self, config: Config, shape: Shape, device: DeviceInfo) -> list[Step]:
         rows, cols = shape
