@@ -106,6 +106,52 @@ def test_errors_name_the_argument_in_torchs_style():
         att.functional.softmax(meta(4, 4), dim=0)
 
 
+# Activations with leading dims (batch, seq): each operator's outputs that carry them, for inputs of (2, 3, ...).
+LEADING_CASES = {
+    "layernorm": ((meta(2, 3, 96), meta(96), meta(96)), [(2, 3, 96), (2, 3), (2, 3)]),
+    "layernorm_backward": ((meta(2, 3, 96), meta(2, 3, 96), meta(96), meta(2, 3), meta(2, 3)),
+                           [(2, 3, 96), (96,), (96,)]),
+    "rmsnorm": ((meta(2, 3, 96), meta(96)), [(2, 3, 96)]),
+    "softmax": ((meta(2, 3, 96),), [(2, 3, 96)]),
+    "softmax_backward": ((meta(2, 3, 96), meta(2, 3, 96)), [(2, 3, 96)]),
+    "gemm": ((meta(2, 3, 17), meta(17, 65)), [(2, 3, 65)]),
+    "gemm_nt": ((meta(2, 3, 17), meta(65, 17)), [(2, 3, 65)]),
+    "gemm_tn": ((meta(2, 3, 33), meta(2, 3, 65)), [(33, 65)]),
+    "linear": ((meta(2, 3, 17), meta(65, 17), meta(65)), [(2, 3, 65)]),
+    "linear_gelu": ((meta(2, 3, 17), meta(65, 17), meta(65)), [(2, 3, 65), (2, 3, 65)]),
+    "bias_grad": ((meta(2, 3, 65),), [(65,)]),
+    "gelu_bias_grad": ((meta(2, 3, 65), meta(2, 3, 65)), [(2, 3, 65), (65,)]),
+}
+
+
+@pytest.mark.parametrize("kernel", sorted(LEADING_CASES))
+def test_operators_take_activations_with_leading_dims(kernel):
+    args, shapes = LEADING_CASES[kernel]
+    out = att.op(kernel)(*args)
+    out = out if isinstance(out, tuple) else (out,)
+    assert [tuple(t.shape) for t in out] == shapes
+
+
+def test_leading_dims_must_agree_across_inputs():
+    with pytest.raises(WrongShape, match="leading dims"):
+        torch.ops.autotune.gemm_tn(meta(2, 3, 33), meta(6, 65))
+    with pytest.raises(WrongShape, match="leading dims"):  # the statistics keep x's leading dims
+        torch.ops.autotune.layernorm_backward(meta(2, 3, 96), meta(2, 3, 96), meta(96), meta(6), meta(6))
+    with pytest.raises(WrongShape, match="weight has shape"):  # a weight takes no leading dims
+        torch.ops.autotune.layernorm(meta(2, 3, 96), meta(2, 96), meta(96))
+
+
+def test_functions_pass_activations_as_they_are():
+    """No reshape or view around the operator for a contiguous N-D activation: the output's autograd node is the
+    operator's own, not a ViewBackward."""
+    x = meta(2, 3, 96, requires_grad=True)
+    y = att.functional.layer_norm(x, 96, meta(96), meta(96))
+    assert y.shape == (2, 3, 96) and "View" not in type(y.grad_fn).__name__
+    lin = att.functional.linear(meta(2, 3, 17, requires_grad=True), meta(65, 17), meta(65))
+    assert lin.shape == (2, 3, 65) and "View" not in type(lin.grad_fn).__name__
+    assert att.functional.linear(meta(17), meta(65, 17)).shape == (65,)  # a vector: one row, as F.linear
+
+
 def test_functions_copy_non_contiguous_inputs():
     """The functions accept views the raw operator refuses (a transposed x is copied)."""
     x = meta(1031, 37).t()

@@ -92,6 +92,48 @@ def test_opcheck_on_cuda(att, kernel):
     torch.library.opcheck(att.op(kernel), args)
 
 
+# The operators on (2, 3, ...) activations, against the same call on their 2-D views: the kernel reads the same
+# memory, so the results are bitwise equal; and their gradients through autograd, from the 3-D call.
+LEADING = {
+    "layernorm": lambda: (cuda(2, 3, 40) + 1, cuda(40, seed=1), cuda(40, seed=2)),
+    "rmsnorm": lambda: (cuda(2, 3, 40), cuda(40, seed=1)),
+    "softmax": lambda: (cuda(2, 3, 40),),
+    "softmax_backward": lambda: (torch.softmax(cuda(2, 3, 40), -1), cuda(2, 3, 40, seed=1)),
+    "gemm": lambda: (cuda(2, 3, 12), cuda(12, 9, seed=1)),
+    "gemm_nt": lambda: (cuda(2, 3, 12), cuda(9, 12, seed=1)),
+    "gemm_tn": lambda: (cuda(2, 3, 7), cuda(2, 3, 9, seed=1)),
+    "linear": lambda: (cuda(2, 3, 12), cuda(9, 12, seed=1), cuda(9, seed=2)),
+    "linear_gelu": lambda: (cuda(2, 3, 12), cuda(9, 12, seed=1), cuda(9, seed=2)),
+    "bias_grad": lambda: (cuda(2, 3, 9),),
+    "gelu_bias_grad": lambda: (cuda(2, 3, 9), cuda(2, 3, 9, seed=1)),
+}
+
+
+@pytest.mark.parametrize("kernel", sorted(LEADING))
+def test_activations_with_leading_dims_equal_their_2d_call(att, kernel):
+    args = LEADING[kernel]()
+    info = att.OPS[kernel]
+    space = info.space("float32")
+    def flat(tensors):
+        return [t.view(-1, t.shape[-1]) if space.leading_dims.get(n) == 2 else t for n, t in zip(info.inputs, tensors)]
+
+    outs, ref = att.op(kernel)(*args), att.op(kernel)(*flat(args))
+    outs, ref = (outs, ref) if isinstance(outs, tuple) else ((outs,), (ref,))
+    for name, o, r in zip(info.outputs, outs, ref):
+        assert o.shape == space.leading_shape(name, r.shape, args[0].shape[:2]), name
+        assert torch.equal(o.reshape(r.shape), r), name
+    if kernel in CASES:  # a differentiable operator: its gradients from the 3-D call, against float64
+        args = [a.requires_grad_() for a in args]
+        out = first(att.op(kernel)(*args))
+        dy = cuda(*out.shape, seed=9)
+        grads = torch.autograd.grad(out, args, dy)
+        ref_args = [a.detach().double().requires_grad_() for a in args]
+        ref = REFERENCE[kernel](*flat(ref_args))  # the reference on 2-D views: its gradients come back in 3-D
+        ref_grads = torch.autograd.grad(ref, ref_args, dy.double().view(ref.shape))
+        for name, g, r in zip(info.inputs, grads, ref_grads):
+            assert g.shape == r.shape and rel(g, r) < 1e-4, name
+
+
 def test_backward_materializes_no_zeros_for_the_statistics(att):
     """mean and rstd (layernorm) and lse (attention) get no gradient: autograd would materialize each as a tensor of
     zeros (a torch.zeros and its fill kernel per backward call) unless told not to."""

@@ -23,7 +23,7 @@ import logging
 import os
 import threading
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from autotune.runtime import call_log
 from autotune.runtime.compiler import cache_root
@@ -95,24 +95,28 @@ def _load() -> Any:
     return extension
 
 
-def describe(plan: ProblemPlan) -> tuple:
+def describe(plan: ProblemPlan, shapes: Sequence[tuple[int, ...]] | None = None) -> tuple:
     """What the C++ launcher needs of a plan: its outputs (sizes, and an empty tensor of the dtype), workspace
-    bytes, the launch plan's steps (`LaunchPlan.describe`) and what `autotune.record` notes per call."""
+    bytes, the launch plan's steps (`LaunchPlan.describe`) and what `autotune.record` notes per call. ``shapes``:
+    the outputs' sizes where they are not the plan's own (activations with leading dims)."""
     import torch
 
-    outputs = [(tuple(spec.shape), torch.empty(0, dtype=getattr(torch, spec.dtype))) for spec in plan.outputs.values()]
+    specs = plan.outputs.values()
+    sizes = shapes if shapes is not None else [spec.shape for spec in specs]
+    outputs = [(tuple(size), torch.empty(0, dtype=getattr(torch, spec.dtype))) for size, spec in zip(sizes, specs)]
     workspace = [max(spec.nbytes, 1) for spec in plan.workspace.values()]
     note = functools.partial(call_log.note, plan.kernel, plan.shape, plan.dtype) if plan.kernel else None
     return outputs, workspace, plan.launches.describe(), note
 
 
-def register_cuda(name: str, inputs: int, plan_of: Callable[..., ProblemPlan]) -> bool:
+def register_cuda(name: str, inputs: int, plan_of: Callable[..., tuple[ProblemPlan, list]]) -> bool:
     """The CUDA kernel of ``torch.ops.autotune.<name>`` in C++; ``plan_of(*tensors)`` checks a new key's tensors
-    (raising) and returns its plan. False where the launcher is unavailable (the caller registers Python's)."""
+    (raising) and returns its plan and the outputs' shapes. False where the launcher is unavailable (the caller
+    registers Python's)."""
     extension = module()
     if extension is None:
         return False
-    extension.register_cuda(name, inputs, lambda *tensors: describe(plan_of(*tensors)))
+    extension.register_cuda(name, inputs, lambda *tensors: describe(*plan_of(*tensors)))
     return True
 
 

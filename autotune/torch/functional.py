@@ -1,8 +1,9 @@
 """The operators as functions on tensors of any leading shape, the way torch.nn.functional takes them.
 
-These reshape to the kernels' 2-D problems and copy non-contiguous inputs (``.contiguous()``: a copy only where
-needed), so they accept what torch's own functions accept on CUDA; the raw ``torch.ops.autotune.*`` operators
-refuse non-contiguous tensors instead.
+These pass activations of any leading dims to the operators as they are (the operators fold them), reshape a vector
+or several normalized dims, and copy non-contiguous inputs (``.contiguous()``: a copy only where needed), so they
+accept what torch's own functions accept on CUDA; the raw ``torch.ops.autotune.*`` operators refuse non-contiguous
+tensors instead.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any, Sequence
 
 import torch
 
-from autotune.torch.errors import NotContiguous, WrongShape
+from autotune.torch.errors import WrongShape
 
 
 # The operators' overloads (``torch.ops.autotune.<name>.default``: the operator itself, without the overload
@@ -35,53 +36,38 @@ def bind() -> None:
     _GEMM_NT, _LINEAR, _LINEAR_GELU = ops.gemm_nt.default, ops.linear.default, ops.linear_gelu.default
 
 
-# Each function passes a tensor on as it is where it already is the contiguous matrix or vector the kernel takes:
-# no reshape or copy is called, so a call costs the operator's and a few attribute reads (issue 21: ≤ 1 µs).
+# Each function passes a contiguous tensor on as it is, whatever its leading dims (the operators fold them, see
+# `autotune.torch.ops`): no reshape or view is called, so a call costs the operator's and a few attribute reads
+# (issue 21: ≤ 1 µs), and a training step gets no ViewBackward node per call.
+def _dense(t: torch.Tensor) -> torch.Tensor:
+    return t if t.is_contiguous() else t.contiguous()
+
+
 def layer_norm(x: torch.Tensor, normalized_shape: Sequence[int] | int, weight: torch.Tensor,
                bias: torch.Tensor) -> torch.Tensor:  # fmt: skip
     """LayerNorm over the trailing ``normalized_shape`` dims (eps fixed at the kernel's 1e-5)."""
     shape = x.shape
-    # The common call first, with the fewest checks: rows of a contiguous matrix over its last dim.
-    if len(shape) == 2 and x.is_contiguous():
-        if type(normalized_shape) is int:
-            cols = normalized_shape
-        else:
-            cols = normalized_shape[0] if len(normalized_shape) == 1 else 0
-        if cols == shape[1]:
-            try:
-                return _LAYERNORM(x, weight, bias)[0]
-            except NotContiguous:  # a strided weight or bias (rare): copied below, not checked on every call
-                pass
     if type(normalized_shape) is int:
         cols, flat = normalized_shape, True
     elif len(normalized_shape) == 1:
         cols, flat = normalized_shape[0], True
     else:  # several trailing dims: the weights are flattened too
         cols, flat = math.prod(normalized_shape), False
+    if flat and len(shape) >= 2 and shape[-1] == cols:  # the common call: rows over the last dim, as they are
+        return _LAYERNORM(_dense(x), _dense(weight), _dense(bias))[0]
     dims = len(shape) if flat else len(shape) - len(normalized_shape) + 1
     if dims < 1 or (shape[-1] != cols if flat else shape[dims - 1:] != tuple(normalized_shape)):
         raise WrongShape(f"autotune.layer_norm: x has shape {tuple(shape)}; normalized_shape {normalized_shape} must "
                          f"be its trailing dims")  # fmt: skip
-    rows = x if len(shape) == 2 and flat and x.is_contiguous() else x.reshape(-1, cols).contiguous()
-    w = weight if weight.is_contiguous() else weight.contiguous()
-    b = bias if bias.is_contiguous() else bias.contiguous()
-    if not flat:
-        w, b = w.reshape(cols), b.reshape(cols)
-    y = _LAYERNORM(rows, w, b)[0]
-    return y if len(shape) == 2 else y.view(shape)
+    w, b = _dense(weight).reshape(cols), _dense(bias).reshape(cols)
+    return _LAYERNORM(_dense(x.reshape(-1, cols)), w, b)[0].view(shape)
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """RMSNorm over the last dim (eps fixed at the kernel's 1e-6)."""
-    shape = x.shape
-    if len(shape) == 2 and x.is_contiguous():
-        try:
-            return _RMSNORM(x, weight)
-        except NotContiguous:  # a strided weight (rare): copied below, not checked on every call
-            pass
-    rows = x if len(shape) == 2 and x.is_contiguous() else x.reshape(-1, shape[-1]).contiguous()
-    y = _RMSNORM(rows, weight if weight.is_contiguous() else weight.contiguous())
-    return y if len(shape) == 2 else y.view(shape)
+    if x.dim() >= 2:
+        return _RMSNORM(_dense(x), _dense(weight))
+    return _RMSNORM(_dense(x.reshape(1, -1)), _dense(weight)).view(x.shape)
 
 
 def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
@@ -89,54 +75,51 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     shape = x.shape
     if dim != -1 and dim != len(shape) - 1:
         raise WrongShape(f"autotune.softmax: dim={dim}: only the last dim (-1) is supported")
-    if len(shape) == 2 and x.is_contiguous():
-        return _SOFTMAX(x)
-    return _SOFTMAX(x.reshape(-1, shape[-1]).contiguous()).view(shape)
+    if len(shape) >= 2:
+        return _SOFTMAX(_dense(x))
+    return _SOFTMAX(_dense(x.reshape(-1, shape[-1]))).view(shape)
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """``a @ b`` for a of shape (..., K) and a 2-D b of shape (K, N), through the tuned GEMM."""
     if b.dim() != 2:
         raise WrongShape(f"autotune.matmul: b must be 2-D (K, N), got shape {tuple(b.shape)}")
-    shape = a.shape
-    rows = a if len(shape) == 2 and a.is_contiguous() else a.reshape(-1, shape[-1]).contiguous()
-    c = _GEMM(rows, b if b.is_contiguous() else b.contiguous())
-    return c if len(shape) == 2 else c.view(*shape[:-1], b.shape[1])
+    if a.dim() >= 2:
+        return _GEMM(_dense(a), _dense(b))
+    return _GEMM(_dense(a.reshape(1, -1)), _dense(b)).view(b.shape[1])
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """``x @ weightᵀ + bias`` as torch.nn.functional.linear: x of shape (..., in_features), weight
     (out_features, in_features) read as stored (``gemm_nt``, or ``linear`` with the bias in the product)."""
-    shape = x.shape
-    if len(shape) == 0 or x.numel() == 0:  # an empty batch (the kernels take no empty matrix), or torch's error
+    dims = x.dim()
+    if dims == 0 or x.numel() == 0:  # an empty batch (the kernels take no empty matrix), or torch's error
         return torch.nn.functional.linear(x, weight, bias)
-    rows = x if len(shape) == 2 and x.is_contiguous() else x.reshape(-1, shape[-1]).contiguous()
-    w = weight if weight.is_contiguous() else weight.contiguous()
+    rows = _dense(x) if dims >= 2 else _dense(x).view(1, -1)
     try:
         if bias is None:
-            y = _GEMM_NT(rows, w)
+            y = _GEMM_NT(rows, _dense(weight))
         else:
-            y = _LINEAR(rows, w, bias if bias.is_contiguous() else bias.contiguous())
+            y = _LINEAR(rows, _dense(weight), _dense(bias))
     except WrongShape:  # the operator names its buffers (A, B): say it in the caller's terms
-        _refuse_linear_shapes(shape, weight, bias)
+        _refuse_linear_shapes(x.shape, weight, bias)
         raise
-    return y if len(shape) == 2 else y.view(*shape[:-1], weight.shape[0])
+    return y if dims >= 2 else y.view(-1)
 
 
 def linear_gelu(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
     """``gelu(x @ weightᵀ + bias, approximate="tanh")`` in one launch plan (``linear_gelu``: GELU in the GEMM's
     epilogue, the sum before it kept for the backward)."""
-    shape = x.shape
-    if len(shape) == 0 or x.numel() == 0:
+    dims = x.dim()
+    if dims == 0 or x.numel() == 0:
         return torch.nn.functional.gelu(torch.nn.functional.linear(x, weight, bias), approximate="tanh")
-    rows = x if len(shape) == 2 and x.is_contiguous() else x.reshape(-1, shape[-1]).contiguous()
-    w = weight if weight.is_contiguous() else weight.contiguous()
+    rows = _dense(x) if dims >= 2 else _dense(x).view(1, -1)
     try:
-        y = _LINEAR_GELU(rows, w, bias if bias.is_contiguous() else bias.contiguous())[0]
+        y = _LINEAR_GELU(rows, _dense(weight), _dense(bias))[0]
     except WrongShape:
-        _refuse_linear_shapes(shape, weight, bias)
+        _refuse_linear_shapes(x.shape, weight, bias)
         raise
-    return y if len(shape) == 2 else y.view(*shape[:-1], weight.shape[0])
+    return y if dims >= 2 else y.view(-1)
 
 
 def _refuse_linear_shapes(shape: torch.Size, weight: torch.Tensor, bias: torch.Tensor | None) -> None:

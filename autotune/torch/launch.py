@@ -77,7 +77,12 @@ class Launcher:
 
     def plan(self, *tensors: torch.Tensor) -> ProblemPlan:
         """The plan for calls on tensors like these (checked: raises in torch's style), chosen, compiled and
-        loaded on their GPU once: what the C++ launcher (`autotune.torch.native`) asks of a new key."""
+        loaded on their GPU once."""
+        return self.prepared(*tensors)[0]
+
+    def prepared(self, *tensors: torch.Tensor) -> tuple[ProblemPlan, list[tuple[int, ...]]]:
+        """`plan`, and the outputs' shapes: the plan's, with the leading dims the inputs' activations came with
+        (`KernelSpace.flatten_leading`). What the C++ launcher (`autotune.torch.native`) asks of a new key."""
         if self.validate is not None:
             self.validate(tensors)
         ordinal = tensors[0].device.index or 0
@@ -85,13 +90,18 @@ class Launcher:
             tuned = self._tuned.get(ordinal)
             if tuned is None:
                 tuned = self._tuned[ordinal] = TunedKernel(self.kernel, db=_DATABASE[0], device=ordinal)
-        return tuned.prepare(*tensors)
+        space = tuned.space
+        flat, leading = space.flatten_leading({n: tuple(t.shape) for n, t in zip(tuned.input_names, tensors)})
+        if leading is not None:  # the dispatcher takes the kernel's own ranks: views, once per key
+            tensors = [t.view(flat[n]) for n, t in zip(tuned.input_names, tensors)]
+        plan = tuned.prepare(*tensors)
+        return plan, [space.leading_shape(n, s.shape, leading) for n, s in plan.outputs.items()]
 
     def _prepare(self, key: tuple, tensors: Sequence[torch.Tensor]) -> _Entry:
-        plan = self.plan(*tensors)
+        plan, shapes = self.prepared(*tensors)
         ordinal = tensors[0].device.index or 0
         tuned = self._tuned[ordinal]
-        outputs = [(tuple(s.shape), getattr(torch, s.dtype)) for s in plan.outputs.values()]
+        outputs = [(shape, getattr(torch, s.dtype)) for shape, s in zip(shapes, plan.outputs.values())]
         workspace = [max(spec.nbytes, 1) for spec in plan.workspace.values()]
         entry = _Entry(tuned, plan, outputs, workspace, tensors[0].device, ordinal)
         self._entries[key] = entry

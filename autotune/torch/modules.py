@@ -48,7 +48,7 @@ _AUTOCAST_ELIGIBLE = (torch.float32, torch.float16, torch.bfloat16)  # autocast 
 
 
 def _kernel_takes(kernel: str, x: torch.Tensor) -> bool:
-    return x.device.type in ("cuda", "meta") and _DTYPE_NAMES.get(x.dtype) in _TAKES[kernel]
+    return (x.is_cuda or x.is_meta) and _DTYPE_NAMES.get(x.dtype) in _TAKES[kernel]
 
 
 def _check_eps(module: str, eps: float | None, kernel_eps: float) -> None:
@@ -106,7 +106,7 @@ class Linear(nn.Linear):
             dtype = torch.get_autocast_dtype("cuda")  # what autocast would cast F.linear's operands to
             x, weight = x.to(dtype), weight.to(dtype)
             bias = bias.to(dtype) if bias is not None else None
-        if not (_kernel_takes(self.KERNEL, x) and weight.dtype == x.dtype and x.device == weight.device):
+        if not (_kernel_takes(self.KERNEL, x) and weight.dtype is x.dtype and x.device == weight.device):
             return self._torchs(x, weight, bias, f"{x.device.type} {x.dtype} input, {weight.dtype} weight")
         if x.numel() == 0:  # an empty batch (an expert without tokens): the kernels take no empty matrix
             return self._torchs(x, weight, bias, "an empty input")

@@ -5,14 +5,16 @@ fake (meta) implementation from its shape inference and output specs, the real o
 operator exists for every family in `FAMILIES` that is present when this module is imported and for any space
 given to `register`.
 
-The raw operators take the space's exact shapes (e.g. layernorm's x is 2-D (rows, cols); attention's q is
+The raw operators take the space's shapes (e.g. layernorm's x is (rows, cols); attention's q is
 (batch, heads, seq_q, head_dim), k and v (batch, kv_heads, seq_kv, head_dim), kv_heads dividing heads: grouped-query
 and multi-query attention, query head h reading kv head h // (heads / kv_heads), the shape inferred from k) and
-refuse non-contiguous tensors (`NotContiguous`); `autotune.torch.functional`
-reshapes and copies for you (the row kernels and GEMM). ``attention_causal`` masks bottom-right (query i sees
-key j iff j ≤ i + seq_kv − seq_q), where torch's ``is_causal=True`` masks top-left: the same only where seq_q ==
-seq_kv.
-"""
+refuse non-contiguous tensors (`NotContiguous`); `autotune.torch.functional` copies for you. The activations of the
+row kernels and GEMMs (the space's `leading_dims`: layernorm's x, a GEMM's A, ...) may come with several leading
+dims, e.g. (batch, seq, hidden), alike across one call's activations: the kernel reads them as one, and the outputs
+that carry them get them back, so a model's 3-D activations need no reshape or view (each an operator and, in
+training, an autograd node of its own). ``attention_causal`` masks bottom-right (query i sees key j iff
+j ≤ i + seq_kv − seq_q), where torch's ``is_causal=True`` masks top-left: the same only where seq_q == seq_kv.
+"""""
 
 from __future__ import annotations
 
@@ -35,8 +37,8 @@ log = logging.getLogger("autotune.torch")
 NAMESPACE = "autotune"
 # Library families offered as operators, where present (others' spaces may land later: see module docstring).
 FAMILIES = ("layernorm", "layernorm_backward", "rmsnorm", "softmax", "softmax_backward", "gemm", "gemm_nt", "gemm_tn",
-            "linear", "linear_gelu", "bias_grad", "gelu_bias_grad", "attention", "attention_backward", "attention_causal",
-            "attention_causal_backward")
+            "linear", "linear_gelu", "bias_grad", "gelu_bias_grad", "attention", "attention_backward",
+            "attention_causal", "attention_causal_backward")
 
 
 @dataclass
@@ -62,8 +64,9 @@ class OpInfo:
             space = self._spaces[dtype] = get_space(self.kernel, dtype=dtype)
         return space
 
-    def problem(self, tensors: Sequence[torch.Tensor]) -> tuple[KernelSpace, tuple[Any, ...]]:
-        """The space and problem shape of a call; metadata only (fake tensors too). Raises in torch's style."""
+    def problem(self, tensors: Sequence[torch.Tensor]) -> tuple[KernelSpace, tuple[Any, ...], tuple | None]:
+        """The space and problem shape of a call, and the leading dims its activations had (None: the kernel's
+        own ranks; `KernelSpace.flatten_leading`); metadata only (fake tensors too). Raises in torch's style."""
         given = {name: dtype_name(t.dtype) for name, t in zip(self.inputs, tensors)}
         try:
             dtype = type(self.space(self.dtypes[0])).infer_dtype(given)
@@ -71,10 +74,15 @@ class OpInfo:
             raise WrongDtype(f"autotune.{self.name}: {exc}") from None
         space = self.space(dtype)
         try:
-            shape = space.infer_shape({name: tuple(t.shape) for name, t in zip(self.inputs, tensors)})
+            flat, leading = space.flatten_leading({name: tuple(t.shape) for name, t in zip(self.inputs, tensors)})
+            shape = space.infer_shape(flat)
         except AutotuneError as exc:
             raise WrongShape(f"autotune.{self.name}: {exc}") from None
-        return space, shape
+        return space, shape, leading
+
+    def output_shapes(self, space: KernelSpace, shape: tuple[Any, ...], leading: tuple | None) -> list[tuple]:
+        """The outputs' shapes for a problem whose activations had ``leading`` dims."""
+        return [space.leading_shape(name, spec.shape, leading) for name, spec in space.outputs(shape).items()]
 
     def check_device(self, tensors: Sequence[torch.Tensor]) -> None:
         first = tensors[0].device
@@ -143,10 +151,10 @@ def register(kernel: str) -> OpInfo:
 
     def fake(*tensors: torch.Tensor) -> Any:
         info.check_layout(tensors)
-        space, shape = info.problem(tensors)
+        space, shape, leading = info.problem(tensors)
         _note(space, shape)  # with meta tensors, a model's problems are recorded without a GPU
-        made = tuple(tensors[0].new_empty(spec.shape, dtype=getattr(torch, spec.dtype))
-                     for spec in space.outputs(shape).values())  # fmt: skip
+        made = tuple(tensors[0].new_empty(size, dtype=getattr(torch, spec.dtype)) for size, spec in
+                     zip(info.output_shapes(space, shape, leading), space.outputs(shape).values()))  # fmt: skip
         return made[0] if single else made
 
     info.launcher.validate = check
@@ -156,7 +164,7 @@ def register(kernel: str) -> OpInfo:
     # a new key's plan (`info.launcher` is looked up per key: `release` replaces it). The CPU kernel only raises
     # WrongDevice, where torch would say "no kernel for the CPU backend".
     _LIBRARY.define(name + _schema(info))
-    if not native.register_cuda(name, len(info.inputs), lambda *tensors: info.launcher.plan(*tensors)):
+    if not native.register_cuda(name, len(info.inputs), lambda *tensors: info.launcher.prepared(*tensors)):
         _LIBRARY.impl(name, impl, "CUDA")
     _LIBRARY.impl(name, impl, "CPU")
     torch.library.register_fake(info.qualname, fake, lib=_LIBRARY)
