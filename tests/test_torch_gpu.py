@@ -243,15 +243,16 @@ def test_the_operators_launch_from_cpp_asking_python_once_per_key(att):
 
     assert native.module() is not None, native.unavailable_reason()
     info = att.OPS["softmax"]
-    asked, plan = [], info.launcher.plan
-    info.launcher.plan = lambda *tensors: asked.append(tuple(tensors[0].shape)) or plan(*tensors)
+    asked, prepared = [], info.launcher.prepared
+    info.launcher.prepared = lambda *tensors: asked.append(tuple(tensors[0].shape)) or prepared(*tensors)
     try:
         x = cuda(24, 80, seed=4)
         ys = [torch.ops.autotune.softmax(x) for _ in range(3)]
         torch.ops.autotune.softmax(cuda(25, 80, seed=5))
+        torch.ops.autotune.softmax(x.view(4, 6, 80))  # the same rows with leading dims: a key of its own
     finally:
-        info.launcher.plan = plan
-    assert asked == [(24, 80), (25, 80)]
+        info.launcher.prepared = prepared
+    assert asked == [(24, 80), (25, 80), (4, 6, 80)]
     assert all(torch.equal(y, ys[0]) for y in ys) and rel(ys[0], torch.softmax(x.double(), -1)) < 2e-5
 
 
