@@ -1,7 +1,8 @@
 """A Llama-style transformer block (d_model 4096, 32 query / 8 kv heads of 128, rotary embeddings, SwiGLU MLP of
 14336, RMSNorm) in inference: bf16 prefill of a 2048-token prompt, and decoding one token at batch 1 and 16 over a
 2048-token KV cache — eager torch against the same block patched with autotune's kernels
-(`autotune.torch.patch`: RMSNorm and every Linear; attention stays torch's ``scaled_dot_product_attention``),
+(`autotune.torch.patch`: RMSNorm and every Linear, the MLP's gate-and-up projection and its SwiGLU as one
+``linear_swiglu`` kernel; attention stays torch's ``scaled_dot_product_attention``),
 and against ``torch.compile`` of the eager block.
 
     python examples/llama_block.py [--prefill 2048] [--batches 1 16] [--cache 2048] [--record shapes.json]
@@ -36,6 +37,19 @@ class Rotary:
         return torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1).flatten(-2)
 
 
+class FeedForward(nn.Module):
+    """Llama's SwiGLU MLP, its gate and up projections in one weight (as vLLM and others hold them)."""
+
+    def __init__(self, d_model: int, hidden: int) -> None:
+        super().__init__()
+        self.gate_up = nn.Linear(d_model, 2 * hidden, bias=False)
+        self.down = nn.Linear(hidden, d_model, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate, up = self.gate_up(x).chunk(2, dim=-1)
+        return self.down(nn.functional.silu(gate) * up)
+
+
 class Block(nn.Module):
     def __init__(self, d_model: int = 4096, heads: int = 32, kv_heads: int = 8, hidden: int = 14336,
                  positions: int = 8192, device: str = "cuda") -> None:  # fmt: skip
@@ -46,8 +60,7 @@ class Block(nn.Module):
         self.kv = nn.Linear(d_model, 2 * kv_heads * self.head_dim, bias=False)
         self.o = nn.Linear(d_model, d_model, bias=False)
         self.mlp_norm = nn.RMSNorm(d_model, eps=1e-6)
-        self.gate_up = nn.Linear(d_model, 2 * hidden, bias=False)
-        self.down = nn.Linear(hidden, d_model, bias=False)
+        self.mlp = FeedForward(d_model, hidden)
         self.rotary = Rotary(self.head_dim, positions, device)
 
     def forward(self, x: torch.Tensor, cache: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
@@ -61,8 +74,7 @@ class Block(nn.Module):
             k, v = torch.cat((cache[0], k), dim=2), torch.cat((cache[1], v), dim=2)
         y = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=cache is None, enable_gqa=True)
         x = x + self.o(y.transpose(1, 2).reshape(b, t, d))
-        gate, up = self.gate_up(self.mlp_norm(x)).chunk(2, dim=-1)
-        return x + self.down(nn.functional.silu(gate) * up)
+        return x + self.mlp(self.mlp_norm(x))
 
 
 def median_ms(run: Callable[[], object], reps: int = 20) -> float:

@@ -48,6 +48,12 @@
 //   GEMM_GELU = 1 with GEMM_BIAS: linear_gelu's epilogue. The sum with the bias is stored to `pre` (what the
 //     backward differentiates at), then C = gelu_tanh of the stored value, read back by the consumer that stored it
 //     (kernel_templates/gelu.cuh); split, the reduce's output gets gemm_bias_gelu instead.
+//   GEMM_SWIGLU = 1 with B_K_MAJOR (linear_swiglu, Llama's MLP): B stored 2N×K holds the gate rows, then the up
+//     rows, and C (M×N) = silu(A·B[:N]ᵀ) · A·B[N:]ᵀ. A tile's B stage takes BN/2 gate rows in its first half of
+//     64-row boxes and the same BN/2 up rows in the second (the one tensor map, at row N on), so gate column c
+//     and up column c sit BN/2 accumulator columns apart, in the same thread (the fragment repeats every 8
+//     columns): the epilogue multiplies them in fp32 and stores a BN/2-wide tile. Gate boxes past N read up rows,
+//     into columns that are never stored. No split-K or stream-K: their partial sums cannot take a product.
 //
 // Split-K (a launch choice, no define): with gridDim.z = S > 1, the blocks of z-slice z walk the tiles over
 // k-tiles [z·per, (z+1)·per) and store fp32 partial tiles to out = partial[z][M][N]; gemm_splitk_reduce
@@ -118,6 +124,10 @@
 #ifndef GEMM_GELU
 #define GEMM_GELU 0
 #endif
+#ifndef GEMM_SWIGLU
+#define GEMM_SWIGLU 0
+#endif
+#define TILE_N (GEMM_SWIGLU ? BN / 2 : BN)  // output columns of a tile
 // GELU in this kernel's epilogue: with the bias. Alone, GEMM_GELU asks only for gemm_bias_gelu beside the kernel
 // (the padded algorithm's step after its product).
 #define GELU_EPILOGUE (GEMM_BIAS && GEMM_GELU)
@@ -181,6 +191,8 @@ static_assert(SMEM_BYTES <= 232448, "shared memory beyond the sm_90 limit of 227
 static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "clusters of one or two blocks along M");
 // 3×TF32 meets the other layouts in its split pre-pass (which writes both operands K-major), not here.
 static_assert(!TF32X3 || (!A_MN_MAJOR && !B_K_MAJOR), "3xTF32 reads the pre-pass's K-major workspaces only");
+static_assert(!GEMM_SWIGLU || (B_K_MAJOR && !GEMM_BIAS && !TF32X3 && !STREAM_K && (BN == 128 || BN == 256)),
+              "SwiGLU: 16-bit B stored 2N×K, no bias, no stream-K, BN 128 or 256 (whole 64-row boxes per half)");
 
 // Registers per thread after setmaxnreg (multiples of 8). setmaxnreg only moves registers within what the block
 // was given at launch (384 threads at 168 each = 64512), so 128·(PRODUCER + WG·CONSUMER) ≤ 64512: a split asking
@@ -198,7 +210,7 @@ static_assert(!TF32X3 || (!A_MN_MAJOR && !B_K_MAJOR), "3xTF32 reads the pre-pass
 __device__ __forceinline__ void tile_origin(int t, int rows_m, int tiles_n, uint32_t rank, int& bm0, int& bn0) {
   int row, col;
   grouped_tile<GROUP_M>(t, rows_m, tiles_n, row, col);
-  bn0 = col * BN;
+  bn0 = col * TILE_N;
   bm0 = (row * CLUSTER_M + (int)rank) * BM;
 }
 
@@ -240,7 +252,7 @@ struct Maps {
 };
 
 __device__ __forceinline__ void load_stage(const Maps& maps, uint32_t stage, uint32_t full, int k0, int bm0, int bn0,
-                                           uint32_t rank) {
+                                           uint32_t rank, int N) {
 #if A_MN_MAJOR
 #pragma unroll
   for (int p = 0; p < BM / 64; ++p) tma_load_2d(stage + p * B_PANEL_BYTES, maps.a, bm0 + 64 * p, k0, full);
@@ -259,7 +271,11 @@ __device__ __forceinline__ void load_stage(const Maps& maps, uint32_t stage, uin
 #else
     const uint32_t dst = stage + A_TILE_BYTES + p * B_PANEL_BYTES;  // K-major: rows 64p.. of B, same bytes
     const TmaDesc* map = maps.b;
+#if GEMM_SWIGLU  // gate rows bn0.. in the first half of the boxes, up rows N + bn0.. in the second
+    const int c0 = k0, c1 = p < B_BOXES / 2 ? bn0 + 64 * p : N + bn0 + 64 * (p - B_BOXES / 2);
+#else
     const int c0 = B_K_MAJOR ? k0 : bn0 + 64 * p, c1 = B_K_MAJOR ? bn0 + 64 * p : k0;
+#endif
 #endif
 #if CLUSTER_M > 1
     if (p % CLUSTER_M == (int)rank) tma_load_2d_multicast(dst, map, c0, c1, full, (1u << CLUSTER_M) - 1);
@@ -341,7 +357,7 @@ gemm_wgmma_tma(const __grid_constant__ TmaDesc tmap_a, const __grid_constant__ T
   const uint32_t order_bar = empty_bar + 8 * STAGES;  // ping-pong: consumer c may start a main loop
 
   // The walk is over cluster tiles (CLUSTER_M tiles stacked along M), one cluster per CLUSTER_M blocks.
-  const int rows_m = (M + BM * CLUSTER_M - 1) / (BM * CLUSTER_M), tiles_n = (N + BN - 1) / BN;
+  const int rows_m = (M + BM * CLUSTER_M - 1) / (BM * CLUSTER_M), tiles_n = (N + TILE_N - 1) / TILE_N;
   const int tiles = rows_m * tiles_n;
   const uint32_t rank = CLUSTER_M > 1 ? cluster_ctarank() : 0;
   const int k_all = (K + BK - 1) / BK;
@@ -389,7 +405,7 @@ gemm_wgmma_tma(const __grid_constant__ TmaDesc tmap_a, const __grid_constant__ T
           mbar_wait(empty_bar + 8 * s, (pass & 1) ^ 1);  // the first pass finds every stage free
           const uint32_t stage = ring + s * STAGE_BYTES, full = full_bar + 8 * s;
           mbar_arrive_expect_tx(full, STAGE_BYTES);  // every box, whichever block of the cluster copies it
-          load_stage(maps, stage, full, kt * BK, bm0, bn0, rank);
+          load_stage(maps, stage, full, kt * BK, bm0, bn0, rank, N);
         }
       }
     }
@@ -490,6 +506,16 @@ gemm_wgmma_tma(const __grid_constant__ TmaDesc tmap_a, const __grid_constant__ T
         store_fragments<M_TILES, BN>(acc, pre, M, N, bm0 + row0, bn0);
         gelu_from_pre<CONSUMER_ROWS, BN, 128>(pre, static_cast<elem_t*>(out), M, N, bm0 + row0, bn0, GELU_BARRIER + cw,
                                               threadIdx.x % 128);
+#elif GEMM_SWIGLU
+        float swiglu[M_TILES][ACC / 2];  // gate column c at acc[.][i], its up column at acc[.][i + ACC/2]
+#pragma unroll
+        for (int m = 0; m < M_TILES; ++m)
+#pragma unroll
+          for (int i = 0; i < ACC / 2; ++i) {
+            const float gate = acc[m][i];
+            swiglu[m][i] = gate / (1.f + __expf(-gate)) * acc[m][i + ACC / 2];
+          }
+        store_fragments<M_TILES, BN / 2>(swiglu, static_cast<elem_t*>(out), M, N, bm0 + row0, bn0);
 #else
         store_fragments<M_TILES, BN>(acc, static_cast<elem_t*>(out), M, N, bm0 + row0, bn0);
 #endif

@@ -151,8 +151,9 @@ def test_functional_linear_takes_any_leading_shape_and_refuses_a_bad_weight():
 
 
 def test_the_llama_example_is_patched_whole_and_records_its_problems():
-    """examples/llama_block.py at a small width on meta tensors: every Linear and RMSNorm swapped, prefill and a
-    decoding step over a GQA cache recorded (equal problems once)."""
+    """examples/llama_block.py at a small width on meta tensors: every Linear and RMSNorm swapped, the MLP's
+    gate-and-up projection fused with its SwiGLU, prefill and a decoding step over a GQA cache recorded (equal
+    problems once)."""
     import sys
     from pathlib import Path
 
@@ -165,13 +166,15 @@ def test_the_llama_example_is_patched_whole_and_records_its_problems():
     model = model.to("meta", torch.bfloat16)
     report = att.patch(model)
     assert len(report.swapped) == 7 and not report.skipped
+    assert "mlp.gate_up (Linear and SwiGLU, fused)" in report.swapped
     cache = tuple(meta(2, 2, 16, 64, dtype=torch.bfloat16) for _ in range(2))
     with torch.no_grad(), autotune.record() as calls:
         assert model(meta(1, 16, 256, dtype=torch.bfloat16)).shape == (1, 16, 256)
         assert model(meta(2, 1, 256, dtype=torch.bfloat16), cache).shape == (2, 1, 256)
     assert calls.calls == [(kernel, shape, "bfloat16") for kernel, shape in [
-        ("rmsnorm", (16, 256)), ("gemm_nt", (16, 256, 256)), ("gemm_nt", (16, 1024, 256)), ("gemm_nt", (16, 256, 512)),
-        ("rmsnorm", (2, 256)), ("gemm_nt", (2, 256, 256)), ("gemm_nt", (2, 1024, 256)), ("gemm_nt", (2, 256, 512)),
+        ("rmsnorm", (16, 256)), ("gemm_nt", (16, 256, 256)), ("linear_swiglu", (16, 512, 256)),
+        ("gemm_nt", (16, 256, 512)),
+        ("rmsnorm", (2, 256)), ("gemm_nt", (2, 256, 256)), ("linear_swiglu", (2, 512, 256)), ("gemm_nt", (2, 256, 512)),
     ]]  # fmt: skip
     assert not report.fallbacks
 

@@ -42,8 +42,8 @@ from autotune.spaces.gemm_wgmma_tma_padded import WgmmaTmaPaddedGemm
 
 TRANSPOSE_TILE, TRANSPOSE_THREADS = 32, 256  # kernel_templates/gemm_layout.cuh
 BIAS_THREADS = 256
-# gemm_wgmma_tma.cu's, set by these families alone
-LAYOUT_DEFINES = ("A_MN_MAJOR", "B_K_MAJOR", "GEMM_BIAS", "GEMM_GELU")
+# gemm_wgmma_tma.cu's, set by these families alone (and linear_swiglu, `autotune.spaces.linear_swiglu`)
+LAYOUT_DEFINES = ("A_MN_MAJOR", "B_K_MAJOR", "GEMM_BIAS", "GEMM_GELU", "GEMM_SWIGLU")
 # The TMA tile a few rows take instead of copying the stored operand (`LayoutGemmSpace.rule_default`).
 READ_AS_STORED = {"BM": 64, "BN": 128, "WG": 1, "PINGPONG": 0, "STAGES": 7, "CLUSTER_M": 1}
 

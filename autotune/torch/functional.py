@@ -25,15 +25,17 @@ _GEMM: Any = None
 _GEMM_NT: Any = None
 _LINEAR: Any = None
 _LINEAR_GELU: Any = None
+_LINEAR_SWIGLU: Any = None
 
 
 def bind() -> None:
     """Look the operators up (autotune.torch does it after registering them)."""
-    global _LAYERNORM, _RMSNORM, _SOFTMAX, _GEMM, _GEMM_NT, _LINEAR, _LINEAR_GELU
+    global _LAYERNORM, _RMSNORM, _SOFTMAX, _GEMM, _GEMM_NT, _LINEAR, _LINEAR_GELU, _LINEAR_SWIGLU
     ops = torch.ops.autotune
     _LAYERNORM, _RMSNORM, _SOFTMAX, _GEMM = (ops.layernorm.default, ops.rmsnorm.default, ops.softmax.default,
                                              ops.gemm.default)  # fmt: skip
     _GEMM_NT, _LINEAR, _LINEAR_GELU = ops.gemm_nt.default, ops.linear.default, ops.linear_gelu.default
+    _LINEAR_SWIGLU = ops.linear_swiglu.default
 
 
 # Each function passes a contiguous tensor on as it is, whatever its leading dims (the operators fold them, see
@@ -119,6 +121,19 @@ def linear_gelu(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> to
     except WrongShape:
         _refuse_linear_shapes(x.shape, weight, bias)
         raise
+    return y if dims >= 2 else y.view(-1)
+
+
+def linear_swiglu(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """``silu(gate) * up`` for ``gate, up = (x @ weightᵀ).chunk(2, -1)``: a gate-and-up projection without bias
+    (weight (2·hidden, in_features), the gate rows first) and Llama's SwiGLU after it, in one kernel
+    (``linear_swiglu``). Forward only: the operator has no backward."""
+    dims = x.dim()
+    if dims == 0 or x.numel() == 0:
+        gate, up = torch.nn.functional.linear(x, weight).chunk(2, dim=-1)
+        return torch.nn.functional.silu(gate) * up
+    rows = _dense(x) if dims >= 2 else _dense(x).view(1, -1)
+    y = _LINEAR_SWIGLU(rows, _dense(weight))
     return y if dims >= 2 else y.view(-1)
 
 

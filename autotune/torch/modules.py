@@ -40,8 +40,8 @@ from autotune.torch import functional
 # autotune.runtime.arrays' shared dtype memo broke the graph on the H100 ("Dynamo cannot determine whether the
 # underlying object is hashable") after other code had filled the memo.
 _DTYPE_NAMES = {d: dtype_name(d) for d in (torch.float32, torch.float16, torch.bfloat16)}
-_TAKES = {k: frozenset(space_class(k).supported_dtypes())
-          for k in ("layernorm", "layernorm_backward", "rmsnorm", "linear", "linear_gelu")}  # fmt: skip
+_KERNELS = ("layernorm", "layernorm_backward", "rmsnorm", "linear", "linear_gelu", "linear_swiglu")
+_TAKES = {k: frozenset(space_class(k).supported_dtypes()) for k in _KERNELS}
 
 
 _AUTOCAST_ELIGIBLE = (torch.float32, torch.float16, torch.bfloat16)  # autocast leaves float64 alone
@@ -139,6 +139,27 @@ class LinearGELU(Linear):
 
     def _torchs(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, why: str) -> torch.Tensor:
         return nn.functional.gelu(super()._torchs(x, weight, bias, why), approximate="tanh")
+
+
+class LinearSwiGLU(Linear):
+    """A gate-and-up projection without bias (nn.Linear to 2·hidden features, the gate rows first) followed by
+    Llama's SwiGLU, ``silu(gate) * up`` of its output's two halves: hidden features out. Where no gradient is
+    needed, one ``linear_swiglu`` kernel (the activation in the GEMM's epilogue); in training, the Linear's
+    kernels, then torch's silu and product (the operator has no backward yet). `patch` puts one in place of such a
+    Linear where the parent's traced forward applies the SwiGLU to it alone (`autotune.torch.swiglu`)."""
+
+    KERNEL = "linear"  # the dtypes of the path through the Linear's kernels; the fused kernel's: `_kernels`
+
+    def _kernels(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        training = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad)
+        if bias is None and not training and _DTYPE_NAMES.get(x.dtype) in _TAKES["linear_swiglu"]:
+            return functional.linear_swiglu(x, weight)
+        gate, up = functional.linear(x, weight, bias).chunk(2, dim=-1)
+        return nn.functional.silu(gate) * up
+
+    def _torchs(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, why: str) -> torch.Tensor:
+        gate, up = super()._torchs(x, weight, bias, why).chunk(2, dim=-1)
+        return nn.functional.silu(gate) * up
 
 
 @dataclass
@@ -316,8 +337,9 @@ def _put_as(parent: nn.Module, first: str, second: str) -> Callable[[nn.Module, 
 
 def patch(model: nn.Module, *, linear: bool = True) -> PatchReport:
     """Swap, in place, every torch.nn.LayerNorm / RMSNorm (and, with ``linear``, every nn.Linear, fusing one followed
-    by nn.GELU(approximate="tanh") in an nn.Sequential) of ``model`` that autotune's kernels can compute for the
-    autotune module sharing its parameters; returns what was swapped and what was kept, with why."""
+    by nn.GELU(approximate="tanh"), and one whose halves feed a SwiGLU, `autotune.torch.swiglu`) of ``model`` that
+    autotune's kernels can compute for the autotune module sharing its parameters; returns what was swapped and
+    what was kept, with why."""
     report = PatchReport()
     if _replacement(model, linear)[0] is not None:
         raise ValueError("autotune.torch.patch: model is itself a layer patch would swap: wrap it or construct "
@@ -325,7 +347,11 @@ def patch(model: nn.Module, *, linear: bool = True) -> PatchReport:
     # A module shared by several parents, or held under two names, gets one replacement everywhere: a model that
     # relies on module identity (hooks, FSDP wrapping, id-keyed maps) sees the same structure after the swap.
     made: dict[int, tuple[nn.Module | None, str]] = {}
-    replacements: set[int] = _fuse_gelu(model, report) if linear else set()
+    replacements: set[int] = set()
+    if linear:
+        from autotune.torch.swiglu import fuse_swiglu  # it builds on this module's classes: imported here
+
+        replacements = _fuse_gelu(model, report) | fuse_swiglu(model, report)
     for parent_name, parent in list(model.named_modules(remove_duplicate=False)):
         for name, child in _children(parent):
             if id(child) in replacements:  # a shared parent seen again: its children are swapped already

@@ -37,7 +37,7 @@ log = logging.getLogger("autotune.torch")
 NAMESPACE = "autotune"
 # Library families offered as operators, where present (others' spaces may land later: see module docstring).
 FAMILIES = ("layernorm", "layernorm_backward", "rmsnorm", "softmax", "softmax_backward", "gemm", "gemm_nt", "gemm_tn",
-            "linear", "linear_gelu", "bias_grad", "gelu_bias_grad", "attention", "attention_backward",
+            "linear", "linear_gelu", "linear_swiglu", "bias_grad", "gelu_bias_grad", "attention", "attention_backward",
             "attention_causal", "attention_causal_backward")
 
 

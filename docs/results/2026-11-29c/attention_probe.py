@@ -54,8 +54,7 @@ class LlamaAttn(llama_block.Block):
             k, v = torch.cat((cache[0], k), dim=2), torch.cat((cache[1], v), dim=2)
         y = ours(q, k, v, is_causal=cache is None)
         x = x + self.o(y.transpose(1, 2).reshape(b, t, d))
-        gate, up = self.gate_up(self.mlp_norm(x)).chunk(2, dim=-1)
-        return x + self.down(nn.functional.silu(gate) * up)
+        return x + self.mlp(self.mlp_norm(x))
 
 
 def timed(fn, steps):

@@ -1,0 +1,149 @@
+"""``linear_swiglu``: C = silu(A·Gᵀ) · (A·Uᵀ), the SwiGLU of Llama's MLP before its down projection, where the gate
+and up projections are one weight B = [G; U] stored 2N×K (a fused ``gate_up`` Linear, whose output torch would
+``chunk`` in two): one product, and the activation in its epilogue, instead of a product of 2N columns, a silu and
+a multiply over two strided halves.
+
+One algorithm, the TMA wgmma kernel (kernel_templates/gemm_wgmma_tma.cu, ``GEMM_SWIGLU``): each BN-wide B stage
+holds BN/2 gate rows and the same BN/2 up rows, so a gate column and its up column meet in one thread's
+accumulators, and the tile stores BN/2 columns of C. Float16 and bfloat16 on sm_90 (K a multiple of 8, TMA's row
+strides); no split-K (a product of partial sums is not a partial product). Forward only: no backward family yet, so
+`autotune.torch` uses it where no gradient is needed.
+
+Accuracy: gate and up accumulate in fp32 and meet in fp32 before the one rounding of C (torch rounds both halves
+and silu's output first), so C is held to gemm's half-precision tolerance (`HALF_TOLERANCE`).
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from autotune import dtypes
+from autotune.device import DeviceInfo
+from autotune.errors import InvalidArgument
+from autotune.shape import Shape
+from autotune.spaces import _gemm_rules
+from autotune.spaces.base import ALGO, BufferSpec, Config, KernelSpace, Launch, Param, Step, TensorMap, ceil_div
+from autotune.spaces.correctness import UNIFORM
+from autotune.spaces.gemm import HALF_TOLERANCE
+from autotune.spaces.gemm_wgmma_tma import BK, WgmmaTmaGemm
+
+
+
+class SwigluTma(WgmmaTmaGemm):
+    """``wgmma_tma`` with B stored 2N×K = [gate; up] and the SwiGLU epilogue: tiles of BN/2 output columns."""
+
+    parameters = tuple(
+        Param("BN", (128, 256), "B rows per stage: BN/2 gate and BN/2 up rows, a tile of BN/2 columns of C")
+        if p.name == "BN" else p
+        for p in WgmmaTmaGemm.parameters if p.name != "SPLIT_K"
+    )  # fmt: skip
+    default_config = {k: v for k, v in WgmmaTmaGemm.default_config.items() if k != "SPLIT_K"}
+
+    def defines(self, config: Config) -> dict[str, int | str]:
+        return {**super().defines(config), "B_K_MAJOR": 1, "GEMM_SWIGLU": 1}
+
+    def unfit(self, shape: Shape, device: DeviceInfo) -> str | None:
+        reason = super(WgmmaTmaGemm, self).unfit(shape, device)  # compute capability only: N is any here
+        if reason is None and shape[2] % 8:
+            reason = (f"algorithm {self.name} copies with TMA, whose row strides are multiples of 16 bytes: K must be "
+                      f"a multiple of 8 (got K={shape[2]})")  # fmt: skip
+        return reason
+
+    def launches(self, config: Config, shape: Shape, device: DeviceInfo) -> list[Step]:
+        m, n, k = shape
+        c = self.local(config)
+        g = self.geometry(c)
+        cluster = c["CLUSTER_M"]
+        cluster_tiles = ceil_div(m, c["BM"] * cluster) * ceil_div(n, c["BN"] // 2)
+        blocks = cluster * min(cluster_tiles, max(1, device.multiprocessors // cluster))  # persistent, as gemm's
+        return [
+            Launch(
+                kernel="gemm_wgmma_tma",
+                grid=(blocks, 1, 1),
+                block=(g["threads"], 1, 1),
+                shared_bytes=g["smem_bytes"],
+                args=(
+                    TensorMap("A", self.dtype, dims=(k, m), box=(BK, c["BM"])),
+                    TensorMap("B", self.dtype, dims=(k, 2 * n), box=(BK, 64)),  # gate rows, then up rows
+                    "C", np.int32(m), np.int32(n), np.int32(k),
+                ),
+            )
+        ]
+
+    def workspace(self, config: Config, shape: Shape) -> dict[str, BufferSpec]:
+        return {}
+
+
+class LinearSwigluSpace(KernelSpace):
+    """C = silu(A·B[:N]ᵀ) · A·B[N:]ᵀ: A (M×K), B stored 2N×K (gate rows, then up rows), C (M×N)."""
+
+    name = "linear_swiglu"
+    dims = ("M", "N", "K")
+    default_shape = (2048, 14336, 4096)  # Llama-3 8B's MLP over a 2048-token prompt
+    metric_unit = "TFLOP/s"
+    algorithms = (SwigluTma,)
+    leading_dims = {"A": 2, "C": 2}
+
+    # --- problem --------------------------------------------------------------------------------------------
+    def input_specs(self, shape: Shape) -> dict[str, BufferSpec]:
+        m, n, k = shape
+        return {"A": BufferSpec((m, k), self.dtype), "B": BufferSpec((2 * n, k), self.dtype)}
+
+    def outputs(self, shape: Shape) -> dict[str, BufferSpec]:
+        m, n, _ = shape
+        return {"C": BufferSpec((m, n), self.dtype)}
+
+    def infer_shape(self, inputs: Mapping[str, tuple[int, ...]]) -> Shape:
+        a, b = inputs["A"], inputs["B"]
+        for name, dims in (("A", a), ("B", b)):
+            if len(dims) != 2:
+                raise InvalidArgument(f"{name} must be a 2-D matrix, got shape {tuple(dims)}")
+            if 0 in dims:
+                raise InvalidArgument(f"{name} is empty (shape {tuple(dims)})")
+        if b[0] % 2:
+            raise InvalidArgument(f"B has {b[0]} rows: it must hold the gate rows, then as many up rows (2N × K)")
+        if a[1] != b[1]:
+            raise InvalidArgument(f"A has {a[1]} columns but B has {b[1]}: C = silu(A·Gᵀ)·(A·Uᵀ) needs A (M, K) and "
+                                  f"B = [G; U] (2N, K)")  # fmt: skip
+        return (a[0], b[0] // 2, a[1])
+
+    def work(self, shape: Shape) -> float:
+        m, n, k = shape
+        return 2.0 * m * (2 * n) * k
+
+    # --- fallback -------------------------------------------------------------------------------------------
+    def shape_class(self, shape: Shape) -> tuple:
+        m, n, k = shape
+        return _gemm_rules.shape_class((m, 2 * n, k))
+
+    def rule_default(self, shape: Shape, device: DeviceInfo) -> Config:
+        """Cooperative 128×256 tiles (128 columns of C each) for more than 64 rows; a 64-row tile of one consumer
+        below that (decoding: M of a few tokens)."""
+        algo = self.algos["wgmma_tma"]
+        tile = {"BM": 128, "BN": 256, "WG": 2} if shape[0] > 64 else {"BM": 64, "BN": 256, "WG": 1}
+        return {ALGO: algo.name, **algo.default_config, **tile}
+
+    # --- correctness ----------------------------------------------------------------------------------------
+    def inputs(self, shape: Shape, rng: np.random.Generator, kind: str = UNIFORM) -> dict[str, np.ndarray]:
+        if kind != UNIFORM:
+            raise ValueError(f"unknown input kind {kind!r}")
+        m, n, k = shape
+        scale = 1.0 / np.sqrt(k)  # products of order 1: silu's curve, not its linear tail
+        return {"A": dtypes.encode(rng.uniform(-1.0, 1.0, size=(m, k)), self.dtype),
+                "B": dtypes.encode(rng.uniform(-2.0, 2.0, size=(2 * n, k)) * scale, self.dtype)}  # fmt: skip
+
+    def reference(self, inputs: Mapping[str, np.ndarray], shape: Shape) -> dict[str, np.ndarray]:
+        n = shape[1]
+        a, b = np.asarray(inputs["A"], np.float64), np.asarray(inputs["B"], np.float64)
+        gate, up = a @ b[:n].T, a @ b[n:].T
+        return {"C": gate / (1.0 + np.exp(-gate)) * up}
+
+    def tolerance(self, output: str, shape: Shape) -> float:
+        return HALF_TOLERANCE[self.dtype]
+
+    def validation_shapes(self, shape: Shape) -> list[Shape]:
+        # Ragged against every tile: M, N no multiple of 64 (a gate box past N reads up rows into unstored
+        # columns), N below one box, one row, and a long K.
+        return [(333, 264, 104), (67, 40, 40), (1, 136, 64), (129, 200, 2056)]
