@@ -12,7 +12,6 @@ import sys
 import time
 
 import torch
-from torch import nn
 
 sys.path.insert(0, "examples")
 import gpt2_block  # noqa: E402
@@ -22,6 +21,7 @@ import autotune.torch as att  # noqa: E402
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--rounds", type=int, default=7)
+parser.add_argument("--models", nargs="+", default=["gpt2", "llama"])
 args = parser.parse_args()
 dt = torch.bfloat16
 
@@ -84,47 +84,53 @@ def ab(label, fns, steps):
     for name in fns:
         ratios = [e[0] / p[0] for e, p in zip(base, results[name])]
         print(f"{label:12} {name:14} step {statistics.median(s for s, _ in results[name]):.3f} ms, host "
-              f"{statistics.median(h for _, h in results[name]):.3f} ms; eager/this median {statistics.median(ratios):.3f}"
-              f" (min {min(ratios):.3f}, max {max(ratios):.3f})", flush=True)
+              f"{statistics.median(h for _, h in results[name]):.3f} ms; eager/this median "
+              f"{statistics.median(ratios):.3f} (min {min(ratios):.3f}, max {max(ratios):.3f})", flush=True)
 
 
-torch.manual_seed(0)
-base = gpt2_block.Block().cuda().to(dt)
-models = {"eager": base, "patched": copy.deepcopy(base), "patched+attn": GptAttn().cuda().to(dt)}
-models["patched+attn"].load_state_dict(base.state_dict())
-att.patch(models["patched"])
-att.patch(models["patched+attn"])
-x = torch.randn(8, 1024, 768, device="cuda", dtype=dt)
-optims = {k: torch.optim.AdamW(m.parameters(), lr=1e-4) for k, m in models.items()}
-with torch.no_grad():
-    ref = models["eager"](x).float()
-    print("gpt2 patched+attn output relative error",
-          float((models["patched+attn"](x).float() - ref).norm() / ref.norm()))
+def gpt2():
+    torch.manual_seed(0)
+    base = gpt2_block.Block().cuda().to(dt)
+    models = {"eager": base, "patched": copy.deepcopy(base), "patched+attn": GptAttn().cuda().to(dt)}
+    models["patched+attn"].load_state_dict(base.state_dict())
+    att.patch(models["patched"])
+    att.patch(models["patched+attn"])
+    x = torch.randn(8, 1024, 768, device="cuda", dtype=dt)
+    optims = {k: torch.optim.AdamW(m.parameters(), lr=1e-4) for k, m in models.items()}
+    with torch.no_grad():
+        ref = models["eager"](x).float()
+        print("gpt2 patched+attn output relative error",
+              float((models["patched+attn"](x).float() - ref).norm() / ref.norm()))
+
+    def train(name):
+        def step():
+            optims[name].zero_grad(set_to_none=True)
+            models[name](x).float().pow(2).mean().backward()
+            optims[name].step()
+        return step
+
+    ab("gpt2 bf16", {k: train(k) for k in models}, 25)
 
 
-def train(name):
-    def step():
-        optims[name].zero_grad(set_to_none=True)
-        models[name](x).float().pow(2).mean().backward()
-        optims[name].step()
-    return step
+def llama():
+    torch.manual_seed(0)
+    base = llama_block.Block().cuda().to(dt).eval()
+    lmodels = {"eager": base, "patched": copy.deepcopy(base), "patched+attn": LlamaAttn().cuda().to(dt).eval()}
+    lmodels["patched+attn"].load_state_dict(base.state_dict())
+    print(att.patch(lmodels["patched"]))
+    att.patch(lmodels["patched+attn"])
+    cases = [("prefill", torch.randn(1, 2048, 4096, device="cuda", dtype=dt), None)]
+    for b in (1, 16):
+        cache = tuple(torch.randn(b, 8, 2048, 128, device="cuda", dtype=dt) for _ in range(2))
+        cases.append((f"decode b{b}", torch.randn(b, 1, 4096, device="cuda", dtype=dt), cache))
+    with torch.no_grad():
+        for label, xin, cache in cases:
+            ref = lmodels["eager"](xin, cache).float()
+            for name in ("patched", "patched+attn"):
+                err = float((lmodels[name](xin, cache).float() - ref).norm() / ref.norm())
+                print(f"llama {label}: {name} output relative error {err:.2e}")
+            ab(f"llama {label}", {k: (lambda m=m: m(xin, cache)) for k, m in lmodels.items()}, 20)
 
 
-ab("gpt2 bf16", {k: train(k) for k in models}, 25)
-del models, optims
-
-llama = llama_block.Block().cuda().to(dt).eval()
-lmodels = {"eager": llama, "patched": copy.deepcopy(llama), "patched+attn": LlamaAttn().cuda().to(dt).eval()}
-lmodels["patched+attn"].load_state_dict(llama.state_dict())
-att.patch(lmodels["patched"])
-att.patch(lmodels["patched+attn"])
-cases = [("prefill", torch.randn(1, 2048, 4096, device="cuda", dtype=dt), None)]
-for b in (1, 16):
-    cache = tuple(torch.randn(b, 8, 2048, 128, device="cuda", dtype=dt) for _ in range(2))
-    cases.append((f"decode b{b}", torch.randn(b, 1, 4096, device="cuda", dtype=dt), cache))
-with torch.no_grad():
-    for label, xin, cache in cases:
-        ref = lmodels["eager"](xin, cache).float()
-        err = float((lmodels["patched+attn"](xin, cache).float() - ref).norm() / ref.norm())
-        print(f"llama {label}: patched+attn output relative error {err:.2e}")
-        ab(f"llama {label}", {k: (lambda m=m: m(xin, cache)) for k, m in lmodels.items()}, 20)
+for model in args.models:
+    {"gpt2": gpt2, "llama": llama}[model]()
