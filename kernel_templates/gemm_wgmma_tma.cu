@@ -53,7 +53,9 @@
 //     64-row boxes and the same BN/2 up rows in the second (the one tensor map, at row N on), so gate column c
 //     and up column c sit BN/2 accumulator columns apart, in the same thread (the fragment repeats every 8
 //     columns): the epilogue multiplies them in fp32 and stores a BN/2-wide tile. Gate boxes past N read up rows,
-//     into columns that are never stored. No split-K or stream-K: their partial sums cannot take a product.
+//     into columns that are never stored. Split-K (decoding: a few rows, too few tiles for the SMs) stores the
+//     slice's gate and up sums as two planes, partial[z][2][M][N], and gemm_splitk_swiglu adds the slices up
+//     before the product. No stream-K.
 //
 // Split-K (a launch choice, no define): with gridDim.z = S > 1, the blocks of z-slice z walk the tiles over
 // k-tiles [z·per, (z+1)·per) and store fp32 partial tiles to out = partial[z][M][N]; gemm_splitk_reduce
@@ -520,8 +522,22 @@ gemm_wgmma_tma(const __grid_constant__ TmaDesc tmap_a, const __grid_constant__ T
         store_fragments<M_TILES, BN>(acc, static_cast<elem_t*>(out), M, N, bm0 + row0, bn0);
 #endif
       } else {
+#if GEMM_SWIGLU  // this slice's gate and up sums, each an M×N plane (see the top)
+        float gate[M_TILES][ACC / 2], up[M_TILES][ACC / 2];
+#pragma unroll
+        for (int m = 0; m < M_TILES; ++m)
+#pragma unroll
+          for (int i = 0; i < ACC / 2; ++i) {
+            gate[m][i] = acc[m][i];
+            up[m][i] = acc[m][i + ACC / 2];
+          }
+        float* planes = static_cast<float*>(out) + (size_t)blockIdx.z * 2 * M * N;
+        store_fragments_f32<M_TILES, BN / 2>(gate, planes, M, N, bm0 + row0, bn0);
+        store_fragments_f32<M_TILES, BN / 2>(up, planes + (size_t)M * N, M, N, bm0 + row0, bn0);
+#else
         float* partial = static_cast<float*>(out) + (size_t)blockIdx.z * M * N;
         store_fragments_f32<M_TILES, BN>(acc, partial, M, N, bm0 + row0, bn0);
+#endif
       }
 #endif
     }
@@ -530,3 +546,19 @@ gemm_wgmma_tma(const __grid_constant__ TmaDesc tmap_a, const __grid_constant__ T
   cluster_sync();  // no block leaves while its peer may still multicast into it or arrive on its barriers
 #endif
 }
+
+#if GEMM_SWIGLU
+// Split-K's end for SwiGLU: C = silu(Σ gate) · Σ up over the slices' planes partial[z][2][M][N], in a fixed order.
+extern "C" __global__ void __launch_bounds__(REDUCE_THREADS)
+    gemm_splitk_swiglu(const float* __restrict__ partial, elem_t* __restrict__ C, long long mn, int splits) {
+  const long long stride = (long long)gridDim.x * REDUCE_THREADS;
+  for (long long i = (long long)blockIdx.x * REDUCE_THREADS + threadIdx.x; i < mn; i += stride) {
+    float gate = 0.f, up = 0.f;
+    for (int s = 0; s < splits; ++s) {
+      gate += __ldcs(partial + 2 * s * mn + i);
+      up += __ldcs(partial + (2 * s + 1) * mn + i);
+    }
+    C[i] = from_f32<elem_t>(gate / (1.f + __expf(-gate)) * up);
+  }
+}
+#endif

@@ -1,5 +1,5 @@
 """GPU tier: linear_swiglu (C = silu(A·Gᵀ)·(A·Uᵀ), B = [G; U] stored 2N×K) is correct for random configurations,
-every tile and schedule, a cluster, and the rule defaults (the family's ragged validation shapes checked first); and
+every tile and schedule, a cluster, split-K (the planes and their reduce), and the rule defaults (the family's ragged validation shapes checked first); and
 a Llama-style MLP patched with it answers as eager torch, in inference (one kernel) and in training (the Linear's
 kernels, then torch's silu and product)."""
 
@@ -39,7 +39,8 @@ def test_every_tile_and_schedule(dtype, device):
     space = get_space("linear_swiglu", dtype=dtype)
     tma = {ALGO: "wgmma_tma", **space.algos["wgmma_tma"].default_config}
     variants = ({}, {"BN": 128}, {"BM": 64, "WG": 1}, {"BM": 256, "BN": 128, "STAGES": 3},
-                {"PINGPONG": 1, "BN": 128}, {"CLUSTER_M": 2}, {"GROUP_M": 1})
+                {"PINGPONG": 1, "BN": 128}, {"CLUSTER_M": 2}, {"GROUP_M": 1}, {"BM": 64, "WG": 1, "SPLIT_K": 2},
+                {"SPLIT_K": 3, "BN": 128})
     shape = (1000, 520, 1032)
     configs = [c for c in ({**tma, **v} for v in variants) if not space.violations(c, shape, device)]
     assert len(configs) == len(variants)

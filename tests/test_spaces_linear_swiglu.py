@@ -43,20 +43,37 @@ def test_rule_default_is_valid_and_its_plan_reads_both_halves(dtype, shape):
     space = get_space("linear_swiglu", dtype=dtype)
     config = space.rule_default(shape, H200)
     assert space.violations(config, shape, H200) == []
-    (launch,) = space.launches(config, shape, H200)
+    launch, *reduce = space.launches(config, shape, H200)
     assert isinstance(launch, Launch) and launch.kernel == "gemm_wgmma_tma"
     m, n, k = shape
     b = launch.args[1]
-    assert isinstance(b, TensorMap) and b.buffer == "B" and b.dims == (k, 2 * n) and launch.args[2] == "C"
+    assert isinstance(b, TensorMap) and b.buffer == "B" and b.dims == (k, 2 * n)
     tiles = -(-m // config["BM"]) * -(-n // (config["BN"] // 2))
-    assert launch.grid[0] == min(tiles, H200.multiprocessors) and launch.grid[2] == 1
+    splits = config["SPLIT_K"]
+    # decoding's few tiles: K split until every SM has one, where K is long enough (256 per slice at least)
+    assert (splits > 1) == (tiles < H200.multiprocessors and k >= 2 * 256)
+    assert launch.grid[0] == min(tiles, H200.multiprocessors // splits) and launch.grid[2] == splits
+    assert launch.args[2] == ("C" if splits == 1 else "partial") and len(reduce) == (splits > 1)
     defines = space.defines(config)
     assert defines["GEMM_SWIGLU"] == 1 and defines["B_K_MAJOR"] == 1 and "SPLIT_K" not in defines
 
 
-def test_the_space_offers_no_split_and_no_tile_the_epilogue_cannot_pair():
+def test_split_k_stores_gate_and_up_planes_then_reduces_them_with_the_activation():
     space = get_space("linear_swiglu", dtype="bfloat16")
-    assert "wgmma_tma.SPLIT_K" not in {p.key for p in space.params}
+    shape = (16, 14336, 4096)
+    config = {**space.rule_default(shape, H200), "SPLIT_K": 3}
+    assert space.violations(config, shape, H200) == []
+    main, reduce = space.launches(config, shape, H200)
+    assert main.args[2] == "partial" and main.grid[2] == 3
+    assert reduce.kernel == "gemm_splitk_swiglu" and reduce.args[:2] == ("partial", "C")
+    assert int(reduce.args[2]) == 16 * 14336 and int(reduce.args[3]) == 3
+    assert space.workspace(config, shape)["partial"].shape == (3, 2, 16, 14336)
+    assert space.workspace({**config, "SPLIT_K": 1}, shape) == {}
+    assert space.violations({**config, "SPLIT_K": 32}, (16, 14336, 1024), H200)  # more slices than k-tiles
+
+
+def test_no_tile_the_epilogue_cannot_pair():
+    space = get_space("linear_swiglu", dtype="bfloat16")
     assert space.domain("wgmma_tma.BN") == (128, 256)
     assert space.algos["wgmma_tma"].unfit((64, 64, 100), H200) is not None  # K: TMA strides of 16 bytes
 
@@ -68,7 +85,7 @@ def test_tiles_compile_without_spills(cache_dir):
         space = get_space("linear_swiglu", dtype=dtype)
         tma = {ALGO: "wgmma_tma", **space.algos["wgmma_tma"].default_config}
         tiles = ({}, {"BM": 64, "BN": 256, "WG": 1}, {"BM": 256, "BN": 128}, {"PINGPONG": 1, "BN": 128},
-                 {"CLUSTER_M": 2})
+                 {"CLUSTER_M": 2}, {"BM": 64, "WG": 1, "SPLIT_K": 2})
         jobs += [(space, {**tma, **t}, (2048, 14336, 4096)) for t in tiles]
     results = compile_jobs(jobs, "sm_90a", cache_dir)
     assert_built_without_spills(jobs, results)

@@ -6,8 +6,10 @@ a multiply over two strided halves.
 One algorithm, the TMA wgmma kernel (kernel_templates/gemm_wgmma_tma.cu, ``GEMM_SWIGLU``): each BN-wide B stage
 holds BN/2 gate rows and the same BN/2 up rows, so a gate column and its up column meet in one thread's
 accumulators, and the tile stores BN/2 columns of C. Float16 and bfloat16 on sm_90 (K a multiple of 8, TMA's row
-strides); no split-K (a product of partial sums is not a partial product). Forward only: no backward family yet, so
-`autotune.torch` uses it where no gradient is needed.
+strides). Split-K (SPLIT_K, for decoding's few rows, whose tiles are fewer than the SMs): each slice stores its gate
+and up sums as two fp32 planes, and ``gemm_splitk_swiglu`` adds the slices up, then applies the activation (a
+product of partial sums is not a partial product). Forward only: no backward family yet, so `autotune.torch` uses
+it where no gradient is needed.
 
 Accuracy: gate and up accumulate in fp32 and meet in fp32 before the one rounding of C (torch rounds both halves
 and silu's output first), so C is held to gemm's half-precision tolerance (`HALF_TOLERANCE`).
@@ -15,6 +17,7 @@ and silu's output first), so C is held to gemm's half-precision tolerance (`HALF
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Mapping
 
 import numpy as np
@@ -24,6 +27,8 @@ from autotune.device import DeviceInfo
 from autotune.errors import InvalidArgument
 from autotune.shape import Shape
 from autotune.spaces import _gemm_rules
+from autotune.spaces._gemm_rules import MIN_K_PER_SPLIT
+from autotune.spaces._gemm_splitk import MAX_PARTIAL_BYTES, PARTIAL, partial_bytes, reduce_launch, splits_of
 from autotune.spaces.base import ALGO, BufferSpec, Config, KernelSpace, Launch, Param, Step, TensorMap, ceil_div
 from autotune.spaces.correctness import UNIFORM
 from autotune.spaces.gemm import HALF_TOLERANCE
@@ -37,9 +42,8 @@ class SwigluTma(WgmmaTmaGemm):
     parameters = tuple(
         Param("BN", (128, 256), "B rows per stage: BN/2 gate and BN/2 up rows, a tile of BN/2 columns of C")
         if p.name == "BN" else p
-        for p in WgmmaTmaGemm.parameters if p.name != "SPLIT_K"
+        for p in WgmmaTmaGemm.parameters
     )  # fmt: skip
-    default_config = {k: v for k, v in WgmmaTmaGemm.default_config.items() if k != "SPLIT_K"}
 
     def defines(self, config: Config) -> dict[str, int | str]:
         return {**super().defines(config), "B_K_MAJOR": 1, "GEMM_SWIGLU": 1}
@@ -51,29 +55,46 @@ class SwigluTma(WgmmaTmaGemm):
                       f"a multiple of 8 (got K={shape[2]})")  # fmt: skip
         return reason
 
+    def constraints(self, config: Config, shape: Shape, device: DeviceInfo) -> list[str]:
+        # gemm's, with the planes' workspace (two per slice) in place of gemm's partial tiles
+        problems = [p for p in super().constraints(config, (shape[0], 2 * shape[1], shape[2]), device)
+                    if not p.startswith("SPLIT_K")]  # fmt: skip
+        m, n, k = shape
+        splits = splits_of(config)
+        if splits > 1 and partial_bytes(2 * splits, m, n) > MAX_PARTIAL_BYTES:
+            problems.append(f"SPLIT_K={splits} needs {partial_bytes(2 * splits, m, n) >> 20} MiB of fp32 planes")
+        if splits > ceil_div(k, BK):
+            problems.append(f"SPLIT_K={splits} exceeds the {ceil_div(k, BK)} k-tiles of K={k}")
+        return problems
+
     def launches(self, config: Config, shape: Shape, device: DeviceInfo) -> list[Step]:
         m, n, k = shape
         c = self.local(config)
         g = self.geometry(c)
-        cluster = c["CLUSTER_M"]
+        cluster, splits = c["CLUSTER_M"], splits_of(c)
         cluster_tiles = ceil_div(m, c["BM"] * cluster) * ceil_div(n, c["BN"] // 2)
-        blocks = cluster * min(cluster_tiles, max(1, device.multiprocessors // cluster))  # persistent, as gemm's
-        return [
+        per_slice = max(1, device.multiprocessors // (cluster * splits))  # persistent, as gemm's
+        launches: list[Step] = [
             Launch(
                 kernel="gemm_wgmma_tma",
-                grid=(blocks, 1, 1),
+                grid=(cluster * min(cluster_tiles, per_slice), 1, splits),
                 block=(g["threads"], 1, 1),
                 shared_bytes=g["smem_bytes"],
                 args=(
                     TensorMap("A", self.dtype, dims=(k, m), box=(BK, c["BM"])),
                     TensorMap("B", self.dtype, dims=(k, 2 * n), box=(BK, 64)),  # gate rows, then up rows
-                    "C", np.int32(m), np.int32(n), np.int32(k),
+                    "C" if splits == 1 else PARTIAL, np.int32(m), np.int32(n), np.int32(k),
                 ),
             )
         ]
+        if splits > 1:  # gemm's reduce launch, on the planes' kernel
+            reduce = reduce_launch(splits, m, n, device)
+            launches.append(dataclasses.replace(reduce, kernel="gemm_splitk_swiglu"))
+        return launches
 
     def workspace(self, config: Config, shape: Shape) -> dict[str, BufferSpec]:
-        return {}
+        splits, (m, n, _) = splits_of(config), shape
+        return {} if splits == 1 else {PARTIAL: BufferSpec((splits, 2, m, n), "float32")}
 
 
 class LinearSwigluSpace(KernelSpace):
@@ -120,10 +141,17 @@ class LinearSwigluSpace(KernelSpace):
 
     def rule_default(self, shape: Shape, device: DeviceInfo) -> Config:
         """Cooperative 128×256 tiles (128 columns of C each) for more than 64 rows; a 64-row tile of one consumer
-        below that (decoding: M of a few tokens)."""
+        below that (decoding: M of a few tokens). K is split where the tiles are fewer than the SMs, into the
+        fewest slices that give every SM one, each at least `MIN_K_PER_SPLIT` long."""
         algo = self.algos["wgmma_tma"]
-        tile = {"BM": 128, "BN": 256, "WG": 2} if shape[0] > 64 else {"BM": 64, "BN": 256, "WG": 1}
-        return {ALGO: algo.name, **algo.default_config, **tile}
+        m, n, k = shape
+        tile = {"BM": 128, "BN": 256, "WG": 2} if m > 64 else {"BM": 64, "BN": 256, "WG": 1}
+        tiles = ceil_div(m, tile["BM"]) * ceil_div(n, tile["BN"] // 2)
+        usable = [s for s in sorted(self.domain("wgmma_tma.SPLIT_K")) if k >= s * MIN_K_PER_SPLIT]
+        split = 1
+        if tiles < device.multiprocessors and usable:
+            split = next((s for s in usable if tiles * s >= device.multiprocessors), usable[-1])
+        return {ALGO: algo.name, **algo.default_config, **tile, "SPLIT_K": split}
 
     # --- correctness ----------------------------------------------------------------------------------------
     def inputs(self, shape: Shape, rng: np.random.Generator, kind: str = UNIFORM) -> dict[str, np.ndarray]:
