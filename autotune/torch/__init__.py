@@ -6,13 +6,14 @@ modules, and `patch`.
     y = att.functional.softmax(x)             # or the functions, or torch.ops.autotune.<kernel> directly
     torch.compile(model, fullgraph=True)      # no graph breaks: every operator has a fake implementation
 
-* Operators: ``torch.ops.autotune.{layernorm, layernorm_backward, rmsnorm, softmax, gemm, gemm_nt, gemm_tn,
-  linear}``, ``attention`` and
-  ``attention_causal`` with their ``*_backward``, each built from its kernel space (`autotune.torch.ops`).
-* Autograd: layernorm and attention (fp16/bf16) through their tuned backward kernels, each GEMM layout through
-  the other two, rmsnorm
-  and softmax through torch (`autotune.torch.autograd`). ``attention_causal`` masks bottom-right, torch's
-  ``is_causal=True`` top-left: the same only where seq_q == seq_kv.
+* Operators: ``torch.ops.autotune.<family>`` for each family of `autotune.torch.ops.FAMILIES` (the row kernels
+  and their backwards, the GEMM layouts, ``linear``, ``linear_gelu``, ``linear_swiglu``, the bias gradients,
+  ``attention`` and ``attention_causal`` with their ``*_backward``), each built from its kernel space; the row
+  kernels and GEMMs take activations of any leading dims as they are (`autotune.torch.ops`).
+* Autograd: layernorm, softmax and attention (fp16/bf16) through their tuned backward kernels, each GEMM layout
+  through the other two, rmsnorm through torch (`autotune.torch.autograd`); ``linear_swiglu`` is forward only.
+  ``attention_causal`` masks bottom-right, torch's ``is_causal=True`` top-left: the same only where seq_q ==
+  seq_kv.
 * CUDA graphs: after one warm-up call per shape, a call allocates only through torch's caching allocator and
   never synchronises (`autotune.torch.launch`).
 * Bad input: `WrongDevice` and `WrongDtype` (RuntimeError), `NotContiguous` and `WrongShape` (ValueError), each
