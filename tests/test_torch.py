@@ -139,6 +139,8 @@ def test_leading_dims_must_agree_across_inputs():
         torch.ops.autotune.layernorm_backward(meta(2, 3, 96), meta(2, 3, 96), meta(96), meta(6), meta(6))
     with pytest.raises(WrongShape, match="weight has shape"):  # a weight takes no leading dims
         torch.ops.autotune.layernorm(meta(2, 3, 96), meta(2, 96), meta(96))
+    with pytest.raises(WrongShape, match=r"empty .*given x \(3, 0, 5\)"):  # the caller's shape, not the folded one
+        torch.ops.autotune.softmax(meta(3, 0, 5))
 
 
 def test_functions_pass_activations_as_they_are():

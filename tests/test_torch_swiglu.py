@@ -72,6 +72,65 @@ def test_a_biased_projection_is_left_alone_and_reported():
     report = att.patch(model)
     assert type(model.mlp.gate_up) is att.Linear  # swapped alone, its SwiGLU left in the forward
     assert "forward" not in vars(model.mlp)
+    assert ("mlp.gate_up", "the Linear has a bias (linear_swiglu takes none); swapped alone") in report.skipped
+
+
+def test_input_features_tma_cannot_stride_are_left_alone():
+    model = Model(d=36)
+    model.norm = nn.RMSNorm(36, eps=1e-6)
+    report = att.patch(model)
+    assert type(model.mlp.gate_up) is att.Linear
+    assert any("multiple of 8" in why for _, why in report.skipped)
+
+
+class Optional(FeedForward):  # an optional argument: a trace would freeze the branch taken at patch time
+    def forward(self, x, scale=None):
+        gate, up = self.gate_up(x).chunk(2, dim=-1)
+        if scale is not None:
+            gate = gate * scale
+        return self.down(nn.functional.silu(gate) * up)
+
+
+class Dropping(FeedForward):  # dropout follows the mode: train and eval trace to different code
+    def forward(self, x):
+        gate, up = self.gate_up(x).chunk(2, dim=-1)
+        return self.down(nn.functional.dropout(nn.functional.silu(gate) * up, 0.5, training=self.training))
+
+
+def test_forwards_a_trace_would_freeze_are_not_rewritten():
+    torch.manual_seed(2)
+    for cls in (Optional, Dropping):
+        model = nn.Sequential(cls())
+        before = copy.deepcopy(model).eval()
+        report = att.patch(model)
+        assert type(model[0].gate_up) is att.Linear and "forward" not in vars(model[0]), cls
+        model.eval()
+        x = torch.randn(3, 32)
+        assert torch.equal(model(x), before(x)), cls
+    assert any("train and eval" in why for _, why in report.skipped)
+
+
+class Sliced(FeedForward):  # a slice of the halves, not the halves: no SwiGLU, and no crash matching it
+    def forward(self, x):
+        halves = self.gate_up(x).chunk(2, dim=-1)
+        return self.down(nn.functional.silu(halves[1:][0]) * halves[0])
+
+
+def test_a_slice_of_the_halves_is_no_swiglu():
+    model = nn.Sequential(Sliced())
+    att.patch(model)
+    assert type(model[0].gate_up) is att.Linear and "forward" not in vars(model[0])
+
+
+def test_the_raw_operator_refuses_to_train_and_the_function_trains():
+    w = torch.randn(96, 32, device="meta", dtype=torch.bfloat16, requires_grad=True)
+    x = torch.randn(2, 5, 32, device="meta", dtype=torch.bfloat16)
+    with pytest.raises(att.NoBackward, match="linear_swiglu has no backward.*functional.linear_swiglu"):
+        torch.ops.autotune.linear_swiglu(x, w)
+    y = att.functional.linear_swiglu(x, w)  # linear's kernels, then torch's silu: a graph to train through
+    assert y.shape == (2, 5, 48) and y.requires_grad
+    with torch.no_grad():
+        assert torch.ops.autotune.linear_swiglu(x, w).shape == (2, 5, 48)
 
 
 class Twice(FeedForward):  # the gate half used again: the product is not the halves' only use

@@ -173,5 +173,5 @@ class LinearSwigluSpace(KernelSpace):
 
     def validation_shapes(self, shape: Shape) -> list[Shape]:
         # Ragged against every tile: M, N no multiple of 64 (a gate box past N reads up rows into unstored
-        # columns), N below one box, one row, and a long K.
-        return [(333, 264, 104), (67, 40, 40), (1, 136, 64), (129, 200, 2056)]
+        # columns), N below one box and odd (unaligned rows of C), one row, and a long K.
+        return [(333, 264, 104), (67, 40, 40), (5, 37, 64), (1, 136, 64), (129, 200, 2056)]

@@ -39,7 +39,7 @@ except ImportError:
 
 from autotune.torch import functional  # noqa: E402
 from autotune.torch.autograd import register_autograd  # noqa: E402
-from autotune.torch.errors import NotContiguous, TensorError, WrongDevice, WrongDtype, WrongShape  # noqa: E402
+from autotune.torch.errors import NoBackward, NotContiguous, TensorError, WrongDevice, WrongDtype, WrongShape  # noqa: E402
 from autotune.torch.launch import set_database  # noqa: E402
 from autotune.torch.modules import LayerNorm, Linear, LinearGELU, LinearSwiGLU, PatchReport, RMSNorm, patch  # noqa: E402
 from autotune.torch.ops import OPS, op, register  # noqa: E402
@@ -54,6 +54,7 @@ __all__ = [
     "Linear",
     "LinearGELU",
     "LinearSwiGLU",
+    "NoBackward",
     "NotContiguous",
     "OPERATORS",
     "OPS",

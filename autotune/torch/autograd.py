@@ -16,6 +16,8 @@ where the launcher is not loaded.
   its backward raises `WrongDtype` (the forward runs; torch's own SDPA trains in float32);
 * softmax: our tuned ``softmax_backward`` kernel (dx = y·(dy − Σ dy·y) from the saved output y);
 * rmsnorm: torch's own operations, in the input's dtype (its forward keeps no rstd for ``rmsnorm_backward``);
+* linear_swiglu: forward only (`FORWARD_ONLY`): a call that needs a gradient raises `NoBackward`, naming the
+  functions that train (torch would only warn, and leave the gradients None);
 * a family with no entry here has no autograd: torch raises at backward.
 
 Attention with fewer kv heads than query heads (grouped-query) gets dk and dv of k's and v's own shapes: the backward
@@ -38,7 +40,7 @@ import torch
 from autotune.runtime import torch_native as native
 from autotune.runtime.arrays import dtype_name
 from autotune.spaces.rmsnorm import EPS as RMS_EPS
-from autotune.torch.errors import WrongDtype
+from autotune.torch.errors import NoBackward, WrongDtype
 from autotune.torch.ops import _LIBRARY, OPS
 
 
@@ -72,7 +74,7 @@ def _rmsnorm_backward(ctx: Any, dy: torch.Tensor) -> tuple:
     xhat = x * rstd
     g = dy * weight
     dx = rstd * (g - xhat * (g * xhat).mean(dim=-1, keepdim=True))
-    dweight = (dy * xhat).sum(dim=0)
+    dweight = (dy * xhat).sum(dim=tuple(range(dy.dim() - 1)))  # over every leading dim (N-D activations)
     return dx, dweight
 
 
@@ -221,6 +223,30 @@ def _fast_autograd(name: str, inputs: int, backward: Any, setup: Any) -> bool:
     return True
 
 
+# Operators without a backward, and what trains instead.
+FORWARD_ONLY = {
+    "linear_swiglu": "autotune.torch.functional.linear_swiglu and LinearSwiGLU train, through linear and torch's silu",
+}
+
+
+def _refuse_gradients(name: str, inputs: int) -> None:
+    """The Autograd kernel of a forward-only operator: below autograd without a gradient, `NoBackward` with one."""
+    overload = getattr(torch.ops.autotune, name).default
+    below, redispatch = torch._C._after_autograd_keyset, overload.redispatch
+
+    def refuse(keyset: Any, *args: Any) -> Any:
+        raise NoBackward(f"autotune.{name} has no backward, and an input needs a gradient: {FORWARD_ONLY[name]}")
+
+    def kernel(keyset: Any, *args: Any) -> Any:
+        if torch._C.is_grad_enabled() and torch._C._any_requires_grad(*args):
+            refuse(keyset, *args)
+        with torch._C._AutoDispatchBelowAutograd():
+            return redispatch(keyset & below, *args)
+
+    if not native.register_autograd(name, inputs, refuse):
+        _LIBRARY.impl(name, kernel, "Autograd", with_keyset=True)
+
+
 def register_autograd() -> list[str]:
     """Attach the backward of every registered operator that has one (and whose backward operator, `NEEDS`, is
     registered too)."""
@@ -232,4 +258,7 @@ def register_autograd() -> list[str]:
         if not _fast_autograd(info.name, len(info.inputs), backward, setup):
             torch.library.register_autograd(info.qualname, backward, setup_context=setup, lib=_LIBRARY)
         done.append(kernel)
+    for kernel in FORWARD_ONLY:
+        if kernel in OPS:
+            _refuse_gradients(OPS[kernel].name, len(OPS[kernel].inputs))
     return done

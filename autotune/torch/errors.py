@@ -25,3 +25,7 @@ class NotContiguous(TensorError, ValueError):
 
 class WrongShape(TensorError, ValueError):
     """The tensors' shapes do not make a problem of the kernel (e.g. weight of another width than x)."""
+
+
+class NoBackward(TensorError, RuntimeError):
+    """A forward-only operator was called on tensors that need a gradient (it would return none)."""

@@ -127,10 +127,11 @@ def linear_gelu(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> to
 def linear_swiglu(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """``silu(gate) * up`` for ``gate, up = (x @ weightᵀ).chunk(2, -1)``: a gate-and-up projection without bias
     (weight (2·hidden, in_features), the gate rows first) and Llama's SwiGLU after it, in one kernel
-    (``linear_swiglu``). Forward only: the operator has no backward."""
+    (``linear_swiglu``). The operator has no backward: where a gradient is needed, ``linear`` runs, then torch's
+    silu and product."""
     dims = x.dim()
-    if dims == 0 or x.numel() == 0:
-        gate, up = torch.nn.functional.linear(x, weight).chunk(2, dim=-1)
+    if dims == 0 or x.numel() == 0 or (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad)):
+        gate, up = (linear(x, weight) if dims else torch.nn.functional.linear(x, weight)).chunk(2, dim=-1)
         return torch.nn.functional.silu(gate) * up
     rows = _dense(x) if dims >= 2 else _dense(x).view(1, -1)
     y = _LINEAR_SWIGLU(rows, _dense(weight))

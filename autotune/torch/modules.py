@@ -141,18 +141,39 @@ class LinearGELU(Linear):
         return nn.functional.gelu(super()._torchs(x, weight, bias, why), approximate="tanh")
 
 
+# Whether linear_swiglu's algorithms run on a device (its compute capability), by device index: asked on the device's
+# first eager call; while torch.compile traces for a device not seen yet, the Linear's kernels and torch's silu run.
+_SWIGLU_DEVICES: dict[int, bool] = {}
+
+
+def _swiglu_runs_on(x: torch.Tensor) -> bool:
+    if x.is_meta:
+        return True
+    index = x.get_device()
+    runs = _SWIGLU_DEVICES.get(index)
+    if runs is None:
+        if torch.compiler.is_compiling():
+            return False
+        cc = torch.cuda.get_device_capability(index)
+        runs = _SWIGLU_DEVICES[index] = any(tuple(a.min_cc) <= cc <= tuple(a.max_cc or cc)
+                                            for a in space_class("linear_swiglu").algorithms)  # fmt: skip
+    return runs
+
+
 class LinearSwiGLU(Linear):
     """A gate-and-up projection without bias (nn.Linear to 2·hidden features, the gate rows first) followed by
     Llama's SwiGLU, ``silu(gate) * up`` of its output's two halves: hidden features out. Where no gradient is
-    needed, one ``linear_swiglu`` kernel (the activation in the GEMM's epilogue); in training, the Linear's
-    kernels, then torch's silu and product (the operator has no backward yet). `patch` puts one in place of such a
+    needed, one ``linear_swiglu`` kernel (the activation in the GEMM's epilogue), where it runs (in_features a
+    multiple of 8, a GPU of its compute capability); elsewhere, and in training, the Linear's kernels, then torch's
+    silu and product (the operator has no backward yet). `patch` puts one in place of such a
     Linear where the parent's traced forward applies the SwiGLU to it alone (`autotune.torch.swiglu`)."""
 
     KERNEL = "linear"  # the dtypes of the path through the Linear's kernels; the fused kernel's: `_kernels`
 
     def _kernels(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         training = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad)
-        if bias is None and not training and _DTYPE_NAMES.get(x.dtype) in _TAKES["linear_swiglu"]:
+        if (bias is None and not training and _DTYPE_NAMES.get(x.dtype) in _TAKES["linear_swiglu"]
+                and x.shape[-1] % 8 == 0 and _swiglu_runs_on(x)):  # fmt: skip
             return functional.linear_swiglu(x, weight)
         gate, up = functional.linear(x, weight, bias).chunk(2, dim=-1)
         return nn.functional.silu(gate) * up

@@ -14,7 +14,7 @@ dims, e.g. (batch, seq, hidden), alike across one call's activations: the kernel
 that carry them get them back, so a model's 3-D activations need no reshape or view (each an operator and, in
 training, an autograd node of its own). ``attention_causal`` masks bottom-right (query i sees key j iff
 j ≤ i + seq_kv − seq_q), where torch's ``is_causal=True`` masks top-left: the same only where seq_q == seq_kv.
-"""""
+"""
 
 from __future__ import annotations
 
@@ -73,11 +73,13 @@ class OpInfo:
         except AutotuneError as exc:
             raise WrongDtype(f"autotune.{self.name}: {exc}") from None
         space = self.space(dtype)
+        shapes = flat = {name: tuple(t.shape) for name, t in zip(self.inputs, tensors)}
         try:
-            flat, leading = space.flatten_leading({name: tuple(t.shape) for name, t in zip(self.inputs, tensors)})
+            flat, leading = space.flatten_leading(shapes)
             shape = space.infer_shape(flat)
         except AutotuneError as exc:
-            raise WrongShape(f"autotune.{self.name}: {exc}") from None
+            given = "" if flat == shapes else f" (their leading dims folded; given {_shapes_text(shapes)})"
+            raise WrongShape(f"autotune.{self.name}: {exc}{given}") from None
         return space, shape, leading
 
     def output_shapes(self, space: KernelSpace, shape: tuple[Any, ...], leading: tuple | None) -> list[tuple]:
@@ -102,6 +104,10 @@ class OpInfo:
                 raise NotContiguous(f"autotune.{self.name}: {name} is not contiguous (shape {tuple(t.shape)}, "
                                     f"strides {t.stride()}): pass {name}.contiguous(), or use "
                                     f"autotune.torch.functional, which copies")  # fmt: skip
+
+
+def _shapes_text(shapes: dict[str, tuple]) -> str:
+    return ", ".join(f"{name} {tuple(shape)}" for name, shape in shapes.items())
 
 
 OPS: dict[str, OpInfo] = {}
