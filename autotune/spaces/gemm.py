@@ -29,10 +29,10 @@ is tied to the error the SIMT kernel (its default configuration: FFMA, fp32 accu
 very same inputs, measured by the worker before each check: `FP32_FACTOR` times it, at least `FP32_FLOOR`.
 1×TF32 (about 3e-4) and half accumulation miss it by orders of magnitude; 3×TF32 meets it. (numpy's float32
 matmul is no stand-in: its blocked accumulation is 2–3× more accurate than a K-sequential kernel at K = 16384.)
-Half-precision outputs are held to a small multiple of their own rounding (`HALF_TOLERANCE`), which fp32 accumulation meets and half accumulation, over the
-K = 16384 validation case, does not. Inputs are uniform in [-1, 1) and, in a second case, rows of A and columns
-of B scaled by powers of two over a wide range (2^±20 for float32 and bfloat16, 2^±3 for float16, whose range
-is narrow).
+Half-precision outputs are held to a small multiple of their own rounding (`HALF_TOLERANCE`), which fp32
+accumulation meets and half accumulation, over the K = 16384 validation case, does not. Inputs are uniform in
+[-1, 1) and, in a second case, rows of A and columns of B scaled by powers of two over a wide range (2^±20 for
+float32 and bfloat16, 2^±3 for float16, whose range is narrow).
 """
 
 from __future__ import annotations
@@ -65,6 +65,17 @@ BASELINE_SANITY = 1e-4
 HALF_TOLERANCE = {"float16": 1e-3, "bfloat16": 8e-3}
 
 
+def matrix_operands(inputs: Mapping[str, tuple[int, ...]]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The shapes of A and B, each checked to be a non-empty 2-D matrix (`InvalidArgument` naming it)."""
+    for name in ("A", "B"):
+        dims = inputs[name]
+        if len(dims) != 2:
+            raise InvalidArgument(f"{name} must be a 2-D matrix, got shape {tuple(dims)}")
+        if 0 in dims:
+            raise InvalidArgument(f"{name} is empty (shape {tuple(dims)})")
+    return inputs["A"], inputs["B"]
+
+
 class GemmSpace(KernelSpace):
     name = "gemm"
     dims = ("M", "N", "K")
@@ -84,12 +95,7 @@ class GemmSpace(KernelSpace):
         return {"C": BufferSpec((m, n), self.dtype)}
 
     def infer_shape(self, inputs: Mapping[str, tuple[int, ...]]) -> Shape:
-        a, b = inputs["A"], inputs["B"]
-        for name, dims in (("A", a), ("B", b)):
-            if len(dims) != 2:
-                raise InvalidArgument(f"{name} must be a 2-D matrix, got shape {tuple(dims)}")
-            if 0 in dims:
-                raise InvalidArgument(f"{name} is empty (shape {tuple(dims)})")
+        a, b = matrix_operands(inputs)
         if a[1] != b[0]:
             raise InvalidArgument(f"B has {b[0]} rows but A has {a[1]} columns: C = A·B needs A (M, K) and B (K, N)")
         return (a[0], b[1], a[1])
@@ -138,8 +144,8 @@ class GemmSpace(KernelSpace):
         # Ragged against every tile size: the first keeps N and K multiples of 8 (vector paths with edges), the
         # second makes every row unaligned (scalar fall-back paths) and K no multiple of any mma K; the third and
         # fourth span a wide dynamic range, one of them along K = 16384 (N and K multiples of 8, so that the TMA
-        # algorithm, which needs 16-byte row strides, is checked along a long K too). Then one row and one column (the GEMV
-        # algorithm's shapes; every other algorithm computes them too), the last of them wide-range.
+        # algorithm, which needs 16-byte row strides, is checked along a long K too). Then one row and one column
+        # (the GEMV algorithm's shapes; every other algorithm computes them too), the last of them wide-range.
         return [
             ((333, 264, 104), UNIFORM),
             ((67, 131, 33), UNIFORM),

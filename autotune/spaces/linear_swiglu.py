@@ -28,10 +28,10 @@ from autotune.errors import InvalidArgument
 from autotune.shape import Shape
 from autotune.spaces import _gemm_rules
 from autotune.spaces._gemm_rules import MIN_K_PER_SPLIT
-from autotune.spaces._gemm_splitk import MAX_PARTIAL_BYTES, PARTIAL, partial_bytes, reduce_launch, splits_of
+from autotune.spaces._gemm_splitk import PARTIAL, reduce_launch, splits_of
 from autotune.spaces.base import ALGO, BufferSpec, Config, KernelSpace, Launch, Param, Step, TensorMap, ceil_div
 from autotune.spaces.correctness import UNIFORM
-from autotune.spaces.gemm import HALF_TOLERANCE
+from autotune.spaces.gemm import HALF_TOLERANCE, matrix_operands
 from autotune.spaces.gemm_wgmma_tma import BK, WgmmaTmaGemm
 
 
@@ -56,16 +56,9 @@ class SwigluTma(WgmmaTmaGemm):
         return reason
 
     def constraints(self, config: Config, shape: Shape, device: DeviceInfo) -> list[str]:
-        # gemm's, with the planes' workspace (two per slice) in place of gemm's partial tiles
-        problems = [p for p in super().constraints(config, (shape[0], 2 * shape[1], shape[2]), device)
-                    if not p.startswith("SPLIT_K")]  # fmt: skip
+        # gemm's at the product's 2N columns: a slice's two M×N planes are the partial tile of M×2N it would have
         m, n, k = shape
-        splits = splits_of(config)
-        if splits > 1 and partial_bytes(2 * splits, m, n) > MAX_PARTIAL_BYTES:
-            problems.append(f"SPLIT_K={splits} needs {partial_bytes(2 * splits, m, n) >> 20} MiB of fp32 planes")
-        if splits > ceil_div(k, BK):
-            problems.append(f"SPLIT_K={splits} exceeds the {ceil_div(k, BK)} k-tiles of K={k}")
-        return problems
+        return super().constraints(config, (m, 2 * n, k), device)
 
     def launches(self, config: Config, shape: Shape, device: DeviceInfo) -> list[Step]:
         m, n, k = shape
@@ -117,12 +110,7 @@ class LinearSwigluSpace(KernelSpace):
         return {"C": BufferSpec((m, n), self.dtype)}
 
     def infer_shape(self, inputs: Mapping[str, tuple[int, ...]]) -> Shape:
-        a, b = inputs["A"], inputs["B"]
-        for name, dims in (("A", a), ("B", b)):
-            if len(dims) != 2:
-                raise InvalidArgument(f"{name} must be a 2-D matrix, got shape {tuple(dims)}")
-            if 0 in dims:
-                raise InvalidArgument(f"{name} is empty (shape {tuple(dims)})")
+        a, b = matrix_operands(inputs)
         if b[0] % 2:
             raise InvalidArgument(f"B has {b[0]} rows: it must hold the gate rows, then as many up rows (2N × K)")
         if a[1] != b[1]:
