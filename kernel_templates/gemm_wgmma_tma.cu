@@ -147,6 +147,9 @@
 #include "gelu.cuh"
 #include "gemm_bias_gelu.cuh"
 #endif
+#if GEMM_SWIGLU  // split-K's end: the slices' gate and up planes added up, then the activation
+#include "gemm_splitk_swiglu.cuh"
+#endif
 
 #if TF32X3
 #if !defined(FOLD)  // the algorithm's default is in gemm_wgmma_tf32x3.cu
@@ -546,19 +549,3 @@ gemm_wgmma_tma(const __grid_constant__ TmaDesc tmap_a, const __grid_constant__ T
   cluster_sync();  // no block leaves while its peer may still multicast into it or arrive on its barriers
 #endif
 }
-
-#if GEMM_SWIGLU
-// Split-K's end for SwiGLU: C = silu(Σ gate) · Σ up over the slices' planes partial[z][2][M][N], in a fixed order.
-extern "C" __global__ void __launch_bounds__(REDUCE_THREADS)
-    gemm_splitk_swiglu(const float* __restrict__ partial, elem_t* __restrict__ C, long long mn, int splits) {
-  const long long stride = (long long)gridDim.x * REDUCE_THREADS;
-  for (long long i = (long long)blockIdx.x * REDUCE_THREADS + threadIdx.x; i < mn; i += stride) {
-    float gate = 0.f, up = 0.f;
-    for (int s = 0; s < splits; ++s) {
-      gate += __ldcs(partial + 2 * s * mn + i);
-      up += __ldcs(partial + (2 * s + 1) * mn + i);
-    }
-    C[i] = from_f32<elem_t>(gate / (1.f + __expf(-gate)) * up);
-  }
-}
-#endif

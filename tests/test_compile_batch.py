@@ -21,7 +21,8 @@ def layout(name: str) -> compile_batch.TemplateLayout:
 
 def test_the_gemm_templates_batch_over_their_tunables():
     for kernel, dtype, algo in [("gemm", "bfloat16", "wgmma_tma"), ("gemm_tn", "bfloat16", "wgmma_tma_streamk"),
-                                ("linear", "float32", "wgmma_tf32x3"), ("gemm", "float32", "simt")]:  # fmt: skip
+                                ("linear", "float32", "wgmma_tf32x3"), ("gemm", "float32", "simt"),
+                                ("linear_swiglu", "bfloat16", "wgmma_tma")]:  # fmt: skip
         space = get_space(kernel, dtype=dtype)
         config = {ALGO: algo, **space.algos[algo].default_config}
         defines = space.compile_defines(config, space.default_shape)
@@ -30,7 +31,8 @@ def test_the_gemm_templates_batch_over_their_tunables():
         assert layout(space.template_for(config)).batchable(varying, defines), (kernel, algo)
     wgmma_tma = layout("gemm_wgmma_tma.cu")
     assert wgmma_tma.kernels == ("gemm_wgmma_tma",)
-    assert {"STREAM_K", "GEMM_BIAS", "DTYPE"} <= wgmma_tma.include_guards, "TF32X3 is DTYPE's: derived macros too"
+    assert {"STREAM_K", "GEMM_BIAS", "GEMM_SWIGLU", "DTYPE"} <= wgmma_tma.include_guards, (
+        "TF32X3 is DTYPE's: derived macros too")
 
 
 def test_a_template_whose_headers_read_its_tunables_or_its_own_macros_is_not_batched(tmp_path):
