@@ -35,7 +35,6 @@ from autotune.spaces.gemm import HALF_TOLERANCE, matrix_operands
 from autotune.spaces.gemm_wgmma_tma import BK, WgmmaTmaGemm
 
 
-
 class SwigluTma(WgmmaTmaGemm):
     """``wgmma_tma`` with B stored 2N×K = [gate; up] and the SwiGLU epilogue: tiles of BN/2 output columns."""
 
