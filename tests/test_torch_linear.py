@@ -271,8 +271,8 @@ def test_patch_leaves_pairs_whose_fusion_would_change_what_they_compute_or_who_s
 
 
 def test_the_hook_tables_patch_reads_exist_in_this_torch():
-    # autotune.torch.modules._HOOK_TABLES reads nn.Module's private hook dicts (written against torch 2.11–2.13).
-    from autotune.torch.modules import _HOOK_TABLES
+    # autotune.torch.fusion._HOOK_TABLES reads nn.Module's private hook dicts (written against torch 2.11–2.13).
+    from autotune.torch.fusion import _HOOK_TABLES
 
     module = torch.nn.Linear(2, 2)
     assert all(isinstance(getattr(module, table), dict) for table in _HOOK_TABLES), torch.__version__

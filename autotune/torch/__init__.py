@@ -41,7 +41,8 @@ from autotune.torch import functional  # noqa: E402
 from autotune.torch.autograd import register_autograd  # noqa: E402
 from autotune.torch.errors import NoBackward, NotContiguous, TensorError, WrongDevice, WrongDtype, WrongShape  # noqa: E402
 from autotune.torch.launch import set_database  # noqa: E402
-from autotune.torch.modules import LayerNorm, Linear, LinearGELU, LinearSwiGLU, PatchReport, RMSNorm, patch  # noqa: E402
+from autotune.torch.modules import LayerNorm, Linear, LinearGELU, LinearSwiGLU, RMSNorm  # noqa: E402
+from autotune.torch.patching import PatchReport, patch  # noqa: E402
 from autotune.torch.ops import OPS, op, register  # noqa: E402
 from autotune.torch.ops import register_library as _register_library  # noqa: E402
 

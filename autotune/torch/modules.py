@@ -1,15 +1,13 @@
-"""Drop-in modules and `patch`, which swaps them into a model.
+"""Drop-in modules: torch's LayerNorm, RMSNorm and Linear on autotune's kernels (`autotune.torch.patching.patch`
+swaps them into a model, `autotune.torch.fusion` fuses a Linear with what follows it).
 
 `Linear` subclasses torch.nn.Linear and runs ``linear`` (or ``gemm_nt`` without a bias) on CUDA tensors of a dtype
 the GEMM families support (under autocast, in autocast's dtype, cast as autocast would), and torch's own elsewhere;
 a `patch` report counts those run-time fallbacks with the reason.
 
 `LinearGELU` is a Linear followed by ``nn.GELU(approximate="tanh")`` on ``linear_gelu`` (GELU in the GEMM's
-epilogue; its backward's dGELU and bias sum in one pass): `patch` makes one from each such pair, leaving
-``nn.Identity`` in the GELU's place (parameters and state_dict keys unchanged), where the pair is consecutive in an
-``nn.Sequential`` or where a module's own forward, traced by torch.fx with its children as leaves, feeds the
-Linear's output to the GELU alone (nanoGPT's and timm's MLPs). A GELU called as a function is not a module, and
-stays torch's.
+epilogue; its backward's dGELU and bias sum in one pass); `LinearSwiGLU` a bias-less gate-and-up Linear followed by
+Llama's SwiGLU on ``linear_swiglu``. `patch` makes them where a model computes those (`autotune.torch.fusion`).
 
 `LayerNorm` and `RMSNorm` subclass torch's own (same parameters, same state_dict) and run autotune's kernels on
 CUDA tensors of a dtype their family supports, and on meta/fake tensors (torch.compile tracing, recording shapes
@@ -20,14 +18,12 @@ module asking for another eps is refused at construction, and `patch` leaves suc
 
 from __future__ import annotations
 
-import copy
 import math
 from collections import Counter
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import torch
-from torch import fx, nn
+from torch import nn
 
 from autotune.errors import AutotuneError
 from autotune.runtime.arrays import dtype_name
@@ -166,7 +162,7 @@ class LinearSwiGLU(Linear):
     needed, one ``linear_swiglu`` kernel (the activation in the GEMM's epilogue), where it runs (in_features a
     multiple of 8, a GPU of its compute capability); elsewhere, and in training, the Linear's kernels, then torch's
     silu and product (the operator has no backward yet). `patch` puts one in place of such a
-    Linear where the parent's traced forward applies the SwiGLU to it alone (`autotune.torch.swiglu`)."""
+    Linear where the parent's traced forward applies the SwiGLU to it alone (`autotune.torch.fusion`)."""
 
     KERNEL = "linear"  # the dtypes of the path through the Linear's kernels; the fused kernel's: `_kernels`
 
@@ -181,214 +177,3 @@ class LinearSwiGLU(Linear):
     def _torchs(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, why: str) -> torch.Tensor:
         gate, up = super()._torchs(x, weight, bias, why).chunk(2, dim=-1)
         return nn.functional.silu(gate) * up
-
-
-@dataclass
-class PatchReport:
-    """What `patch` did: the swapped modules' names, the others of a swappable kind with why not, and calls of
-    swapped Linear layers that ran torch's at run time, by reason (device and dtypes, an empty input, the first
-    line of an error the kernel path raised)."""
-
-    swapped: list[str] = field(default_factory=list)
-    skipped: list[tuple[str, str]] = field(default_factory=list)
-    fallbacks: Counter = field(default_factory=Counter)
-
-    def __str__(self) -> str:
-        lines = [f"swapped {len(self.swapped)} modules"]
-        lines += [f"  kept {name}: {why}" for name, why in self.skipped]
-        lines += [f"  {count} calls ran torch's Linear: {why}" for why, count in self.fallbacks.items()]
-        return "\n".join(lines)
-
-
-def _replacement(module: nn.Module, linear: bool) -> tuple[nn.Module | None, str]:
-    """The autotune module equivalent to ``module`` sharing its parameters, or None and why not."""
-    if isinstance(module, (LayerNorm, RMSNorm, Linear)):
-        return None, "already autotune's"
-    if isinstance(module, nn.Linear):
-        if not linear:
-            return None, ""
-        if type(module) is not nn.Linear:  # e.g. MultiheadAttention's out_proj, which it calls by its weight
-            return None, f"a subclass of nn.Linear ({type(module).__name__}) whose use may bypass its forward"
-        new: nn.Module = Linear.__new__(Linear)
-        new.__dict__.update(module.__dict__)
-        return new, ""
-    if isinstance(module, nn.LayerNorm):
-        if not math.isclose(module.eps, LAYERNORM_EPS, rel_tol=1e-6):
-            return None, f"eps={module.eps} (the kernel's is {LAYERNORM_EPS})"
-        new = LayerNorm.__new__(LayerNorm)
-    elif isinstance(module, nn.RMSNorm):
-        if module.eps is None or not math.isclose(module.eps, RMSNORM_EPS, rel_tol=1e-6):
-            return None, f"eps={module.eps} (the kernel's is {RMSNORM_EPS})"
-        if len(module.normalized_shape) != 1:
-            return None, "normalises more than the last dim"
-        new = RMSNorm.__new__(RMSNorm)
-    else:
-        return None, ""
-    new.__dict__.update(module.__dict__)  # the same Parameter objects: optimizers and hooks keep working
-    return new, ""
-
-
-def _children(parent: nn.Module) -> list[tuple[str, nn.Module]]:
-    """The immediate submodules under every name they have (`named_children` lists an alias once)."""
-    return [(name, m) for name, m in parent.named_modules(remove_duplicate=False) if name and "." not in name]
-
-
-# nn.Module's hook tables (private attributes, torch 2.x; tests/test_torch_linear.py pins them): a hook on the Linear
-# would see GELU's output once fused, and the GELU's own hooks would vanish with it, so a pair with any is left alone.
-# No public API tells whether a module has hooks.
-_HOOK_TABLES = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
-
-
-def _has_hooks(module: nn.Module) -> bool:
-    return any(getattr(module, table, None) for table in _HOOK_TABLES)
-
-
-class _ChildrenAsLeaves(fx.Tracer):
-    """Traces one module's own forward: every submodule it calls is a single call_module node."""
-
-    def is_leaf_module(self, m: nn.Module, module_qualified_name: str) -> bool:
-        return True
-
-
-def _traced_pairs(module: nn.Module) -> list[tuple[str, str]] | str:
-    """The (Linear, GELU) children of ``module`` whose forward feeds the Linear's output to the GELU alone, each
-    called once (nanoGPT's and timm's MLPs); or why the forward could not be followed."""
-    try:  # a shallow copy: what the forward sets on self while traced (a Proxy) stays off the model
-        graph = _ChildrenAsLeaves().trace(copy.copy(module))
-    except Exception as exc:  # noqa: BLE001 — control flow on values, asserted shapes: fx cannot follow them
-        return f"its forward could not be traced ({type(exc).__name__}); the Linear layers are swapped alone"
-    calls = Counter(n.target for n in graph.nodes if n.op == "call_module")
-    pairs = []
-    for node in graph.nodes:
-        if node.op != "call_module" or type(module.get_submodule(node.target)) is not nn.GELU:
-            continue
-        source = node.args[0] if len(node.args) == 1 and not node.kwargs else None
-        if not isinstance(source, fx.Node) or source.op != "call_module":
-            continue
-        if type(module.get_submodule(source.target)) is nn.Linear and len(source.users) == 1 and "." not in (
-                source.target + node.target) and calls[source.target] == calls[node.target] == 1:  # fmt: skip
-            pairs.append((source.target, node.target))
-    return pairs
-
-
-def _unfusable(lin: nn.Module, act: nn.Module, held: Counter) -> str:
-    """Why a Linear → GELU pair stays as it is ("" where it can be fused)."""
-    if lin.bias is None:
-        return "the Linear has no bias (linear_gelu adds one)"
-    if act.approximate != "tanh":
-        return f"GELU(approximate={act.approximate!r}): linear_gelu computes the tanh form"
-    if held[id(lin)] > 1 or held[id(act)] > 1:
-        return "the Linear or the GELU is held elsewhere too: fused here, it would differ there"
-    if _has_hooks(lin) or _has_hooks(act):
-        return "a hook on the Linear or the GELU would see another tensor once they are fused"
-    return ""
-
-
-def _fused(lin: nn.Linear, report: PatchReport) -> LinearGELU:
-    fused = LinearGELU.__new__(LinearGELU)
-    fused.__dict__.update(lin.__dict__)  # the same Parameter objects
-    fused.fallbacks = report.fallbacks
-    return fused
-
-
-def _fuse_gelu(model: nn.Module, report: PatchReport) -> set[int]:
-    """Each nn.Linear followed by nn.GELU(approximate="tanh") becomes one `LinearGELU`, the GELU an nn.Identity:
-    consecutive in an nn.Sequential, or, in another module, where its traced forward feeds the Linear's output to
-    the GELU alone. Only plain torch classes, with a bias, each module held once in the model, and no hooks: what
-    the pair computes, and who sees it, stay the same. The ids of the modules put in, which the swap pass then
-    leaves alone."""
-    made: set[int] = set()
-    held = Counter(id(m) for _, m in model.named_modules(remove_duplicate=False))
-
-    def fuse(parent_name: str, first: str, second: str, lin: nn.Module, act: nn.Module, put: Callable) -> None:
-        where = f"{parent_name}.{second}" if parent_name else second
-        why = _unfusable(lin, act, held)
-        if why:
-            report.skipped.append((where, f"{why}; the Linear before it is swapped alone"))
-            return
-        fused, identity = _fused(lin, report), nn.Identity()
-        put(fused, identity)
-        made.update((id(fused), id(identity)))
-        prefix = f"{parent_name}." if parent_name else ""
-        report.swapped.append(f"{prefix}{first}+{second} (Linear and GELU, fused)")
-
-    for name, parent in list(model.named_modules()):
-        if type(parent) is nn.Sequential:
-            names = [n for n, _ in parent.named_children()]
-            if len(names) != len(parent):  # a module held twice: positions and names part ways
-                names = [str(i) for i in range(len(parent))]
-            for i in range(len(parent) - 1):
-                lin, act = parent[i], parent[i + 1]
-                if type(lin) is nn.Linear and type(act) is nn.GELU:
-                    fuse(name, names[i], names[i + 1], lin, act, _put_at(parent, i))
-            continue
-        if isinstance(parent, nn.Sequential):
-            continue  # a subclass may call its children its own way
-        children = dict(parent.named_children())
-        if not any(type(m) is nn.Linear for m in children.values()) or not any(
-                type(m) is nn.GELU for m in children.values()):  # fmt: skip
-            continue
-        pairs = _traced_pairs(parent)
-        if isinstance(pairs, str):
-            report.skipped.append((name or type(parent).__name__, pairs))
-            continue
-        for first, second in pairs:
-            fuse(name, first, second, children[first], children[second], _put_as(parent, first, second))
-    return made
-
-
-def _put_at(seq: nn.Sequential, i: int) -> Callable[[nn.Module, nn.Module], None]:
-    """Puts a fused pair at positions i and i + 1 of ``seq``."""
-
-    def put(fused: nn.Module, identity: nn.Module) -> None:
-        seq[i], seq[i + 1] = fused, identity
-
-    return put
-
-
-def _put_as(parent: nn.Module, first: str, second: str) -> Callable[[nn.Module, nn.Module], None]:
-    """Puts a fused pair under the names ``first`` and ``second`` of ``parent``."""
-
-    def put(fused: nn.Module, identity: nn.Module) -> None:
-        setattr(parent, first, fused)
-        setattr(parent, second, identity)
-
-    return put
-
-
-def patch(model: nn.Module, *, linear: bool = True) -> PatchReport:
-    """Swap, in place, every torch.nn.LayerNorm / RMSNorm (and, with ``linear``, every nn.Linear, fusing one followed
-    by nn.GELU(approximate="tanh"), and one whose halves feed a SwiGLU, `autotune.torch.swiglu`) of ``model`` that
-    autotune's kernels can compute for the autotune module sharing its parameters; returns what was swapped and
-    what was kept, with why."""
-    report = PatchReport()
-    if _replacement(model, linear)[0] is not None:
-        raise ValueError("autotune.torch.patch: model is itself a layer patch would swap: wrap it or construct "
-                         "autotune.torch.LayerNorm / RMSNorm / Linear directly")  # fmt: skip
-    # A module shared by several parents, or held under two names, gets one replacement everywhere: a model that
-    # relies on module identity (hooks, FSDP wrapping, id-keyed maps) sees the same structure after the swap.
-    made: dict[int, tuple[nn.Module | None, str]] = {}
-    replacements: set[int] = set()
-    if linear:
-        from autotune.torch.swiglu import fuse_swiglu  # it builds on this module's classes: imported here
-
-        replacements = _fuse_gelu(model, report) | fuse_swiglu(model, report)
-    for parent_name, parent in list(model.named_modules(remove_duplicate=False)):
-        for name, child in _children(parent):
-            if id(child) in replacements:  # a shared parent seen again: its children are swapped already
-                continue
-            full = f"{parent_name}.{name}" if parent_name else name
-            if id(child) not in made:
-                made[id(child)] = _replacement(child, linear)
-                new, _ = made[id(child)]
-                if new is not None:
-                    replacements.add(id(new))
-                if isinstance(new, Linear):
-                    new.fallbacks = report.fallbacks
-            new, why = made[id(child)]
-            if new is not None:
-                setattr(parent, name, new)
-                report.swapped.append(full)
-            elif why:
-                report.skipped.append((full, why))
-    return report

@@ -1,4 +1,4 @@
-"""`patch`'s SwiGLU fusion (autotune/torch/swiglu.py) without a GPU: which forwards it rewrites, that the model keeps
+"""`patch`'s SwiGLU fusion (autotune/torch/fusion.py) without a GPU: which forwards it rewrites, that the model keeps
 its parameters, state_dict and answers (CPU tensors run torch's path), what it leaves alone and says why, and the
 fused operator's shapes on meta tensors."""
 
