@@ -58,7 +58,7 @@ class _ChildrenAsLeaves(fx.Tracer):
         return True
 
 
-# --- GELU --------------------------------------------------------------------------------------------------------------
+# --- GELU ---------------------------------------------------------------------------------------------------------
 def _traced_pairs(module: nn.Module) -> list[tuple[str, str]] | str:
     """The (Linear, GELU) children of ``module`` whose forward feeds the Linear's output to the GELU alone, each
     called once (nanoGPT's and timm's MLPs); or why the forward could not be followed."""
@@ -166,7 +166,7 @@ def _put_as(parent: nn.Module, first: str, second: str) -> Callable[[nn.Module, 
 
 
 
-# --- SwiGLU ------------------------------------------------------------------------------------------------------------
+# --- SwiGLU -------------------------------------------------------------------------------------------------------
 _SILU = (nn.functional.silu, torch.nn.functional.silu)
 _MUL = (operator.mul, torch.mul)
 
