@@ -3,7 +3,6 @@ linear, and each GEMM's gradients through the other two (stand-in kernels on the
 
 from __future__ import annotations
 
-import copy
 from collections import Counter
 
 import pytest
@@ -224,62 +223,6 @@ def test_linear_gelu_trains_as_linear_then_gelu(stand_ins):
     assert [len(stand_ins[k]) for k in ("gemm", "gemm_tn")] == [1, 1], "dA and dB, one product each"
 
 
-def test_patch_fuses_linear_and_gelu_in_a_sequential_only():
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(approximate="tanh"), torch.nn.Linear(32, 8),
-                                torch.nn.GELU(), torch.nn.Linear(8, 4, bias=False), torch.nn.GELU(approximate="tanh"))
-    keys, eager = set(model.state_dict()), copy.deepcopy(model)
-    weight = model[0].weight
-    report = att.patch(model)
-    assert isinstance(model[0], att.LinearGELU) and isinstance(model[1], torch.nn.Identity)
-    assert model[0].weight is weight and set(model.state_dict()) == keys
-    assert type(model[2]) is att.Linear and isinstance(model[3], torch.nn.GELU), "erf GELU: not the kernel's"
-    assert type(model[4]) is att.Linear and isinstance(model[5], torch.nn.GELU), "no bias: not fused"
-    assert "0+1 (Linear and GELU, fused)" in report.swapped
-    assert any(name == "3" and "approximate='none'" in why for name, why in report.skipped)
-    x = torch.randn(4, 16)  # CPU: torch's Linear and GELU run, the unpatched copy's answers
-    torch.testing.assert_close(model(x), eager(x))
-    assert model[0].fallbacks and sum(model[0].fallbacks.values()) >= 1
-
-
-class Gated(torch.nn.Sequential):  # a Sequential subclass that calls its children its own way
-    def forward(self, x):
-        h = self[0](x)
-        return self[1](h) * h
-
-
-def test_patch_leaves_pairs_whose_fusion_would_change_what_they_compute_or_who_sees_it():
-    torch.manual_seed(0)
-    lin = torch.nn.Linear(8, 8)
-    shared = torch.nn.Sequential(lin, torch.nn.GELU(approximate="tanh"))
-    hooked = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU(approximate="tanh"))
-    seen = []
-    hooked[0].register_forward_hook(lambda module, inputs, output: seen.append(output))
-    model = torch.nn.ModuleDict({"shared": shared, "alias": torch.nn.ModuleList([lin]), "hooked": hooked,
-                                 "gated": Gated(torch.nn.Linear(8, 8), torch.nn.GELU(approximate="tanh"))})
-    eager = copy.deepcopy(model)
-    report = att.patch(model)
-    assert not any(isinstance(m, att.LinearGELU) for m in model.modules()), report.swapped
-    assert model["shared"][0] is model["alias"][0], "one module, swapped once"
-    assert type(model["shared"][0]) is att.Linear
-    skipped = dict(report.skipped)
-    assert "held elsewhere" in skipped["shared.1"] and "hook" in skipped["hooked.1"]
-    x = torch.randn(3, 8)
-    torch.testing.assert_close(model["gated"](x), eager["gated"](x))
-    model["hooked"](x)
-    torch.testing.assert_close(seen[-1], eager["hooked"][0](x))  # the hook still sees the Linear's output
-
-
-def test_the_hook_tables_patch_reads_exist_in_this_torch():
-    # autotune.torch.fusion._HOOK_TABLES reads nn.Module's private hook dicts (written against torch 2.11–2.13).
-    from autotune.torch.fusion import _HOOK_TABLES
-
-    module = torch.nn.Linear(2, 2)
-    assert all(isinstance(getattr(module, table), dict) for table in _HOOK_TABLES), torch.__version__
-    module.register_forward_pre_hook(lambda m, i: None)
-    assert module._forward_pre_hooks
-
-
 def test_linear_gelu_without_a_bias_runs_torchs_and_says_so():
     layer = att.LinearGELU(8, 4, bias=False)
     layer.fallbacks = Counter()
@@ -299,49 +242,3 @@ def test_a_patched_gelu_mlp_records_linear_gelu_and_its_backward():
         model(x).sum().backward()
     assert ("linear_gelu", (16, 96, 64), "float32") in calls.calls
     assert ("gelu_bias_grad", (16, 96), "float32") in calls.calls and ("bias_grad", (16, 64), "float32") in calls.calls
-
-
-class NanoGptMlp(torch.nn.Module):  # nanoGPT's MLP: its children called from its own forward
-    def __init__(self, width=16):
-        super().__init__()
-        self.c_fc = torch.nn.Linear(width, 4 * width)
-        self.gelu = torch.nn.GELU(approximate="tanh")
-        self.c_proj = torch.nn.Linear(4 * width, width)
-        self.dropout = torch.nn.Dropout(0.0)
-
-    def forward(self, x):
-        return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))
-
-
-class Residual(NanoGptMlp):  # the Linear's output used twice: GELU is not its only reader
-    def forward(self, x):
-        h = self.c_fc(x)
-        return self.c_proj(self.gelu(h) + h)
-
-
-class Branchy(NanoGptMlp):  # control flow on a value: fx cannot trace it
-    def forward(self, x):
-        h = self.gelu(self.c_fc(x))
-        return self.c_proj(h) if h.sum() > 0 else self.c_proj(-h)
-
-
-class Remembers(NanoGptMlp):  # sets an attribute in its forward
-    def forward(self, x):
-        self.seen = x
-        return super().forward(x)
-
-
-def test_patch_fuses_a_pair_its_traced_forward_feeds_one_to_the_other():
-    torch.manual_seed(0)
-    model = torch.nn.ModuleDict({"mlp": NanoGptMlp(), "residual": Residual(), "branchy": Branchy(),
-                                 "remembers": Remembers()})
-    eager = copy.deepcopy(model)
-    report = att.patch(model)
-    assert isinstance(model["mlp"].c_fc, att.LinearGELU) and isinstance(model["mlp"].gelu, torch.nn.Identity)
-    assert "mlp.c_fc+gelu (Linear and GELU, fused)" in report.swapped
-    assert type(model["residual"].c_fc) is att.Linear and type(model["residual"].gelu) is torch.nn.GELU
-    assert "could not be traced" in dict(report.skipped)["branchy"]
-    assert isinstance(model["remembers"].c_fc, att.LinearGELU) and not hasattr(model["remembers"], "seen")
-    x = torch.randn(3, 16)
-    for name in ("mlp", "residual", "branchy", "remembers"):
-        torch.testing.assert_close(model[name](x), eager[name](x))
