@@ -41,7 +41,7 @@ from autotune.torch.modules import Linear, LinearGELU, LinearSwiGLU
 if TYPE_CHECKING:
     from autotune.torch.patching import PatchReport
 
-# nn.Module's hook tables (private attributes, torch 2.x; tests/test_torch_linear.py pins them): a hook on the Linear
+# nn.Module's hook tables (private attributes, torch 2.x; tests/test_torch_fusion.py pins them): a hook on the Linear
 # would see GELU's output once fused, and the GELU's own hooks would vanish with it, so a pair with any is left alone.
 # No public API tells whether a module has hooks.
 _HOOK_TABLES = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
