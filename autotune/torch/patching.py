@@ -16,6 +16,7 @@ from autotune.spaces.rmsnorm import EPS as RMSNORM_EPS
 from autotune.torch.fusion import fuse_gelu, fuse_swiglu
 from autotune.torch.modules import LayerNorm, Linear, RMSNorm
 
+
 @dataclass
 class PatchReport:
     """What `patch` did: the swapped modules' names, the others of a swappable kind with why not, and calls of
