@@ -147,7 +147,7 @@
 #include "gelu.cuh"
 #include "gemm_bias_gelu.cuh"
 #endif
-#if GEMM_SWIGLU  // split-K's end: the slices' gate and up planes added up, then the activation
+#if GEMM_SWIGLU  // the activation, and split-K's end: the slices' gate and up planes added up first
 #include "gemm_splitk_swiglu.cuh"
 #endif
 
@@ -512,15 +512,12 @@ gemm_wgmma_tma(const __grid_constant__ TmaDesc tmap_a, const __grid_constant__ T
         gelu_from_pre<CONSUMER_ROWS, BN, 128>(pre, static_cast<elem_t*>(out), M, N, bm0 + row0, bn0, GELU_BARRIER + cw,
                                               threadIdx.x % 128);
 #elif GEMM_SWIGLU
-        float swiglu[M_TILES][ACC / 2];  // gate column c at acc[.][i], its up column at acc[.][i + ACC/2]
+        float activated[M_TILES][ACC / 2];  // gate column c at acc[.][i], its up column at acc[.][i + ACC/2]
 #pragma unroll
         for (int m = 0; m < M_TILES; ++m)
 #pragma unroll
-          for (int i = 0; i < ACC / 2; ++i) {
-            const float gate = acc[m][i];
-            swiglu[m][i] = gate / (1.f + __expf(-gate)) * acc[m][i + ACC / 2];
-          }
-        store_fragments<M_TILES, BN / 2>(swiglu, static_cast<elem_t*>(out), M, N, bm0 + row0, bn0);
+          for (int i = 0; i < ACC / 2; ++i) activated[m][i] = swiglu(acc[m][i], acc[m][i + ACC / 2]);
+        store_fragments<M_TILES, BN / 2>(activated, static_cast<elem_t*>(out), M, N, bm0 + row0, bn0);
 #else
         store_fragments<M_TILES, BN>(acc, static_cast<elem_t*>(out), M, N, bm0 + row0, bn0);
 #endif
