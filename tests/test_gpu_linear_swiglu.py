@@ -79,3 +79,17 @@ def test_a_patched_llama_mlp_answers_as_eager_torch():
     eager.double()(xr).sum().backward()
     assert rel(xg.grad, xr.grad) < 3e-2 and patched.gate_up.weight.grad is not None
     assert not report.fallbacks
+
+
+def test_the_raw_operator_refuses_gradients_through_the_native_autograd_kernel():
+    """Where the C++ launcher registers the Autograd kernel, its refusal still reaches the caller as `NoBackward`
+    (not a RuntimeError with the message inside), and without a gradient the kernel runs."""
+    torch = pytest.importorskip("torch")
+    import autotune.torch as att
+
+    w = torch.randn(96, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    x = torch.randn(2, 5, 64, device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(att.NoBackward, match="linear_swiglu has no backward"):
+        torch.ops.autotune.linear_swiglu(x, w)
+    with torch.no_grad():
+        assert torch.ops.autotune.linear_swiglu(x, w).shape == (2, 5, 48)
