@@ -284,7 +284,11 @@ class PaddedCopyFirst(CopyFirst):
 
 def layout_variant(base: type[Algorithm], layout: Layout) -> type[Algorithm]:
     """The algorithm ``base`` for a layout family: same name, tunables and defaults (so tuned configurations read
-    the same), computing the stored layout natively, by swapping, or after a transposed copy."""
+    the same), computing the stored layout natively, by swapping, or after a transposed copy. An algorithm with a
+    ``for_layout(layout)`` class method makes its own variant."""
+    own = getattr(base, "for_layout", None)
+    if own is not None:  # an algorithm that meets the layouts itself says how
+        return own(layout)
     attrs: dict[str, object] = {"layout": layout, "__module__": __name__}
     if issubclass(base, WgmmaTf32x3Gemm):
         return type(f"{base.__name__}{layout.transposed}", (NativeTf32x3,), attrs)
