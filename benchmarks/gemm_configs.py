@@ -79,6 +79,12 @@ VARIANTS["wgmma_tf32x3"] = {
     "pingpong 64x128 s3": {"PINGPONG": 1, "WG": 2, "STAGES": 3},
     "cluster 2 64x128 s4": {"CLUSTER_M": 2},
 }
+# Few rows (decoding): the transposed product, K split over a cluster (--algo wgmma_skinny --family gemm_nt)
+VARIANTS["wgmma_skinny"] = {
+    f"{bn} wg{wg} s{stages} split{s}": {"BN": bn, "WG": wg, "STAGES": stages, "SPLIT_K": s}
+    for bn, wg, stages in ((128, 1, 6), (64, 1, 8), (256, 2, 4), (128, 2, 6))
+    for s in (1, 2, 4, 8)
+}
 VARIANTS["wgmma"] = {"default": {}}
 VARIANTS["mma"] = {
     "default": {},

@@ -9,6 +9,8 @@ Classes: the M bucket (1, ≤16, ≤64, ≤256, large) and the aspect (``col``: 
   where the tiles are too few); beyond 64 rows otherwise, a ``tf32x3`` tile (mma.sync), split-K to fill;
 * fp32 otherwise: the SIMT tile whose height fits M (16, 32, 64 rows, else the template's 128×128), and
   split-K until the output tiles fill the GPU — without it a 16-row product runs on a quarter of the SMs;
+* half precision on Hopper with 2 to 32 rows, where TMA can stride the rows: the transposed product of
+  ``wgmma_skinny``, K split over a cluster until about two blocks run per SM;
 * half precision on Hopper, where TMA can stride the rows (N, K multiples of 8): for K ≥ 8192 over about one
   wave of 128×128 tiles, those tiles in ping-pong under stream-K (``wgmma_tma_streamk``); for K ≤ 3072, ping-pong tiles
   (128×192, else 128×128) where they fill the GPU; otherwise the largest ``wgmma_tma`` tile whose tiles fill
@@ -331,6 +333,30 @@ def mma_rule(space: "KernelSpace", shape: Shape, device: DeviceInfo) -> Config |
     return config if _valid(space, config, shape, device) else None
 
 
+# Few rows (decoding, 2 to 32 rows of A) in half precision on Hopper: the transposed product (`wgmma_skinny`), its
+# BM the smallest wgmma N that holds M, 128 columns per tile on one consumer, and K split over a cluster until about
+# BLOCKS_PER_SM blocks run per SM; six stages of 18 KB (at 16 rows) keep two blocks per SM in shared memory.
+SKINNY_MAX_M = 32
+SKINNY_TILE = {"BN": 128, "WG": 1}
+SKINNY_RING_BYTES = 110 * 1024  # the ring of one of two blocks per SM (228 KB, 1 KB reserved per block)
+
+
+def skinny_rule(space: "KernelSpace", shape: Shape, device: DeviceInfo) -> Config | None:
+    config = _defaults(space, "wgmma_skinny")
+    m, n, k = shape
+    if config is None or not 2 <= m <= SKINNY_MAX_M or space.algos["wgmma_skinny"].unfit(shape, device):
+        return None
+    bm = next(b for b in (8, 16, 32) if m <= b)
+    config.update(SKINNY_TILE, BM=bm)
+    stage = (config["BN"] + bm) * 128 * getattr(space.algos["wgmma_skinny"], "PLANES", 1)
+    config["STAGES"] = max(2, min(8, SKINNY_RING_BYTES // stage))
+    blocks = ceil_div(n, config["BN"])
+    config["SPLIT_K"] = _splits(space.domain("wgmma_skinny.SPLIT_K"), blocks, k, device)
+    if not _within_domains(space, config):
+        return None
+    return config if _valid(space, config, shape, device) else None
+
+
 def rule_default(space: "KernelSpace", shape: Shape, device: DeviceInfo) -> Config:
     """The configuration the rules pick for ``shape``; where no rule applies, the default configuration of the
     first algorithm (in the family's order of preference) that can run it."""
@@ -339,7 +365,7 @@ def rule_default(space: "KernelSpace", shape: Shape, device: DeviceInfo) -> Conf
         config = gemv_rule(space, shape, device)
         if config is not None:
             return config
-    for rule in (wgmma_tf32x3_rule, tf32x3_rule, simt_rule, tma_rule, padded_tma_rule, mma_rule):
+    for rule in (wgmma_tf32x3_rule, tf32x3_rule, simt_rule, skinny_rule, tma_rule, padded_tma_rule, mma_rule):
         config = rule(space, shape, device)
         if config is not None:
             return config

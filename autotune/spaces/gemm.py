@@ -16,6 +16,9 @@ Algorithms (the ``ALGO`` parameter; each with its own template, tunables and con
   (`autotune.spaces.gemm_wgmma`).
 * ``gemv`` (every dtype; M = 1 or N = 1 only): batch-1 products stream the matrix once
   (`autotune.spaces.gemm_gemv`).
+* ``wgmma_skinny`` (float16, bfloat16): few rows (decoding) on Hopper, the product transposed so that wgmma's
+  64-row side runs along N, K split over a cluster and summed in distributed shared memory, sm_90a only
+  (`autotune.spaces.gemm_wgmma_skinny`).
 
 Shape classes (`GemmSpace.shape_class`): M bucket (1, ≤16, ≤64, ≤256, large) and aspect (one column, narrow N,
 deep K, or wide). The dispatcher borrows a tuned configuration only within a class and otherwise runs
@@ -52,6 +55,7 @@ from autotune.spaces.gemm_mma import MmaGemm
 from autotune.spaces.gemm_simt import SimtGemm
 from autotune.spaces.gemm_tf32x3 import Tf32x3Gemm
 from autotune.spaces.gemm_wgmma import WgmmaGemm
+from autotune.spaces.gemm_wgmma_skinny import WgmmaSkinnyGemm
 from autotune.spaces.gemm_wgmma_tf32x3 import WgmmaTf32x3Gemm
 from autotune.spaces.gemm_wgmma_tma import WgmmaTmaGemm
 from autotune.spaces.gemm_wgmma_tma_padded import WgmmaTmaPaddedGemm
@@ -83,7 +87,7 @@ class GemmSpace(KernelSpace):
     metric_unit = "TFLOP/s"
     leading_dims = {"A": 2, "C": 2}  # M: activations of any leading dims (B is a weight)
     algorithms = (SimtGemm, Tf32x3Gemm, WgmmaTf32x3Gemm, WgmmaTmaGemm, WgmmaTmaStreamKGemm, WgmmaTmaPaddedGemm,
-                  MmaGemm, WgmmaGemm, GemvGemm)
+                  MmaGemm, WgmmaGemm, GemvGemm, WgmmaSkinnyGemm)
 
     # --- problem --------------------------------------------------------------------------------------------
     def input_specs(self, shape: Shape) -> dict[str, BufferSpec]:

@@ -1,0 +1,135 @@
+"""GEMM of few rows on Hopper (decoding: M of 1 to 64): C = A·B for float16 / bfloat16 computed transposed,
+Cᵀ = Bᵀ·Aᵀ, so that wgmma's 64-row side runs along the weight's N and its narrow side (8 to 64) along A's rows; the
+weight streams through TMA, K is split over the blocks of a thread block cluster, and the slices are summed in
+distributed shared memory: no workspace, no second launch (template: kernel_templates/gemm_wgmma_skinny.cu,
+sm_90a only).
+
+Tunables: A rows per tile (BM, wgmma's N), columns of C per tile (BN: one or two m64 slices per consumer
+warpgroup), consumer warpgroups (WG), k-tiles in flight (STAGES of 64), and K slices (SPLIT_K, the cluster's
+size along z). Like ``wgmma_tma`` it reads rows through tensor maps: K (and N, where B is stored K×N) must be
+multiples of 8 elements (`unfit`).
+
+The layout families (`autotune.spaces.gemm_layouts`) meet it through `for_layout`: B stored N×K (gemm_nt,
+linear) is read as it is, the weight rows K-major, and linear's bias is added after the slices' sum; A stored K×M
+(gemm_tn) and linear_gelu's epilogue are not offered (`unfit` says so).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+
+from autotune.device import DeviceInfo
+from autotune.shape import Shape
+from autotune.spaces.algorithm import Algorithm, smem_problems
+from autotune.spaces.base import Config, Launch, Param, Step, TensorMap, ceil_div
+
+BK = 64  # k per stage: a 128-byte swizzle row of a 16-bit type
+ALIGN_ELEMENTS = 8  # TMA's row strides are multiples of 16 bytes
+MAX_SPLIT = 8  # a portable cluster
+
+
+class WgmmaSkinnyGemm(Algorithm):
+    name = "wgmma_skinny"
+    template = "gemm_wgmma_skinny.cu"
+    dtypes = ("float16", "bfloat16")
+    min_cc = (9, 0)
+    max_cc = (9, 0)  # sm_90a code runs on compute capability 9.0 alone
+
+    parameters = (
+        Param("BM", (8, 16, 32, 64), "rows of A per tile: wgmma's N"),
+        Param("BN", (64, 128, 256), "columns of C per tile: the consumers' m64 slices of the weight"),
+        Param("WG", (1, 2), "consumer warpgroups of 128 threads"),
+        Param("STAGES", (2, 3, 4, 5, 6, 7, 8), "k-tiles of 64 in flight per block"),
+        Param("SPLIT_K", (1, 2, 3, 4, 6, 8), "K slices: the blocks of a cluster, summed in distributed shared memory"),
+    )
+    default_config = {"BM": 16, "BN": 128, "WG": 1, "STAGES": 6, "SPLIT_K": 4}
+    K_MAJOR_B: ClassVar[bool] = False  # B stored N×K (the layout families' variant)
+    PLANES: ClassVar[int] = 1  # weight row sets per tile (linear_swiglu's gate and up: 2)
+    EPILOGUE_ARGS: ClassVar[tuple[str, ...]] = ()  # buffers after C (linear: the bias)
+
+    @classmethod
+    def for_layout(cls, layout: Any) -> type[Algorithm]:
+        """This algorithm in a layout family (`autotune.spaces.gemm_layouts.layout_variant`): B stored N×K read as
+        stored, the bias added after the sum; other layouts and epilogues are not offered."""
+        attrs: dict[str, object] = {"layout": layout, "__module__": cls.__module__}
+        if layout.transposed == "B" and not layout.gelu:
+            attrs.update(K_MAJOR_B=True, EPILOGUE_ARGS=("bias",) if layout.bias else ())
+            return type(f"{cls.__name__}{layout.transposed}", (cls,), attrs)
+        return type(f"{cls.__name__}{layout.transposed}", (NotOffered, cls), attrs)
+
+    def geometry(self, config: Config) -> dict[str, int]:
+        """Threads, m64 slices per consumer, shared bytes (the ring, or the fp32 tile of the sum where larger)."""
+        bm, bn, wg, stages = config["BM"], config["BN"], config["WG"], config["STAGES"]
+        ring = stages * (self.PLANES * bn * 128 + bm * 128)
+        tile = self.PLANES * bm * (bn + 4) * 4
+        return {
+            "threads": 128 * wg + 32,
+            "slices": bn // (64 * wg) if bn % (64 * wg) == 0 else 0,
+            "smem_bytes": max(ring, tile) + 1024 + 16 * stages,
+        }
+
+    def defines(self, config: Config) -> dict[str, int | str]:
+        flags = {"B_K_MAJOR": 1} if self.K_MAJOR_B else {}
+        if "bias" in self.EPILOGUE_ARGS:
+            flags["GEMM_BIAS"] = 1
+        if self.PLANES == 2:
+            flags["GEMM_SWIGLU"] = 1
+        return {**super().defines(config), **flags}
+
+    def unfit(self, shape: Shape, device: DeviceInfo) -> str | None:
+        reason = super().unfit(shape, device)
+        if reason is not None:
+            return reason
+        _, n, k = shape
+        if k % ALIGN_ELEMENTS or (not self.K_MAJOR_B and n % ALIGN_ELEMENTS):
+            dims = "K" if self.K_MAJOR_B else "N and K"
+            return (f"algorithm {self.name} copies with TMA, whose row strides are multiples of 16 bytes: {dims} "
+                    f"must be multiples of {ALIGN_ELEMENTS} (got N={n}, K={k})")  # fmt: skip
+        return None
+
+    def constraints(self, config: Config, shape: Shape, device: DeviceInfo) -> list[str]:
+        c = self.local(config)
+        g = self.geometry(c)
+        problems = []
+        unfit = self.unfit(shape, device)
+        if unfit:
+            problems.append(unfit)
+        if g["slices"] not in (1, 2):
+            problems.append(f"BN={c['BN']} over {c['WG']} consumers: one or two m64 slices each")
+        problems += smem_problems(g["smem_bytes"], device)
+        k_tiles = ceil_div(shape[2], BK)
+        if c["SPLIT_K"] > k_tiles:
+            problems.append(f"SPLIT_K={c['SPLIT_K']} exceeds the {k_tiles} k-tiles of K={shape[2]}")
+        return problems
+
+    def launches(self, config: Config, shape: Shape, device: DeviceInfo) -> list[Step]:
+        m, n, k = shape
+        c = self.local(config)
+        rows = self.PLANES * n  # the weight's rows as stored (SwiGLU: gate rows, then up rows)
+        if self.K_MAJOR_B:
+            weight = TensorMap("B", self.dtype, dims=(k, rows), box=(BK, c["BN"]))
+        else:
+            weight = TensorMap("B", self.dtype, dims=(n, k), box=(64, BK))
+        rows_of_a = TensorMap("A", self.dtype, dims=(k, m), box=(BK, c["BM"]))
+        grid = (ceil_div(n, c["BN"]), ceil_div(m, c["BM"]), c["SPLIT_K"])
+        g = self.geometry(c)
+        args = (weight, rows_of_a, "C", *self.EPILOGUE_ARGS, np.int32(m), np.int32(n), np.int32(k))
+        return [Launch("gemm_wgmma_skinny", grid, (g["threads"], 1, 1), g["smem_bytes"], args)]
+
+    def describe(self, config: Config) -> str:
+        c = config
+        split = f" splitk{c['SPLIT_K']}" if c["SPLIT_K"] > 1 else ""
+        return f"wgmma skinny {c['BM']}x{c['BN']}x{BK} wg{c['WG']} s{c['STAGES']}{split}"
+
+
+class NotOffered:
+    """Mixed into a layout variant the template does not compute: `unfit` says so for every shape."""
+
+    layout: ClassVar[Any]
+    name: ClassVar[str]
+
+    def unfit(self, shape: Shape, device: DeviceInfo) -> str | None:
+        what = "linear_gelu's epilogue" if self.layout.gelu else f"{self.layout.transposed} stored transposed"
+        return f"algorithm {self.name} does not compute {what}"

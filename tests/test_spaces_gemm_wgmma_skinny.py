@@ -1,0 +1,108 @@
+"""The few-row Hopper GEMM (`wgmma_skinny`): offered where it computes (half precision, sm_90a, TMA-strided rows;
+gemm, and gemm_nt and linear reading B as stored), its launch plan (tiles of C by A's row tiles by the K slices of
+a cluster, no workspace), its defines, the rule that picks it for 2 to 32 rows, and its configurations compiling
+without spills."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+from autotune.spaces import ALGO, get_space
+from autotune.spaces.base import Launch, TensorMap
+
+from space_checks import assert_offered_on_compute_capability_9_0_only, compile_all, sample_valid, template_defaults
+
+ALGORITHM = "wgmma_skinny"
+DECODE = (16, 4096, 4096)  # a decoding step's projection at 16 rows
+
+
+def default(space, **change):
+    return {ALGO: ALGORITHM, **space.algos[ALGORITHM].default_config, **change}
+
+
+def test_the_template_defaults_are_the_default_configuration():
+    space = get_space("gemm", dtype="bfloat16")
+    defaults = template_defaults("gemm_wgmma_skinny.cu")
+    assert {k: defaults[k] for k in space.algos[ALGORITHM].default_config} == space.algos[ALGORITHM].default_config
+
+
+def test_offered_for_half_types_on_hopper_only(h200):
+    assert ALGORITHM not in get_space("gemm", dtype="float32").domain(ALGO)
+    space = get_space("gemm", dtype="bfloat16")
+    assert_offered_on_compute_capability_9_0_only(space, ALGORITHM, default(space), DECODE, h200)
+    assert "multiples of 8" in space.algos[ALGORITHM].unfit((16, 4100, 4090), h200)
+    assert "N and K" in space.algos[ALGORITHM].unfit((16, 4090, 4096), h200), "B stored K×N: rows of N too"
+    assert get_space("gemm_nt", dtype="bfloat16").algos[ALGORITHM].unfit((16, 4090, 4096), h200) is None
+
+
+@pytest.mark.parametrize("family, why", [("gemm_tn", "A stored transposed"), ("linear_gelu", "linear_gelu's epilogue")])
+def test_not_offered_where_the_template_does_not_compute(family, why, h200):
+    space = get_space(family, dtype="bfloat16")
+    assert why in space.algos[ALGORITHM].unfit(DECODE, h200)
+    assert space.violations(default(space), DECODE, h200)
+    assert space.rule_default(DECODE, h200)[ALGO] != ALGORITHM
+
+
+def test_one_launch_over_tiles_row_tiles_and_k_slices_without_workspace(h200):
+    space = get_space("gemm", dtype="bfloat16")
+    config = default(space, SPLIT_K=8, BM=8)
+    shape = (20, 1000, 4096)
+    assert space.violations(config, shape, h200) == []
+    (launch,) = space.launches(config, shape, h200)
+    assert isinstance(launch, Launch) and launch.kernel == "gemm_wgmma_skinny"
+    assert launch.grid == (8, 3, 8) and launch.block == (160, 1, 1)
+    weight, rows, *rest = launch.args
+    assert tuple(rest) == ("C", 20, 1000, 4096) and isinstance(rest[1], np.int32)
+    assert weight == TensorMap("B", "bfloat16", dims=(1000, 4096), box=(64, 64)), "B stored K×N: 64-column panels"
+    assert rows == TensorMap("A", "bfloat16", dims=(4096, 20), box=(64, 8))
+    assert space.workspace(config, shape) == {}
+    assert launch.shared_bytes == 6 * (128 + 8) * 128 + 1024 + 16 * 6
+    defines = space.defines(config)
+    assert defines["SPLIT_K"] == 8 and "B_K_MAJOR" not in defines and "GEMM_BIAS" not in defines
+    assert space.describe(config) == "wgmma skinny 8x128x64 wg1 s6 splitk8"
+
+
+@pytest.mark.parametrize("family, bias", [("gemm_nt", False), ("linear", True)])
+def test_the_layout_families_read_b_as_stored(family, bias, h200):
+    space = get_space(family, dtype="float16")
+    config = default(space, BN=256, WG=2, STAGES=4)
+    (launch,) = space.launches(config, DECODE, h200)
+    assert launch.args[0] == TensorMap("B", "float16", dims=(4096, 4096), box=(64, 256)), "N×K: one K-major box"
+    assert ("bias" in launch.args) is bias and launch.args[2] == "C"
+    defines = space.defines(config)
+    assert defines["B_K_MAJOR"] == 1 and ("GEMM_BIAS" in defines) is bias
+
+
+def test_constraints_name_the_problem(h200):
+    space = get_space("gemm", dtype="bfloat16")
+    assert any("m64 slices" in p for p in space.violations(default(space, BN=64, WG=2), DECODE, h200))
+    assert any("k-tiles" in p for p in space.violations(default(space, SPLIT_K=8), (16, 4096, 256), h200))
+    assert any("shared memory" in p for p in space.violations(default(space, BN=256, WG=2, STAGES=8, BM=64),
+                                                              DECODE, h200))  # fmt: skip
+
+
+@pytest.mark.parametrize("family", ["gemm", "gemm_nt", "linear"])
+def test_the_rule_takes_it_from_2_to_32_rows_and_splits_k_to_fill(family, h200):
+    space = get_space(family, dtype="bfloat16")
+    for m, bm in ((2, 8), (16, 16), (17, 32), (32, 32)):
+        config = space.rule_default((m, 4096, 4096), h200)
+        assert config[ALGO] == ALGORITHM and config["BM"] == bm, (m, config)
+        assert 4096 // 128 * config["SPLIT_K"] >= 0.9 * 2 * h200.multiprocessors, "about two blocks per SM"
+        assert not space.violations(config, (m, 4096, 4096), h200)
+    wide = space.rule_default((16, 28672, 4096), h200)
+    assert wide[ALGO] == ALGORITHM and wide["SPLIT_K"] == 2, "224 tiles: one more slice fills two per SM"
+    assert space.rule_default((64, 4096, 4096), h200)[ALGO] != ALGORITHM
+    assert space.rule_default((16, 4096, 4090), h200)[ALGO] != ALGORITHM, "K not a multiple of 8: no TMA"
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+@pytest.mark.parametrize("family", ["gemm", "linear"])
+def test_sampled_valid_configs_compile_without_spills(family, h200, cache_dir):
+    space = get_space(family, {ALGO: [ALGORITHM]}, dtype="bfloat16")
+    configs = [default(space), *sample_valid(space, h200, DECODE, 3, seed=5)]
+    results = compile_all(space, configs, cache_dir)
+    assert all(r.ok for r in results), [r.error for r in results if not r.ok][:1]
+    assert not any(r.spill_bytes for r in results)
