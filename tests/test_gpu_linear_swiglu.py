@@ -1,7 +1,7 @@
 """GPU tier: linear_swiglu (C = silu(A·Gᵀ)·(A·Uᵀ), B = [G; U] stored 2N×K) is correct for random configurations,
-every tile and schedule, a cluster, split-K (the planes and their reduce), and the rule defaults (the family's ragged validation shapes checked first); and
-a Llama-style MLP patched with it answers as eager torch, in inference (one kernel) and in training (the Linear's
-kernels, then torch's silu and product)."""
+every tile and schedule, a cluster, split-K (the planes and their reduce), the few-row kernel (wgmma_skinny) and the
+rule defaults (the family's ragged validation shapes checked first); and a Llama-style MLP patched with it answers
+as eager torch, in inference (one kernel) and in training (the Linear's kernels, then torch's silu and product)."""
 
 from __future__ import annotations
 
@@ -93,3 +93,13 @@ def test_the_raw_operator_refuses_gradients_through_the_native_autograd_kernel()
         torch.ops.autotune.linear_swiglu(x, w)
     with torch.no_grad():
         assert torch.ops.autotune.linear_swiglu(x, w).shape == (2, 5, 48)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(16, 14336, 4096), (3, 1000, 520), (29, 264, 1160)], ids=str)
+def test_the_few_row_kernel_is_correct(dtype, shape, device):
+    """wgmma_skinny's SwiGLU (gate and up rows in each stage, the slices' sums added in the cluster before the
+    activation) for random configurations, ragged against its tiles."""
+    space = get_space("linear_swiglu", dtype=dtype)
+    configs = pick(space, "wgmma_skinny", shape, device, 4, 2033)
+    assert configs and not evaluate(space, shape, configs)

@@ -19,7 +19,7 @@ DTYPES = ("float32", "float16", "bfloat16")
 SHAPES = [(1, 4096, 4096), (4096, 1, 4096), (8, 3072, 768), (61, 768, 3072), (200, 2304, 768), (8192, 3072, 768),
           (8192, 768, 3072), (768, 3072, 8192), (64, 64, 65536), (333, 264, 104), (67, 131, 33), (1, 1, 77)]
 TRANSPOSED = {"gemm_nt": "B", "gemm_tn": "A", "linear": "B"}
-NATIVE = ("wgmma_tma", "wgmma_tma_streamk", "wgmma_tf32x3")  # read the stored layout themselves: no transposed copy
+NATIVE = ("wgmma_tma", "wgmma_tma_streamk", "wgmma_tf32x3", "wgmma_skinny")  # read the stored layout themselves
 
 
 def stored(family: str, shape: tuple) -> tuple:
@@ -314,12 +314,16 @@ def test_the_3xtf32_pre_pass_is_refused_past_the_grid_limit(family, tall, wide):
 
 @pytest.mark.parametrize("family", ["gemm_nt", "linear"])
 def test_few_rows_read_the_weight_as_stored_instead_of_copying_it(family):
-    """Decoding (a few rows): copying the weight would move it three times over; the rule takes a 64×128 TMA tile
-    that reads it as stored, split along K. Where the copy is small next to the product, gemm's rule stands."""
+    """Decoding (a few rows): copying the weight would move it three times over. Up to 32 rows the rule takes
+    wgmma_skinny, which reads it as stored; beyond, a 64×128 TMA tile that does too, split along K. Where the copy
+    is small next to the product, gemm's rule stands."""
     space = get_space(family, dtype="bfloat16")
     for shape in ((16, 4096, 14336), (2, 6144, 4096), (47, 4096, 4096)):
         config = space.rule_default(shape, H200)
-        assert (config[ALGO], config["BM"], config["BN"]) == ("wgmma_tma", 64, 128), shape
+        if shape[0] <= 32:
+            assert config[ALGO] == "wgmma_skinny", shape
+        else:
+            assert (config[ALGO], config["BM"], config["BN"]) == ("wgmma_tma", 64, 128), shape
         kernels = [s.kernel for s in space.launches(config, shape, H200)]
         assert config["SPLIT_K"] > 1 and "gemm_transpose" not in kernels
     gemm = get_space("gemm", dtype="bfloat16")

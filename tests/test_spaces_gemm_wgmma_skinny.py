@@ -85,15 +85,16 @@ def test_constraints_name_the_problem(h200):
 
 
 @pytest.mark.parametrize("family", ["gemm", "gemm_nt", "linear"])
-def test_the_rule_takes_it_from_2_to_32_rows_and_splits_k_to_fill(family, h200):
+def test_the_rule_takes_it_from_2_to_32_rows_and_splits_k_to_cover_the_sms(family, h200):
     space = get_space(family, dtype="bfloat16")
     for m, bm in ((2, 8), (16, 16), (17, 32), (32, 32)):
         config = space.rule_default((m, 4096, 4096), h200)
         assert config[ALGO] == ALGORITHM and config["BM"] == bm, (m, config)
-        assert 4096 // 128 * config["SPLIT_K"] >= 0.9 * 2 * h200.multiprocessors, "about two blocks per SM"
+        assert config["SPLIT_K"] == 4 and config["STAGES"] == 8, "128 blocks: one per SM, the deepest ring"
         assert not space.violations(config, (m, 4096, 4096), h200)
     wide = space.rule_default((16, 28672, 4096), h200)
-    assert wide[ALGO] == ALGORITHM and wide["SPLIT_K"] == 2, "224 tiles: one more slice fills two per SM"
+    assert wide[ALGO] == ALGORITHM and wide["SPLIT_K"] == 1, "224 tiles fill the SMs unsplit"
+    assert wide["STAGES"] == 6, "two blocks on most SMs: a ring that fits twice"
     assert space.rule_default((64, 4096, 4096), h200)[ALGO] != ALGORITHM
     assert space.rule_default((16, 4096, 4090), h200)[ALGO] != ALGORITHM, "K not a multiple of 8: no TMA"
 

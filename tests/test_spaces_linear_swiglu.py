@@ -44,8 +44,16 @@ def test_rule_default_is_valid_and_its_plan_reads_both_halves(dtype, shape):
     config = space.rule_default(shape, H200)
     assert space.violations(config, shape, H200) == []
     launch, *reduce = space.launches(config, shape, H200)
-    assert isinstance(launch, Launch) and launch.kernel == "gemm_wgmma_tma"
     m, n, k = shape
+    if m <= 32:  # decoding: the transposed product, gate and up rows of the same columns in each stage
+        assert config[ALGO] == "wgmma_skinny" and launch.kernel == "gemm_wgmma_skinny" and not reduce
+        assert launch.args[0] == TensorMap("B", dtype, dims=(k, 2 * n), box=(64, config["BN"]))
+        assert launch.grid == (-(-n // config["BN"]), -(-m // config["BM"]), config["SPLIT_K"])
+        assert -(-n // config["BN"]) * config["SPLIT_K"] >= 0.9 * H200.multiprocessors or config["SPLIT_K"] == 1
+        defines = space.defines(config)
+        assert defines["GEMM_SWIGLU"] == 1 and defines["B_K_MAJOR"] == 1 and "GEMM_BIAS" not in defines
+        return
+    assert isinstance(launch, Launch) and launch.kernel == "gemm_wgmma_tma"
     b = launch.args[1]
     assert isinstance(b, TensorMap) and b.buffer == "B" and b.dims == (k, 2 * n)
     tiles = -(-m // config["BM"]) * -(-n // (config["BN"] // 2))
@@ -61,7 +69,8 @@ def test_rule_default_is_valid_and_its_plan_reads_both_halves(dtype, shape):
 def test_split_k_stores_gate_and_up_planes_then_reduces_them_with_the_activation():
     space = get_space("linear_swiglu", dtype="bfloat16")
     shape = (16, 14336, 4096)
-    config = {**space.rule_default(shape, H200), "SPLIT_K": 3}
+    tma = space.algos["wgmma_tma"]
+    config = {ALGO: "wgmma_tma", **tma.default_config, "BM": 64, "BN": 256, "WG": 1, "SPLIT_K": 3}
     assert space.violations(config, shape, H200) == []
     main, reduce = space.launches(config, shape, H200)
     assert main.args[2] == "partial" and main.grid[2] == 3

@@ -334,24 +334,44 @@ def mma_rule(space: "KernelSpace", shape: Shape, device: DeviceInfo) -> Config |
 
 
 # Few rows (decoding, 2 to 32 rows of A) in half precision on Hopper: the transposed product (`wgmma_skinny`), its
-# BM the smallest wgmma N that holds M, 128 columns per tile on one consumer, and K split over a cluster until about
-# BLOCKS_PER_SM blocks run per SM; six stages of 18 KB (at 16 rows) keep two blocks per SM in shared memory.
+# BM the smallest wgmma N that holds M, 128 columns per tile on one consumer, and K split over a cluster until the
+# blocks cover the SMs once, with as deep a ring as the blocks an SM then holds leave room for. On the H200
+# (docs/results/2026-11-29d, call 2, 16 rows) one block per SM ran 0.99-1.10x cuBLAS at Llama's decoding shapes
+# where two per SM (split 8 at N = 4096) ran 0.87-0.90x: the slices' shorter streams and their sum cost more than a
+# second block hides.
 SKINNY_MAX_M = 32
 SKINNY_TILE = {"BN": 128, "WG": 1}
-SKINNY_RING_BYTES = 110 * 1024  # the ring of one of two blocks per SM (228 KB, 1 KB reserved per block)
+SKINNY_BLOCK_RESERVE = 2048  # shared bytes an SM keeps per block (1 KB) and the ring's alignment slack
 
 
-def skinny_rule(space: "KernelSpace", shape: Shape, device: DeviceInfo) -> Config | None:
-    config = _defaults(space, "wgmma_skinny")
+def skinny_splits(space: "KernelSpace", algo: str, blocks: int, k: int, device: DeviceInfo) -> int:
+    """The fewest K slices of ``algo`` whose blocks cover 90% of the SMs, each at least MIN_K_PER_SPLIT long."""
+    best = 1
+    for s in sorted(space.domain(f"{algo}.SPLIT_K")):
+        if s > 1 and k < s * MIN_K_PER_SPLIT:
+            break
+        best = s
+        if blocks * s >= 0.9 * device.multiprocessors:
+            break
+    return best
+
+
+def skinny_rule(space: "KernelSpace", shape: Shape, device: DeviceInfo, name: str = "wgmma_skinny",
+                min_rows: int = 2) -> Config | None:
+    """``name`` (a `WgmmaSkinnyGemm`) for ``min_rows`` to SKINNY_MAX_M rows (one row is gemv's, where the family
+    has it)."""
+    config = _defaults(space, name)
     m, n, k = shape
-    if config is None or not 2 <= m <= SKINNY_MAX_M or space.algos["wgmma_skinny"].unfit(shape, device):
+    if config is None or not min_rows <= m <= SKINNY_MAX_M or space.algos[name].unfit(shape, device):
         return None
     bm = next(b for b in (8, 16, 32) if m <= b)
     config.update(SKINNY_TILE, BM=bm)
-    stage = (config["BN"] + bm) * 128 * getattr(space.algos["wgmma_skinny"], "PLANES", 1)
-    config["STAGES"] = max(2, min(8, SKINNY_RING_BYTES // stage))
-    blocks = ceil_div(n, config["BN"])
-    config["SPLIT_K"] = _splits(space.domain("wgmma_skinny.SPLIT_K"), blocks, k, device)
+    tiles = ceil_div(n, config["BN"])
+    config["SPLIT_K"] = skinny_splits(space, name, tiles, k, device)
+    per_sm = min(2, ceil_div(tiles * config["SPLIT_K"], device.multiprocessors))  # resident at once
+    ring = device.smem_per_multiprocessor // per_sm - SKINNY_BLOCK_RESERVE
+    stage = (getattr(space.algos[name], "PLANES", 1) * config["BN"] + bm) * 128
+    config["STAGES"] = max(2, min(8, ring // stage))
     if not _within_domains(space, config):
         return None
     return config if _valid(space, config, shape, device) else None

@@ -3,12 +3,14 @@ and up projections are one weight B = [G; U] stored 2N×K (a fused ``gate_up`` L
 ``chunk`` in two): one product, and the activation in its epilogue, instead of a product of 2N columns, a silu and
 a multiply over two strided halves.
 
-One algorithm, the TMA wgmma kernel (kernel_templates/gemm_wgmma_tma.cu, ``GEMM_SWIGLU``): each BN-wide B stage
-holds BN/2 gate rows and the same BN/2 up rows, so a gate column and its up column meet in one thread's
-accumulators, and the tile stores BN/2 columns of C. Float16 and bfloat16 on sm_90 (K a multiple of 8, TMA's row
-strides). Split-K (SPLIT_K, for decoding's few rows, whose tiles are fewer than the SMs): each slice stores its gate
-and up sums as two fp32 planes, and ``gemm_splitk_swiglu`` adds the slices up, then applies the activation (a
-product of partial sums is not a partial product). Forward only: no backward family yet, so `autotune.torch` uses
+Two algorithms. ``wgmma_skinny`` for decoding's few rows (kernel_templates/gemm_wgmma_skinny.cu, ``GEMM_SWIGLU``:
+the transposed product, a stage holding gate and up rows of the same columns, the K slices' gate and up sums added
+in the cluster before the activation). The TMA wgmma kernel (kernel_templates/gemm_wgmma_tma.cu, ``GEMM_SWIGLU``):
+each BN-wide B stage holds BN/2 gate rows and the same BN/2 up rows, so a gate column and its up column meet in one
+thread's accumulators, and the tile stores BN/2 columns of C. Float16 and bfloat16 on sm_90 (K a multiple of 8,
+TMA's row strides). Its split-K (SPLIT_K, where the tiles are fewer than the SMs): each slice stores its gate and up
+sums as two fp32 planes, and ``gemm_splitk_swiglu`` adds the slices up, then applies the activation (a product of
+partial sums is not a partial product). Forward only: no backward family yet, so `autotune.torch` uses
 it where no gradient is needed.
 
 Accuracy: gate and up accumulate in fp32 and meet in fp32 before the one rounding of C (torch rounds both halves
@@ -32,6 +34,7 @@ from autotune.spaces._gemm_splitk import PARTIAL, reduce_launch, splits_of
 from autotune.spaces.base import ALGO, BufferSpec, Config, KernelSpace, Launch, Param, Step, TensorMap, ceil_div
 from autotune.spaces.correctness import UNIFORM
 from autotune.spaces.gemm import HALF_TOLERANCE, matrix_operands
+from autotune.spaces.gemm_wgmma_skinny import WgmmaSkinnyGemm
 from autotune.spaces.gemm_wgmma_tma import BK, WgmmaTmaGemm
 
 
@@ -89,6 +92,13 @@ class SwigluTma(WgmmaTmaGemm):
         return {} if splits == 1 else {PARTIAL: BufferSpec((splits, 2, m, n), "float32")}
 
 
+class SwigluSkinny(WgmmaSkinnyGemm):
+    """``wgmma_skinny`` for decoding's few rows: each stage holds BN gate rows and the same BN up rows of B (the one
+    tensor map, up rows from N on); the slices' gate and up sums meet in the cluster's sum, then the activation."""
+
+    K_MAJOR_B, PLANES = True, 2
+
+
 class LinearSwigluSpace(KernelSpace):
     """C = silu(A·B[:N]ᵀ) · A·B[N:]ᵀ: A (M×K), B stored 2N×K (gate rows, then up rows), C (M×N)."""
 
@@ -96,7 +106,7 @@ class LinearSwigluSpace(KernelSpace):
     dims = ("M", "N", "K")
     default_shape = (2048, 14336, 4096)  # Llama-3 8B's MLP over a 2048-token prompt
     metric_unit = "TFLOP/s"
-    algorithms = (SwigluTma,)
+    algorithms = (SwigluTma, SwigluSkinny)
     leading_dims = {"A": 2, "C": 2}
 
     # --- problem --------------------------------------------------------------------------------------------
@@ -127,9 +137,13 @@ class LinearSwigluSpace(KernelSpace):
         return _gemm_rules.shape_class((m, 2 * n, k))
 
     def rule_default(self, shape: Shape, device: DeviceInfo) -> Config:
-        """Cooperative 128×256 tiles (128 columns of C each) for more than 64 rows; a 64-row tile of one consumer
-        below that (decoding: M of a few tokens). K is split where the tiles are fewer than the SMs, into the
-        fewest slices that give every SM one, each at least `MIN_K_PER_SPLIT` long."""
+        """1 to 32 rows (decoding): ``wgmma_skinny`` as gemm's rule takes it (`_gemm_rules.skinny_rule`).
+        Otherwise cooperative 128×256 tiles (128 columns of C each) for more than 64 rows, a 64-row tile of one
+        consumer below that; K is split where the tiles are fewer than the SMs, into the fewest slices that give
+        every SM one, each at least `MIN_K_PER_SPLIT` long."""
+        skinny = _gemm_rules.skinny_rule(self, shape, device, "wgmma_skinny", min_rows=1)
+        if skinny is not None:
+            return skinny
         algo = self.algos["wgmma_tma"]
         m, n, k = shape
         tile = {"BM": 128, "BN": 256, "WG": 2} if m > 64 else {"BM": 64, "BN": 256, "WG": 1}
