@@ -95,16 +95,17 @@ def test_half_precision_rows_and_columns_run_gemv(gemm, dtype, shape):
     "shape, algo",
     [((1000, 1000, 1000), "wgmma_tma"), ((127, 4096, 4096), "wgmma_tma"), ((16384, 128, 4096), "wgmma_tma"),
      ((256, 256, 16384), "wgmma_tma"), ((4000, 64, 4000), "wgmma_tma"),  # split along K
-     ((16, 4096, 4096), "mma"), ((13, 1000, 2049), "mma"), ((333, 264, 104), "mma")],  # fmt: skip
+     ((16, 4096, 4096), "wgmma_skinny"), ((13, 1000, 2049), "mma"), ((333, 264, 104), "mma")],  # fmt: skip
     ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else v,
 )
 def test_half_precision_rule_defaults_are_correct(gemm, dtype, shape, algo):
     """Half precision with nothing tuned for it: TMA tiles where they fill the GPU (on Hopper), split along K where
-    they are too few, mma tiles where rows are too few for TMA or cannot be strided by it."""
+    they are too few, the transposed few-row product at 2 to 32 rows (on Hopper), mma tiles where rows are too few
+    for TMA or cannot be strided by it."""
     torch = pytest.importorskip("torch")
     from autotune.device import query_device
 
-    if query_device().compute_capability != (9, 0) and algo == "wgmma_tma":
+    if query_device().compute_capability != (9, 0) and algo.startswith("wgmma"):
         algo = "mma"
     m, n, k = shape
     gen = torch.Generator(device="cuda").manual_seed(k)
