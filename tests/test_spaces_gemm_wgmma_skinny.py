@@ -90,11 +90,14 @@ def test_the_rule_takes_it_from_2_to_32_rows_and_splits_k_to_cover_the_sms(famil
     for m, bm in ((2, 8), (16, 16), (17, 32), (32, 32)):
         config = space.rule_default((m, 4096, 4096), h200)
         assert config[ALGO] == ALGORITHM and config["BM"] == bm, (m, config)
-        assert config["SPLIT_K"] == 4 and config["STAGES"] == 8, "128 blocks: one per SM, the deepest ring"
-        assert not space.violations(config, (m, 4096, 4096), h200)
+        assert config["BN"] == 64 and config["SPLIT_K"] == 2, "64 tiles of 64 columns, two slices: one per SM"
+        assert config["STAGES"] == 8 and not space.violations(config, (m, 4096, 4096), h200)
     wide = space.rule_default((16, 28672, 4096), h200)
-    assert wide[ALGO] == ALGORITHM and wide["SPLIT_K"] == 1, "224 tiles fill the SMs unsplit"
-    assert wide["STAGES"] == 6, "two blocks on most SMs: a ring that fits twice"
+    assert wide[ALGO] == ALGORITHM and wide["SPLIT_K"] == 1, "448 tiles fill the SMs unsplit"
+    ring = wide["STAGES"] * (64 + 16) * 128
+    assert 2 * (ring + 2048) <= h200.smem_per_multiprocessor, "two blocks per SM: a ring that fits twice"
+    swiglu = get_space("linear_swiglu", dtype="bfloat16").rule_default((16, 14336, 4096), h200)
+    assert (swiglu[ALGO], swiglu["BN"], swiglu["SPLIT_K"], swiglu["STAGES"]) == (ALGORITHM, 64, 1, 6)
     assert space.rule_default((64, 4096, 4096), h200)[ALGO] != ALGORITHM
     assert space.rule_default((16, 4096, 4090), h200)[ALGO] != ALGORITHM, "K not a multiple of 8: no TMA"
 

@@ -10,7 +10,7 @@ Classes: the M bucket (1, ≤16, ≤64, ≤256, large) and the aspect (``col``: 
 * fp32 otherwise: the SIMT tile whose height fits M (16, 32, 64 rows, else the template's 128×128), and
   split-K until the output tiles fill the GPU — without it a 16-row product runs on a quarter of the SMs;
 * half precision on Hopper with 2 to 32 rows, where TMA can stride the rows: the transposed product of
-  ``wgmma_skinny``, K split over a cluster until about two blocks run per SM;
+  ``wgmma_skinny``, K split over a cluster until the blocks cover the SMs once;
 * half precision on Hopper, where TMA can stride the rows (N, K multiples of 8): for K ≥ 8192 over about one
   wave of 128×128 tiles, those tiles in ping-pong under stream-K (``wgmma_tma_streamk``); for K ≤ 3072, ping-pong tiles
   (128×192, else 128×128) where they fill the GPU; otherwise the largest ``wgmma_tma`` tile whose tiles fill
@@ -334,13 +334,15 @@ def mma_rule(space: "KernelSpace", shape: Shape, device: DeviceInfo) -> Config |
 
 
 # Few rows (decoding, 2 to 32 rows of A) in half precision on Hopper: the transposed product (`wgmma_skinny`), its
-# BM the smallest wgmma N that holds M, 128 columns per tile on one consumer, and K split over a cluster until the
+# BM the smallest wgmma N that holds M, 64 columns per tile on one consumer, and K split over a cluster until the
 # blocks cover the SMs once, with as deep a ring as the blocks an SM then holds leave room for. On the H200
-# (docs/results/2026-11-29d, call 2, 16 rows) one block per SM ran 0.99-1.10x cuBLAS at Llama's decoding shapes
-# where two per SM (split 8 at N = 4096) ran 0.87-0.90x: the slices' shorter streams and their sum cost more than a
-# second block hides.
+# (docs/results/2026-11-29d, calls 2-3, 16 rows, against cuBLAS through F.linear): 64-column tiles in two slices ran
+# 1.00-1.06x at Llama's 4096- and 6144-column projections and 1.01x at its down projection, where 128-column tiles
+# in four slices (the same number of blocks) ran 0.83-0.88x and two blocks per SM (split 8) 0.87-0.90x: fewer
+# slices keep each block's stream of a weight row longer and the cluster's sum smaller. linear_swiglu's gate and up
+# rows, 224 tiles of 64 at 14336 columns, run unsplit: 1.18x torch's product, silu and multiply.
 SKINNY_MAX_M = 32
-SKINNY_TILE = {"BN": 128, "WG": 1}
+SKINNY_TILE = {"BN": 64, "WG": 1}
 SKINNY_BLOCK_RESERVE = 2048  # shared bytes an SM keeps per block (1 KB) and the ring's alignment slack
 
 

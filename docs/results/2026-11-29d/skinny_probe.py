@@ -56,7 +56,7 @@ def main() -> None:
             torch_ms = interleaved_medians({"torch": vendor}, args.reps, flush, torch)["torch"]
             weight_gb = w.numel() * 2 / 1e9
             print(f"\n{family} {m}x{n}x{k} bf16 on {device.name}: torch {torch_ms * 1e3:.1f} us "
-                  f"({weight_gb / torch_ms * 1e3:.2f} TB/s of weight)")  # fmt: skip
+                  f"({weight_gb / torch_ms * 1e3:.2f} GB/s of weight)")  # fmt: skip
             rule = space.rule_default(shape, device)
             base = {ALGO: "wgmma_skinny", **space.algos["wgmma_skinny"].default_config}
             configs = {"rule default": rule, **{name: {**base, **v} for name, v in VARIANTS.items()}}
@@ -66,7 +66,7 @@ def main() -> None:
             for name, r in results.items():
                 if r.ok:
                     print(f"  {name:>16}: {r.time_ms * 1e3:6.1f} us  {torch_ms / r.time_ms:5.2f}x torch  "
-                          f"{weight_gb / r.time_ms * 1e3:.2f} TB/s  {space.describe(configs[name])}")  # fmt: skip
+                          f"{weight_gb / r.time_ms * 1e3:.0f} GB/s  {space.describe(configs[name])}")  # fmt: skip
                 else:
                     print(f"  {name:>16}: {r.failure} {r.reason}")
 
