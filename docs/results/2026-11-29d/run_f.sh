@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Call 6 (2026-11-29d): call 4 again, on a fresh machine, to see the spread —: issue 22's protocol on the GPT-2 block in bf16 — record the problems a patched step sends,
-# search them (24 trials each, the issue's figure), then eager against patched in 15 alternating rounds with the
+# Call 6 (2026-11-29d): call 4 again on a fresh machine, to see the spread. Issue 22's protocol on the GPT-2 block
+# in bf16: record the problems a patched step sends, search them (24 trials each, the issue's figure), then eager against patched in 15 alternating rounds with the
 # tuned database.
 set -u
 export PYTHONUNBUFFERED=1
