@@ -34,6 +34,8 @@ def test_offered_for_half_types_on_hopper_only(h200):
     space = get_space("gemm", dtype="bfloat16")
     assert_offered_on_compute_capability_9_0_only(space, ALGORITHM, default(space), DECODE, h200)
     assert "multiples of 8" in space.algos[ALGORITHM].unfit((16, 4100, 4090), h200)
+    assert "at most 256" in space.algos[ALGORITHM].unfit((257, 4096, 4096), h200), "many rows: the TMA tiles'"
+    assert space.algos[ALGORITHM].unfit((256, 4096, 4096), h200) is None
     assert "N and K" in space.algos[ALGORITHM].unfit((16, 4090, 4096), h200), "B stored K×N: rows of N too"
     assert get_space("gemm_nt", dtype="bfloat16").algos[ALGORITHM].unfit((16, 4090, 4096), h200) is None
 

@@ -7,7 +7,7 @@ sm_90a only).
 Tunables: A rows per tile (BM, wgmma's N), columns of C per tile (BN: one or two m64 slices per consumer
 warpgroup), consumer warpgroups (WG), k-tiles in flight (STAGES of 64), and K slices (SPLIT_K, the cluster's
 size along z). Like ``wgmma_tma`` it reads rows through tensor maps: K (and N, where B is stored K×N) must be
-multiples of 8 elements (`unfit`).
+multiples of 8 elements; and it takes at most `MAX_ROWS` rows (`unfit`).
 
 The layout families (`autotune.spaces.gemm_layouts`) meet it through `for_layout`: B stored N×K (gemm_nt,
 linear) is read as it is, the weight rows K-major, and linear's bias is added after the slices' sum; A stored K×M
@@ -28,6 +28,9 @@ from autotune.spaces.base import Config, Launch, Param, Step, TensorMap, ceil_di
 BK = 64  # k per stage: a 128-byte swizzle row of a 16-bit type
 ALIGN_ELEMENTS = 8  # TMA's row strides are multiples of 16 bytes
 MAX_SPLIT = 8  # a portable cluster
+# Each 64-row tile of A streams all of B again: past a few such tiles the TMA algorithms, which read B once per
+# 128-256 rows, are the ones to search, and a search proposing this one for M = 4096 would waste its trials.
+MAX_ROWS = 256
 
 
 class WgmmaSkinnyGemm(Algorithm):
@@ -82,7 +85,9 @@ class WgmmaSkinnyGemm(Algorithm):
         reason = super().unfit(shape, device)
         if reason is not None:
             return reason
-        _, n, k = shape
+        m, n, k = shape
+        if m > MAX_ROWS:
+            return f"algorithm {self.name} is for few rows: at most {MAX_ROWS} (got M={m})"
         if k % ALIGN_ELEMENTS or (not self.K_MAJOR_B and n % ALIGN_ELEMENTS):
             dims = "K" if self.K_MAJOR_B else "N and K"
             return (f"algorithm {self.name} copies with TMA, whose row strides are multiples of 16 bytes: {dims} "
