@@ -26,9 +26,10 @@
 // Accumulators (m64nBM fragment): warp w of a consumer owns Bᵀ rows 16w..16w+15 of each slice, lane l the rows
 // 16w + l/4 (+8) and the A rows 8j + 2(l%4) + {0,1}: d[4j + 2h + e] = Cᵀ[16w + l/4 + 8h][8j + 2(l%4) + e].
 //
-// Epilogues: GEMM_BIAS adds bias[n] (linear); GEMM_SWIGLU (linear_swiglu: B stored 2N×K, gate rows then up rows)
-// computes the gate and up sums of the same columns in two accumulator planes and stores silu(gate)·up. Both
-// apply to the sum of the slices, in fp32, rounded once.
+// Epilogues: GEMM_BIAS adds bias[n] (linear); GEMM_GELU with it (linear_gelu) stores the sum as `pre`, then C =
+// gelu_tanh of the rounded pre (as gemm_wgmma_tma.cu's epilogue); GEMM_SWIGLU (linear_swiglu: B stored 2N×K, gate
+// rows then up rows) computes the gate and up sums of the same columns in two accumulator planes and stores
+// silu(gate)·up. They apply to the sum of the slices, in fp32, rounded once.
 //
 // Edges: boxes past M, N, K are zero-filled by the copy engine; stores are guarded. TMA strides rows of whole
 // 16 bytes: K (and N where B is stored K×N) multiples of 8 (the space's `unfit`).
@@ -66,8 +67,14 @@
 #ifndef GEMM_BIAS
 #define GEMM_BIAS 0
 #endif
+#ifndef GEMM_GELU
+#define GEMM_GELU 0
+#endif
 #ifndef GEMM_SWIGLU
 #define GEMM_SWIGLU 0
+#endif
+#if GEMM_GELU
+#include "gelu.cuh"
 #endif
 #if GEMM_SWIGLU
 #include "gemm_splitk_swiglu.cuh"
@@ -91,6 +98,7 @@ static_assert(SLICES == 1 || SLICES == 2, "BN: one or two m64 slices per consume
 static_assert(STAGES >= 2 && STAGES <= 8, "2..8 stages");
 static_assert(SPLIT_K >= 1 && SPLIT_K <= 8, "1..8 K slices: a portable cluster");
 static_assert(!GEMM_SWIGLU || (B_K_MAJOR && !GEMM_BIAS), "SwiGLU: B stored 2N×K, no bias");
+static_assert(!GEMM_GELU || GEMM_BIAS, "GELU follows the bias (linear_gelu)");
 static_assert(SMEM_BYTES <= 232448, "shared memory beyond the sm_90 limit of 227 KB per block");
 
 #if B_K_MAJOR
@@ -144,6 +152,17 @@ __device__ __forceinline__ void mma_skinny_stage(float (&acc)[PLANES][SLICES][BM
   }
 }
 
+// Four consecutive elements of a row from fp32 (`vec`: one 8-byte store where all four are inside N).
+__device__ __forceinline__ void store_four(elem_t* __restrict__ dst, const float (&v)[4], bool vec, int left) {
+  if (vec && left >= 4) {
+    *reinterpret_cast<uint2*>(dst) = make_uint2(pack2(v[0], v[1]), pack2(v[2], v[3]));
+  } else {
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      if (i < left) dst[i] = from_f32<elem_t>(v[i]);
+  }
+}
+
 // fp32 at shared address `addr` of cluster block `rank` (this block's own where SPLIT_K is 1).
 __device__ __forceinline__ float4 ld_tile4(uint32_t addr, uint32_t rank) {
   float4 v;
@@ -172,6 +191,9 @@ gemm_wgmma_skinny(const __grid_constant__ TmaDesc tmap_w, const __grid_constant_
                   elem_t* __restrict__ C,
 #if GEMM_BIAS
                   const elem_t* __restrict__ bias,
+#endif
+#if GEMM_GELU
+                  elem_t* __restrict__ pre,
 #endif
                   int M, int N, int K) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -286,14 +308,15 @@ gemm_wgmma_skinny(const __grid_constant__ TmaDesc tmap_w, const __grid_constant_
       out[i] = swiglu(out[i], v[1][i]);
 #endif
     }
-    elem_t* dst = C + (size_t)row * N + col;
-    if (vec && col + 4 <= N) {
-      *reinterpret_cast<uint2*>(dst) = make_uint2(pack2(out[0], out[1]), pack2(out[2], out[3]));
-    } else {
+    const size_t at = (size_t)row * N + col;
+#if GEMM_GELU
 #pragma unroll
-      for (int i = 0; i < 4; ++i)
-        if (col + i < N) dst[i] = from_f32<elem_t>(out[i]);
-    }
+    for (int i = 0; i < 4; ++i) out[i] = to_f32(from_f32<elem_t>(out[i]));  // pre as stored
+    store_four(pre + at, out, vec, N - col);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) out[i] = gelu_tanh(out[i]);
+#endif
+    store_four(C + at, out, vec, N - col);
   }
 #if SPLIT_K > 1
   cluster_sync();  // no block leaves while a peer may still read its tile

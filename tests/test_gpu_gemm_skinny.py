@@ -1,7 +1,8 @@
-"""GPU tier: the few-row Hopper GEMM (`wgmma_skinny`) is correct in gemm, gemm_nt and linear for random
-configurations, every row tile, both consumer counts and every K split (clusters of 1 to 8 blocks summing in
-distributed shared memory), on ragged shapes (M, N, K past the tiles, empty K slices) and the rule defaults at
-decoding's shapes; the family's validation cases (ragged, wide-range, K = 16384) run first."""
+"""GPU tier: the few-row Hopper GEMM (`wgmma_skinny`) is correct in gemm, gemm_nt, linear and linear_gelu (pre and
+GELU stored from the sum) for random configurations, every row tile, both consumer counts and every K split
+(clusters of 1 to 8 blocks summing in distributed shared memory), on ragged shapes (M, N, K past the tiles, empty K
+slices) and the rule defaults at decoding's shapes; the family's validation cases (ragged, wide-range, K = 16384)
+run first."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from test_gpu_gemm_layouts import evaluate, pick
 pytestmark = pytest.mark.gpu
 
 ALGORITHM = "wgmma_skinny"
-FAMILIES = [("gemm", "bfloat16"), ("gemm_nt", "float16"), ("linear", "bfloat16")]
+FAMILIES = [("gemm", "bfloat16"), ("gemm_nt", "float16"), ("linear", "bfloat16"), ("linear_gelu", "float16")]
 SHAPES = [(16, 4096, 4096), (5, 1000, 4104), (27, 264, 520)]
 
 

@@ -1,7 +1,7 @@
 """The few-row Hopper GEMM (`wgmma_skinny`): offered where it computes (half precision, sm_90a, TMA-strided rows;
-gemm, and gemm_nt and linear reading B as stored), its launch plan (tiles of C by A's row tiles by the K slices of
-a cluster, no workspace), its defines, the rule that picks it for 2 to 32 rows, and its configurations compiling
-without spills."""
+gemm, and gemm_nt, linear and linear_gelu reading B as stored), its launch plan (tiles of C by A's row tiles by the
+K slices of a cluster, no workspace), its defines, the rule that picks it for 2 to 32 rows, and its configurations
+compiling without spills."""
 
 from __future__ import annotations
 
@@ -40,10 +40,9 @@ def test_offered_for_half_types_on_hopper_only(h200):
     assert get_space("gemm_nt", dtype="bfloat16").algos[ALGORITHM].unfit((16, 4090, 4096), h200) is None
 
 
-@pytest.mark.parametrize("family, why", [("gemm_tn", "A stored transposed"), ("linear_gelu", "linear_gelu's epilogue")])
-def test_not_offered_where_the_template_does_not_compute(family, why, h200):
-    space = get_space(family, dtype="bfloat16")
-    assert why in space.algos[ALGORITHM].unfit(DECODE, h200)
+def test_not_offered_where_the_template_does_not_compute(h200):
+    space = get_space("gemm_tn", dtype="bfloat16")
+    assert "A stored transposed" in space.algos[ALGORITHM].unfit(DECODE, h200)
     assert space.violations(default(space), DECODE, h200)
     assert space.rule_default(DECODE, h200)[ALGO] != ALGORITHM
 
@@ -67,15 +66,16 @@ def test_one_launch_over_tiles_row_tiles_and_k_slices_without_workspace(h200):
     assert space.describe(config) == "wgmma skinny 8x128x64 wg1 s6 splitk8"
 
 
-@pytest.mark.parametrize("family, bias", [("gemm_nt", False), ("linear", True)])
-def test_the_layout_families_read_b_as_stored(family, bias, h200):
+@pytest.mark.parametrize("family, epilogue", [("gemm_nt", ()), ("linear", ("bias",)), ("linear_gelu", ("bias", "pre"))])
+def test_the_layout_families_read_b_as_stored(family, epilogue, h200):
     space = get_space(family, dtype="float16")
     config = default(space, BN=256, WG=2, STAGES=4)
     (launch,) = space.launches(config, DECODE, h200)
     assert launch.args[0] == TensorMap("B", "float16", dims=(4096, 4096), box=(64, 256)), "N×K: one K-major box"
-    assert ("bias" in launch.args) is bias and launch.args[2] == "C"
+    assert launch.args[2:3 + len(epilogue)] == ("C", *epilogue), "the epilogue's buffers after C"
     defines = space.defines(config)
-    assert defines["B_K_MAJOR"] == 1 and ("GEMM_BIAS" in defines) is bias
+    assert defines["B_K_MAJOR"] == 1 and ("GEMM_BIAS" in defines) is bool(epilogue)
+    assert ("GEMM_GELU" in defines) is ("pre" in epilogue)
 
 
 def test_constraints_name_the_problem(h200):
@@ -86,7 +86,7 @@ def test_constraints_name_the_problem(h200):
                                                               DECODE, h200))  # fmt: skip
 
 
-@pytest.mark.parametrize("family", ["gemm", "gemm_nt", "linear"])
+@pytest.mark.parametrize("family", ["gemm", "gemm_nt", "linear", "linear_gelu"])
 def test_the_rule_takes_it_from_2_to_32_rows_and_splits_k_to_cover_the_sms(family, h200):
     space = get_space(family, dtype="bfloat16")
     for m, bm in ((2, 8), (16, 16), (17, 32), (32, 32)):
@@ -105,7 +105,7 @@ def test_the_rule_takes_it_from_2_to_32_rows_and_splits_k_to_cover_the_sms(famil
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
-@pytest.mark.parametrize("family", ["gemm", "linear"])
+@pytest.mark.parametrize("family", ["gemm", "linear", "linear_gelu"])
 def test_sampled_valid_configs_compile_without_spills(family, h200, cache_dir):
     space = get_space(family, {ALGO: [ALGORITHM]}, dtype="bfloat16")
     configs = [default(space), *sample_valid(space, h200, DECODE, 3, seed=5)]

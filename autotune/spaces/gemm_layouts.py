@@ -37,7 +37,7 @@ from autotune.spaces.base import ALGO, BufferSpec, Config, Launch, Step, TensorM
 from autotune.spaces.gemm import GemmSpace
 from autotune.spaces.gemm_gemv import GemvGemm
 from autotune.spaces.gemm_wgmma_tf32x3 import MAX_GRID_Y, WgmmaTf32x3Gemm, padded
-from autotune.spaces.gemm_wgmma_tma import ALIGN_ELEMENTS, BK, WgmmaTmaGemm
+from autotune.spaces.gemm_wgmma_tma import ALIGN_ELEMENTS, BK, WgmmaTmaGemm, tma_rows_problem
 from autotune.spaces.gemm_wgmma_tma_padded import WgmmaTmaPaddedGemm
 
 TRANSPOSE_TILE, TRANSPOSE_THREADS = 32, 256  # kernel_templates/gemm_layout.cuh
@@ -166,8 +166,7 @@ class NativeTma(WgmmaTmaGemm):
         if bad:
             dims = "K" if self.layout.transposed == "B" else "M and N"
             got = ", ".join(f"{name}={v}" for name, v in bad.items())
-            return (f"algorithm {self.name} copies with TMA, whose row strides are multiples of 16 bytes: {dims} "
-                    f"must be multiples of {ALIGN_ELEMENTS} (got {got})")  # fmt: skip
+            return tma_rows_problem(self.name, dims, got)
         return None
 
     def launches(self, config: Config, shape: Shape, device: DeviceInfo) -> list[Step]:

@@ -9,9 +9,9 @@ warpgroup), consumer warpgroups (WG), k-tiles in flight (STAGES of 64), and K sl
 size along z). Like ``wgmma_tma`` it reads rows through tensor maps: K (and N, where B is stored K×N) must be
 multiples of 8 elements; and it takes at most `MAX_ROWS` rows (`unfit`).
 
-The layout families (`autotune.spaces.gemm_layouts`) meet it through `for_layout`: B stored N×K (gemm_nt,
-linear) is read as it is, the weight rows K-major, and linear's bias is added after the slices' sum; A stored K×M
-(gemm_tn) and linear_gelu's epilogue are not offered (`unfit` says so).
+The layout families (`autotune.spaces.gemm_layouts`) meet it through `for_layout`: B stored N×K (gemm_nt, linear,
+linear_gelu) is read as it is, the weight rows K-major, and linear's bias (and linear_gelu's ``pre`` and GELU) is
+applied to the slices' sum; A stored K×M (gemm_tn) is not offered (`unfit` says so).
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from autotune.device import DeviceInfo
 from autotune.shape import Shape
 from autotune.spaces.algorithm import Algorithm, smem_problems
 from autotune.spaces.base import Config, Launch, Param, Step, TensorMap, ceil_div
+from autotune.spaces.gemm_wgmma_tma import ALIGN_ELEMENTS, tma_rows_problem
 
 BK = 64  # k per stage: a 128-byte swizzle row of a 16-bit type
-ALIGN_ELEMENTS = 8  # TMA's row strides are multiples of 16 bytes
 MAX_SPLIT = 8  # a portable cluster
 # Each 64-row tile of A streams all of B again: past a few such tiles the TMA algorithms, which read B once per
 # 128-256 rows, are the ones to search, and a search proposing this one for M = 4096 would waste its trials.
@@ -50,15 +50,15 @@ class WgmmaSkinnyGemm(Algorithm):
     default_config = {"BM": 16, "BN": 128, "WG": 1, "STAGES": 6, "SPLIT_K": 4}
     K_MAJOR_B: ClassVar[bool] = False  # B stored N×K (the layout families' variant)
     PLANES: ClassVar[int] = 1  # weight row sets per tile (linear_swiglu's gate and up: 2)
-    EPILOGUE_ARGS: ClassVar[tuple[str, ...]] = ()  # buffers after C (linear: the bias)
+    EPILOGUE_ARGS: ClassVar[tuple[str, ...]] = ()  # buffers after C (linear: the bias; linear_gelu: and pre)
 
     @classmethod
     def for_layout(cls, layout: Any) -> type[Algorithm]:
         """This algorithm in a layout family (`autotune.spaces.gemm_layouts.layout_variant`): B stored N×K read as
-        stored, the bias added after the sum; other layouts and epilogues are not offered."""
+        stored, the bias (and linear_gelu's GELU, with ``pre``) applied to the sum; A stored K×M is not offered."""
         attrs: dict[str, object] = {"layout": layout, "__module__": cls.__module__}
-        if layout.transposed == "B" and not layout.gelu:
-            attrs.update(K_MAJOR_B=True, EPILOGUE_ARGS=("bias",) if layout.bias else ())
+        if layout.transposed == "B":
+            attrs.update(K_MAJOR_B=True, EPILOGUE_ARGS=layout.epilogue_args())
             return type(f"{cls.__name__}{layout.transposed}", (cls,), attrs)
         return type(f"{cls.__name__}{layout.transposed}", (NotOffered, cls), attrs)
 
@@ -77,6 +77,8 @@ class WgmmaSkinnyGemm(Algorithm):
         flags = {"B_K_MAJOR": 1} if self.K_MAJOR_B else {}
         if "bias" in self.EPILOGUE_ARGS:
             flags["GEMM_BIAS"] = 1
+        if "pre" in self.EPILOGUE_ARGS:
+            flags["GEMM_GELU"] = 1
         if self.PLANES == 2:
             flags["GEMM_SWIGLU"] = 1
         return {**super().defines(config), **flags}
@@ -89,9 +91,7 @@ class WgmmaSkinnyGemm(Algorithm):
         if m > MAX_ROWS:
             return f"algorithm {self.name} is for few rows: at most {MAX_ROWS} (got M={m})"
         if k % ALIGN_ELEMENTS or (not self.K_MAJOR_B and n % ALIGN_ELEMENTS):
-            dims = "K" if self.K_MAJOR_B else "N and K"
-            return (f"algorithm {self.name} copies with TMA, whose row strides are multiples of 16 bytes: {dims} "
-                    f"must be multiples of {ALIGN_ELEMENTS} (got N={n}, K={k})")  # fmt: skip
+            return tma_rows_problem(self.name, "K" if self.K_MAJOR_B else "N and K", f"N={n}, K={k}")
         return None
 
     def constraints(self, config: Config, shape: Shape, device: DeviceInfo) -> list[str]:
@@ -136,5 +136,4 @@ class NotOffered:
     name: ClassVar[str]
 
     def unfit(self, shape: Shape, device: DeviceInfo) -> str | None:
-        what = "linear_gelu's epilogue" if self.layout.gelu else f"{self.layout.transposed} stored transposed"
-        return f"algorithm {self.name} does not compute {what}"
+        return f"algorithm {self.name} does not compute {self.layout.transposed} stored transposed"

@@ -42,6 +42,13 @@ MAX_ACCUMULATORS = 192
 ALIGN_ELEMENTS = 8  # 16 bytes of a 16-bit type: TMA's stride granularity
 
 
+def tma_rows_problem(algorithm: str, dims: str, got: str) -> str:
+    """Why ``algorithm`` cannot read rows of ``dims`` (e.g. "N and K") that are not whole 16 bytes (``got``: the
+    values, "N=…, K=…")."""
+    return (f"algorithm {algorithm} copies with TMA, whose row strides are multiples of 16 bytes: {dims} must be "
+            f"multiples of {ALIGN_ELEMENTS} (got {got})")  # fmt: skip
+
+
 class WgmmaTmaGemm(Algorithm):
     name = "wgmma_tma"
     template = "gemm_wgmma_tma.cu"
@@ -91,8 +98,7 @@ class WgmmaTmaGemm(Algorithm):
             return reason
         _, n, k = shape
         if n % ALIGN_ELEMENTS or k % ALIGN_ELEMENTS:
-            return (f"algorithm {self.name} copies with TMA, whose row strides are multiples of 16 bytes: N and K "
-                    f"must be multiples of {ALIGN_ELEMENTS} (got N={n}, K={k})")  # fmt: skip
+            return tma_rows_problem(self.name, "N and K", f"N={n}, K={k}")
         return None
 
     def constraints(self, config: Config, shape: Shape, device: DeviceInfo) -> list[str]:
