@@ -282,6 +282,9 @@ gemm_wgmma_skinny(const __grid_constant__ TmaDesc tmap_w, const __grid_constant_
 
   // Block `rank` finishes every SPLIT_K-th group of 4 columns: the slices' sums in rank order, then the epilogue.
   const bool vec = (N % 4) == 0 && (reinterpret_cast<uintptr_t>(C) & 7) == 0;
+#if GEMM_GELU
+  const bool vec_pre = (N % 4) == 0 && (reinterpret_cast<uintptr_t>(pre) & 7) == 0;  // its own array's alignment
+#endif
   for (int g = rank * NT + threadIdx.x; g < BM * BN / 4; g += SPLIT_K * NT) {
     const int m = (4 * g) / BN, n = (4 * g) % BN, row = m0 + m, col = n0 + n;
     if (row >= M || col >= N) continue;
@@ -312,7 +315,7 @@ gemm_wgmma_skinny(const __grid_constant__ TmaDesc tmap_w, const __grid_constant_
 #if GEMM_GELU
 #pragma unroll
     for (int i = 0; i < 4; ++i) out[i] = to_f32(from_f32<elem_t>(out[i]));  // pre as stored
-    store_four(pre + at, out, vec, N - col);
+    store_four(pre + at, out, vec_pre, N - col);
 #pragma unroll
     for (int i = 0; i < 4; ++i) out[i] = gelu_tanh(out[i]);
 #endif
