@@ -193,17 +193,18 @@ def test_rule_default_stays_within_narrowed_domains(h200):
         ((64, 4096, 4096), "wgmma_tma", (64, 128)),  # too few tiles: split along K (below)
         ((4096, 64, 4096), "wgmma_tma", (64, 64)),
         ((256, 256, 65536), "wgmma_tma", (128, 128)),  # 4 tiles, too few to share K among 132 SMs: split-K
-        ((16, 4096, 4096), "mma", (16, 128)),  # rows too few for a TMA tile: a low mma tile, split along K
+        ((16, 4096, 4096), "wgmma_skinny", (16, 64)),  # few rows: the transposed product, split along K
         ((4095, 4097, 1023), "wgmma_tma_padded", (128, 128)),  # rows TMA cannot stride: padded first
         ((8191, 8191, 8191), "wgmma_tma_padded", (128, 256)),
         ((333, 264, 105), "mma", (64, 128)),  # ... but not where the copy would weigh against a small product
+        ((13, 1000, 2049), "mma", (16, 64)),  # few rows TMA cannot stride: a low, narrow mma tile, split along K
     ],
 )
 def test_half_rule_defaults_use_tma_where_it_fits_and_split_k_where_tiles_are_few(h200, dtype, shape, algo, tile):
     space = get_space("gemm", dtype=dtype)
     config = space.rule_default(shape, h200)
     assert (config["ALGO"], (config["BM"], config["BN"])) == (algo, tile), config
-    if shape in ((64, 4096, 4096), (4096, 64, 4096), (256, 256, 65536), (16, 4096, 4096)):
+    if shape in ((64, 4096, 4096), (4096, 64, 4096), (256, 256, 65536), (16, 4096, 4096), (13, 1000, 2049)):
         m, n, _ = shape
         tiles = -(-m // config["BM"]) * -(-n // config["BN"])
         assert config["SPLIT_K"] > 1 and tiles * config["SPLIT_K"] >= 0.9 * h200.multiprocessors
