@@ -43,6 +43,7 @@
 
 #include "dtype.cuh"
 #include "tma_sm90.cuh"
+#include "wgmma_asm_narrow.cuh"
 #include "wgmma_epilogue.cuh"
 #include "wgmma_sm90.cuh"
 

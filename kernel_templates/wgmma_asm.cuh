@@ -2,15 +2,11 @@
 // written once for the wrappers of wgmma_sm90.cuh (16-bit inputs) and wgmma_tf32_sm90.cuh (tf32): a predicate p
 // from the scale-d operand (0: d = A·B, else d += A·B), then
 //   wgmma.mma_async.sync.aligned.<SHAPE_TYPES> {%0, …, %R-1}, desc_a, desc_b, p, <IMMEDIATES>;
-// R is 4, 8, 16, 32, 64, 96 or 128 (N = 8, 16, 32, 64, 128, 192, 256). The asm text the macros concatenate is,
-// byte for byte, the one the wrappers used to spell out for each N.
+// R is 32, 64, 96 or 128 (N = 64, 128, 192, 256). The asm text the macros concatenate is, byte for byte, the one the
+// wrappers used to spell out for each N.
 #pragma once
 
 // The accumulator registers as asm text, %0 … %R-1 (each list extends the next smaller one) ...
-// R = 4, 8, 16 (N = 8, 16, 32): the narrow products of few rows (kernel_templates/gemm_wgmma_skinny.cu).
-#define WGMMA_ACC_TEXT_4 "%0, %1, %2, %3"
-#define WGMMA_ACC_TEXT_8 WGMMA_ACC_TEXT_4 ", %4, %5, %6, %7"
-#define WGMMA_ACC_TEXT_16 WGMMA_ACC_TEXT_8 ", %8, %9, %10, %11, %12, %13, %14, %15"
 #define WGMMA_ACC_TEXT_32                                                                                            \
   "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"                                            \
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
@@ -29,9 +25,6 @@
 #define WGMMA_ACC_ARGS_8_AT(d, i)                                                                                    \
   "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]),        \
       "+f"(d[i + 7])
-#define WGMMA_ACC_ARGS_4(d) "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-#define WGMMA_ACC_ARGS_8(d) WGMMA_ACC_ARGS_8_AT(d, 0)
-#define WGMMA_ACC_ARGS_16(d) WGMMA_ACC_ARGS_8_AT(d, 0), WGMMA_ACC_ARGS_8_AT(d, 8)
 #define WGMMA_ACC_ARGS_32_AT(d, i)                                                                                   \
   WGMMA_ACC_ARGS_8_AT(d, i), WGMMA_ACC_ARGS_8_AT(d, i + 8), WGMMA_ACC_ARGS_8_AT(d, i + 16),                          \
       WGMMA_ACC_ARGS_8_AT(d, i + 24)
@@ -41,12 +34,6 @@
 #define WGMMA_ACC_ARGS_128(d) WGMMA_ACC_ARGS_96(d), WGMMA_ACC_ARGS_32_AT(d, 96)
 
 // The operand numbers past the accumulators: the two descriptors, then the scale-d flag.
-#define WGMMA_DESC_OPERANDS_4 "%4, %5"
-#define WGMMA_SCALE_OPERAND_4 "%6"
-#define WGMMA_DESC_OPERANDS_8 "%8, %9"
-#define WGMMA_SCALE_OPERAND_8 "%10"
-#define WGMMA_DESC_OPERANDS_16 "%16, %17"
-#define WGMMA_SCALE_OPERAND_16 "%18"
 #define WGMMA_DESC_OPERANDS_32 "%32, %33"
 #define WGMMA_SCALE_OPERAND_32 "%34"
 #define WGMMA_DESC_OPERANDS_64 "%64, %65"
