@@ -27,7 +27,6 @@ from autotune.spaces.base import Config, Launch, Param, Step, TensorMap, ceil_di
 from autotune.spaces.gemm_wgmma_tma import ALIGN_ELEMENTS, tma_rows_problem
 
 BK = 64  # k per stage: a 128-byte swizzle row of a 16-bit type
-MAX_SPLIT = 8  # a portable cluster
 # Each 64-row tile of A streams all of B again: past a few such tiles the TMA algorithms, which read B once per
 # 128-256 rows, are the ones to search, and a search proposing this one for M = 4096 would waste its trials.
 MAX_ROWS = 256
@@ -45,6 +44,7 @@ class WgmmaSkinnyGemm(Algorithm):
         Param("BN", (64, 128, 256), "columns of C per tile: the consumers' m64 slices of the weight"),
         Param("WG", (1, 2), "consumer warpgroups of 128 threads"),
         Param("STAGES", (2, 3, 4, 5, 6, 7, 8), "k-tiles of 64 in flight per block"),
+        # At most 8: a portable cluster.
         Param("SPLIT_K", (1, 2, 3, 4, 6, 8), "K slices: the blocks of a cluster, summed in distributed shared memory"),
     )
     default_config = {"BM": 16, "BN": 128, "WG": 1, "STAGES": 6, "SPLIT_K": 4}
