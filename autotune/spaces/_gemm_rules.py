@@ -372,8 +372,7 @@ def skinny_rule(space: "KernelSpace", shape: Shape, device: DeviceInfo, name: st
     config["SPLIT_K"] = skinny_splits(space, name, tiles, k, device)
     per_sm = min(2, ceil_div(tiles * config["SPLIT_K"], device.multiprocessors))  # resident at once
     ring = device.smem_per_multiprocessor // per_sm - SKINNY_BLOCK_RESERVE
-    stage = (getattr(space.algos[name], "PLANES", 1) * config["BN"] + bm) * 128
-    config["STAGES"] = max(2, min(8, ring // stage))
+    config["STAGES"] = max(2, min(8, ring // space.algos[name].stage_bytes(config)))
     if not _within_domains(space, config):
         return None
     return config if _valid(space, config, shape, device) else None

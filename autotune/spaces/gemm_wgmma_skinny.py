@@ -62,10 +62,14 @@ class WgmmaSkinnyGemm(Algorithm):
             return type(f"{cls.__name__}{layout.transposed}", (cls,), attrs)
         return type(f"{cls.__name__}{layout.transposed}", (NotOffered, cls), attrs)
 
+    def stage_bytes(self, config: Config) -> int:
+        """Shared bytes of one k-tile in the ring: the weight's BN rows (per plane) and A's BM rows, 128 bytes each."""
+        return (self.PLANES * config["BN"] + config["BM"]) * 128
+
     def geometry(self, config: Config) -> dict[str, int]:
         """Threads, m64 slices per consumer, shared bytes (the ring, or the fp32 tile of the sum where larger)."""
         bm, bn, wg, stages = config["BM"], config["BN"], config["WG"], config["STAGES"]
-        ring = stages * (self.PLANES * bn * 128 + bm * 128)
+        ring = stages * self.stage_bytes(config)
         tile = self.PLANES * bm * (bn + 4) * 4
         return {
             "threads": 128 * wg + 32,
