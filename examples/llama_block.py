@@ -5,12 +5,19 @@
 ``linear_swiglu`` kernel; attention stays torch's ``scaled_dot_product_attention``),
 and against ``torch.compile`` of the eager block.
 
-    python examples/llama_block.py [--prefill 2048] [--batches 1 16] [--cache 2048] [--record shapes.json]
+    python examples/llama_block.py [--prefill 2048] [--batches 1 16] [--cache 2048] [--caches static cat]
+                                   [--rounds 9] [--graphs] [--no-compile] [--record shapes.json]
 
-Prints the median time of each and the speedups. The norms use eps 1e-6, the eps autotune's RMSNorm kernel is
-built with (Llama's own 1e-5 would be left to torch by `patch`, which says so). ``--record`` writes the problems
-the patched block sends to autotune, for ``autotune search --shapes-from shapes.json``; without stored
-configurations the kernels run their rule defaults.
+Decoding runs with each KV cache kind named by ``--caches``: ``static`` holds keys and values in buffers of the
+full length and writes the new token's in place (HF's StaticCache, gpt-fast, what serving does); ``cat`` builds a new
+cache per token with ``torch.cat`` (a copy of the whole cache each step, the same in eager and patched: at batch 16
+it is about half the step's GPU time). The variants run in alternating rounds, since a host's speed drifts over
+seconds and a decoding step is mostly host time; each line gives the medians and the median of the rounds' ratios.
+``--graphs`` also times eager and patched decoding captured in CUDA graphs (no host time: the kernels alone).
+
+The norms use eps 1e-6, the eps autotune's RMSNorm kernel is built with (Llama's own 1e-5 would be left to torch by
+`patch`, which says so). ``--record`` writes the problems the patched block sends to autotune, for ``autotune search
+--shapes-from shapes.json``; without stored configurations the kernels run their rule defaults.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from __future__ import annotations
 import argparse
 import copy
 import statistics
+import time
 from typing import Callable
 
 import torch
@@ -63,33 +71,76 @@ class Block(nn.Module):
         self.mlp = FeedForward(d_model, hidden)
         self.rotary = Rotary(self.head_dim, positions, device)
 
-    def forward(self, x: torch.Tensor, cache: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cache: tuple[torch.Tensor, torch.Tensor] | None = None,
+                pos: int | None = None) -> torch.Tensor:
+        """``cache``: None for a prompt (causal attention over its own tokens), or the (keys, values) buffers of
+        (batch, kv_heads, length, head_dim) for decoding. With ``pos`` None the new tokens' k and v are
+        concatenated after the whole buffers (a new cache per step); with ``pos`` they are written into the buffers
+        at ``pos`` and attention reads positions ``[0, pos + tokens)`` (a static cache)."""
         b, t, d = x.shape
         h = self.attn_norm(x)
-        start = 0 if cache is None else cache[0].shape[2]
+        start = 0 if cache is None else cache[0].shape[2] if pos is None else pos
         q = self.rotary(self.q(h).view(b, t, self.heads, self.head_dim).transpose(1, 2), start)
         k, v = self.kv(h).view(b, t, 2, self.kv_heads, self.head_dim).permute(2, 0, 3, 1, 4)
         k = self.rotary(k, start)
-        if cache is not None:  # decoding: the new token's k, v after the cached ones
+        if cache is not None and pos is None:
             k, v = torch.cat((cache[0], k), dim=2), torch.cat((cache[1], v), dim=2)
+        elif cache is not None:
+            cache[0][:, :, pos:pos + t], cache[1][:, :, pos:pos + t] = k, v
+            k, v = cache[0][:, :, :pos + t], cache[1][:, :, :pos + t]
         y = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=cache is None, enable_gqa=True)
         x = x + self.o(y.transpose(1, 2).reshape(b, t, d))
         return x + self.mlp(self.mlp_norm(x))
 
 
-def median_ms(run: Callable[[], object], reps: int = 20) -> float:
-    for _ in range(3):
-        run()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
+def step_times(run: Callable[[], object], steps: int) -> tuple[list[float], list[float]]:
+    """Milliseconds per step (CUDA events) and host milliseconds to enqueue it, for ``steps`` steps."""
+    times, host = [], []
+    for _ in range(steps):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
+        began = time.perf_counter()
         run()
+        host.append(1e3 * (time.perf_counter() - began))
         end.record()
         end.synchronize()
         times.append(start.elapsed_time(end))
-    return statistics.median(times)
+    return times, host
+
+
+def alternating(runs: dict[str, Callable[[], object]], rounds: int, steps: int = 20) -> dict[str, tuple]:
+    """Each variant's median step and host time over ``rounds`` rounds that run every variant in turn, and the
+    median, min and max over the rounds of the first variant's time over this one's."""
+    for run in runs.values():
+        for _ in range(3):
+            run()
+    torch.cuda.synchronize()
+    medians: dict[str, list[tuple[float, float]]] = {name: [] for name in runs}
+    for _ in range(rounds):
+        for name, run in runs.items():
+            times, host = step_times(run, steps)
+            medians[name].append((statistics.median(times), statistics.median(host)))
+    first = medians[next(iter(runs))]
+    out = {}
+    for name, rows in medians.items():
+        ratios = [a[0] / b[0] for a, b in zip(first, rows)]
+        out[name] = (statistics.median(r[0] for r in rows), statistics.median(r[1] for r in rows),
+                     statistics.median(ratios), min(ratios), max(ratios))
+    return out
+
+
+def graphed(run: Callable[[], object]) -> Callable[[], object]:
+    """``run`` captured in a CUDA graph (after warm-up on a side stream): its replay."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            run()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        run()
+    return graph.replay
 
 
 def main() -> None:
@@ -97,6 +148,10 @@ def main() -> None:
     parser.add_argument("--prefill", type=int, default=2048, help="prompt tokens (batch 1)")
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 16], help="decoding batch sizes")
     parser.add_argument("--cache", type=int, default=2048, help="tokens in the KV cache when decoding")
+    parser.add_argument("--caches", nargs="+", choices=("static", "cat"), default=["static", "cat"],
+                        help="KV cache kinds to decode with")
+    parser.add_argument("--rounds", type=int, default=9, help="alternating rounds of 20 steps per variant")
+    parser.add_argument("--graphs", action="store_true", help="also time decoding captured in CUDA graphs")
     parser.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
     parser.add_argument("--record", default=None, help="write the problems the patched block sends to autotune")
     args = parser.parse_args()
@@ -111,33 +166,52 @@ def main() -> None:
     report = att.patch(patched)
     print(f"{torch.cuda.get_device_name()}: Llama-style block, d 4096, 32/8 heads, MLP 14336, bf16; {report}"
           .replace("\n", "; "))  # fmt: skip
-    compiled = None if args.no_compile else torch.compile(eager)
+    models = {"eager": eager, "patched": patched}
+    if not args.no_compile:
+        models["compiled"] = torch.compile(eager)
     kv = eager.kv_heads, eager.head_dim
     problems = [("prefill", 1, args.prefill, None)]
-    problems += [(f"decode b{b}", b, 1, args.cache) for b in args.batches]
-    inputs = []
-    for label, batch, tokens, cached in problems:
-        x = torch.randn(batch, tokens, 4096, device="cuda", dtype=dtype)
-        cache = None
-        if cached:
-            cache = tuple(torch.randn(batch, kv[0], cached, kv[1], device="cuda", dtype=dtype) for _ in range(2))
-        inputs.append((label, x, cache))
+    problems += [(f"decode b{b} {kind}", b, 1, kind) for b in args.batches for kind in args.caches]
     with torch.no_grad():
+        cases = []
+        for label, batch, tokens, kind in problems:
+            x = torch.randn(batch, tokens, 4096, device="cuda", dtype=dtype)
+            if kind is None:
+                cases.append((label, x, {name: ((), {}) for name in models}))
+                continue
+            filled = tuple(torch.randn(batch, kv[0], args.cache, kv[1], device="cuda", dtype=dtype) for _ in range(2))
+            calls = {}
+            for name in models:  # each model its own buffers: a static step writes into them
+                if kind == "cat":
+                    calls[name] = ((filled,), {})
+                else:
+                    buffers = tuple(torch.zeros(batch, kv[0], args.cache + 64, kv[1], device="cuda", dtype=dtype)
+                                    for _ in range(2))  # fmt: skip
+                    for buffer, values in zip(buffers, filled):
+                        buffer[:, :, :args.cache] = values
+                    calls[name] = ((buffers,), {"pos": args.cache})
+            cases.append((label, x, calls))
         if args.record:
-            with autotune.record(args.record) as calls:
-                for _, x, cache in inputs:
-                    patched(x, cache)
-            print(f"recorded {len(calls)} problems to {args.record}")
-        for label, x, cache in inputs:
-            error = float((patched(x, cache) - eager(x, cache)).float().norm() / eager(x, cache).float().norm())
-            times = {"eager": median_ms(lambda: eager(x, cache)), "patched": median_ms(lambda: patched(x, cache))}
-            if compiled is not None:
-                times["compiled"] = median_ms(lambda: compiled(x, cache))
-            line = "  ".join(f"{k} {v:.3f} ms" for k, v in times.items())
-            vs = f"patched {times['eager'] / times['patched']:.3f}x eager"
-            if compiled is not None:
-                vs += f", {times['compiled'] / times['patched']:.3f}x compiled"
-            print(f"{label:10} {line}  = {vs}; output relative error {error:.2e}")
+            with autotune.record(args.record) as recorded:
+                for _, x, calls in cases:
+                    patched(x, *calls["patched"][0], **calls["patched"][1])
+            print(f"recorded {len(recorded)} problems to {args.record}")
+        for label, x, calls in cases:
+            runs = {name: (lambda m=m, c=calls[name]: m(x, *c[0], **c[1])) for name, m in models.items()}
+            reference = runs["eager"]().float()
+            error = float((runs["patched"]().float() - reference).norm() / reference.norm())
+            timed = alternating(runs, args.rounds)
+            line = ", ".join(f"{name} {t[0]:.3f} ms" for name, t in timed.items())
+            p = timed["patched"]
+            vs = f"patched {p[2]:.3f}x eager ({p[3]:.2f}-{p[4]:.2f})"
+            if "compiled" in timed:
+                vs += f", {timed['compiled'][0] / p[0]:.3f}x compiled"
+            host = ", ".join(f"{name} {t[1]:.3f}" for name, t in timed.items())
+            print(f"{label:16} {line} = {vs}; host ms {host}; output relative error {error:.2e}", flush=True)
+            if args.graphs and label.startswith("decode"):
+                graphs = alternating({name: graphed(runs[name]) for name in ("eager", "patched")}, args.rounds)
+                print(f"{'':16} in a CUDA graph: eager {graphs['eager'][0]:.3f} ms, patched "
+                      f"{graphs['patched'][0]:.3f} ms = {graphs['patched'][2]:.3f}x eager", flush=True)
     if report.fallbacks:
         print(f"calls that ran torch's Linear: {dict(report.fallbacks)}")
 

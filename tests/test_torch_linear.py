@@ -152,7 +152,7 @@ def test_functional_linear_takes_any_leading_shape_and_refuses_a_bad_weight():
 def test_the_llama_example_is_patched_whole_and_records_its_problems():
     """examples/llama_block.py at a small width on meta tensors: every Linear and RMSNorm swapped, the MLP's
     gate-and-up projection fused with its SwiGLU, prefill and a decoding step over a GQA cache recorded (equal
-    problems once)."""
+    problems once: the static cache's step sends the cat cache's problems)."""
     import sys
     from pathlib import Path
 
@@ -170,6 +170,7 @@ def test_the_llama_example_is_patched_whole_and_records_its_problems():
     with torch.no_grad(), autotune.record() as calls:
         assert model(meta(1, 16, 256, dtype=torch.bfloat16)).shape == (1, 16, 256)
         assert model(meta(2, 1, 256, dtype=torch.bfloat16), cache).shape == (2, 1, 256)
+        assert model(meta(2, 1, 256, dtype=torch.bfloat16), cache, pos=8).shape == (2, 1, 256)
     assert calls.calls == [(kernel, shape, "bfloat16") for kernel, shape in [
         ("rmsnorm", (16, 256)), ("gemm_nt", (16, 256, 256)), ("linear_swiglu", (16, 512, 256)),
         ("gemm_nt", (16, 256, 512)),
