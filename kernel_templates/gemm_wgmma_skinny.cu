@@ -1,8 +1,8 @@
-// GEMM of few rows (decoding: M of 1 to 64), C[M,N] = A[M,K] · B, on Hopper (sm_90a): a stream of the weight B
+// GEMM of few rows (decoding, small batches), C[M,N] = A[M,K] · B, on Hopper (sm_90a): a stream of the weight B
 // through TMA into wgmma, the K slices of a tile summed in a thread block cluster.
 //
 // The product is computed transposed, Cᵀ = Bᵀ·Aᵀ: wgmma's M (64 rows per instruction) runs along B's N and its N
-// (8 to 64) along A's few rows, so no tensor-core row is wasted on rows A does not have (a 64-row tile of A at 16
+// (8 to 128) along A's few rows, so no tensor-core row is wasted on rows A does not have (a 64-row tile of A at 16
 // rows computes four times the product it needs). The time is B's bytes: the kernel keeps STAGES k-tiles of the
 // weight in flight per block and splits K so that about two blocks run per SM.
 //
@@ -35,7 +35,7 @@
 // 16 bytes: K (and N where B is stored K×N) multiples of 8 (the space's `unfit`).
 //
 // Tunables (compile-time defines; the defaults below are autotune's "default configuration"):
-//   BM       A rows per tile: wgmma's N (8, 16, 32 or 64)
+//   BM       A rows per tile: wgmma's N (8, 16, 32, 64 or 128)
 //   BN       columns of C per tile (64, 128 or 256): WG consumers × SLICES m64 slices
 //   WG       consumer warpgroups (1 or 2)
 //   STAGES   k-tiles in flight (2..8)
@@ -93,7 +93,8 @@
 #define SMEM_BYTES (RING_BYTES + 1024 + 16 * STAGES)  // + alignment slack + mbarriers
 
 static_assert(DTYPE == 1 || DTYPE == 2, "16-bit operands (float16, bfloat16)");
-static_assert(BM == 8 || BM == 16 || BM == 32 || BM == 64, "BM is one wgmma N: 8, 16, 32 or 64");
+static_assert(BM == 8 || BM == 16 || BM == 32 || BM == 64 || BM == 128, "BM is one wgmma N: 8, 16, 32, 64 or 128");
+static_assert(PLANES * SLICES * BM / 2 <= 128, "at most 128 fp32 accumulators per thread (more spill)");
 static_assert(WG == 1 || WG == 2, "one or two consumer warpgroups");
 static_assert(SLICES == 1 || SLICES == 2, "BN: one or two m64 slices per consumer");
 static_assert(STAGES >= 2 && STAGES <= 8, "2..8 stages");
@@ -118,6 +119,8 @@ __device__ __forceinline__ void wgmma_skinny(float (&d)[BM / 2], uint64_t desc_w
     WGMMA_ASM(16, "m64n32k16.f32." WGMMA_AB "." WGMMA_AB, SKINNY_IMMEDIATES, d, desc_w, desc_a, 1);
   if constexpr (BM == 64)
     WGMMA_ASM(32, "m64n64k16.f32." WGMMA_AB "." WGMMA_AB, SKINNY_IMMEDIATES, d, desc_w, desc_a, 1);
+  if constexpr (BM == 128)
+    WGMMA_ASM(64, "m64n128k16.f32." WGMMA_AB "." WGMMA_AB, SKINNY_IMMEDIATES, d, desc_w, desc_a, 1);
 }
 
 // The copies of k-tile k0 (elements) of the tile at (n0, m0) into `stage`, completing on `full`.

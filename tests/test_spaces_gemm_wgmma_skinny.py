@@ -84,6 +84,11 @@ def test_constraints_name_the_problem(h200):
     assert any("k-tiles" in p for p in space.violations(default(space, SPLIT_K=8), (16, 4096, 256), h200))
     assert any("shared memory" in p for p in space.violations(default(space, BN=256, WG=2, STAGES=8, BM=64),
                                                               DECODE, h200))  # fmt: skip
+    assert not space.violations(default(space, BM=128, BN=128, WG=1), (127, 4096, 4096), h200), "128 accumulators"
+    swiglu = get_space("linear_swiglu", dtype="bfloat16")
+    too_many = swiglu.violations(default(swiglu, BM=128, BN=128, WG=1), (127, 4096, 4096), h200)
+    assert any("256 accumulators per thread, at most 128" in p for p in too_many), "gate and up: twice the tile"
+    assert not swiglu.violations(default(swiglu, BM=128, BN=128, WG=2, STAGES=3), (127, 4096, 4096), h200)
 
 
 @pytest.mark.parametrize("family", ["gemm", "gemm_nt", "linear", "linear_gelu"])
@@ -108,7 +113,8 @@ def test_the_rule_takes_it_from_2_to_32_rows_and_splits_k_to_cover_the_sms(famil
 @pytest.mark.parametrize("family", ["gemm", "linear", "linear_gelu"])
 def test_sampled_valid_configs_compile_without_spills(family, h200, cache_dir):
     space = get_space(family, {ALGO: [ALGORITHM]}, dtype="bfloat16")
-    configs = [default(space), *sample_valid(space, h200, DECODE, 3, seed=5)]
+    configs = [default(space), *sample_valid(space, h200, DECODE, 3, seed=5),
+               default(space, BM=128, BN=128, WG=1, STAGES=4)]  # 128 accumulators per thread, the most it takes
     results = compile_all(space, configs, cache_dir)
     assert all(r.ok for r in results), [r.error for r in results if not r.ok][:1]
     assert not any(r.spill_bytes for r in results)

@@ -96,5 +96,8 @@ def test_tiles_compile_without_spills(cache_dir):
         tiles = ({}, {"BM": 64, "BN": 256, "WG": 1}, {"BM": 256, "BN": 128}, {"PINGPONG": 1, "BN": 128},
                  {"CLUSTER_M": 2}, {"BM": 64, "WG": 1, "SPLIT_K": 2})
         jobs += [(space, {**tma, **t}, (2048, 14336, 4096)) for t in tiles]
+        skinny = {ALGO: "wgmma_skinny", **space.algos["wgmma_skinny"].default_config}
+        few = ({}, {"BM": 64, "BN": 128, "WG": 1, "STAGES": 4}, {"BM": 128, "BN": 128, "WG": 2, "STAGES": 3})
+        jobs += [(space, {**skinny, **t}, (127, 14336, 4096)) for t in few]
     results = compile_jobs(jobs, "sm_90a", cache_dir)
     assert_built_without_spills(jobs, results)

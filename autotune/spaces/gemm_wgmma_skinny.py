@@ -1,13 +1,14 @@
-"""GEMM of few rows on Hopper (decoding: M of 1 to 64): C = A·B for float16 / bfloat16 computed transposed,
-Cᵀ = Bᵀ·Aᵀ, so that wgmma's 64-row side runs along the weight's N and its narrow side (8 to 64) along A's rows; the
+"""GEMM of few rows on Hopper (decoding, small batches): C = A·B for float16 / bfloat16 computed transposed,
+Cᵀ = Bᵀ·Aᵀ, so that wgmma's 64-row side runs along the weight's N and its narrow side (8 to 128) along A's rows; the
 weight streams through TMA, K is split over the blocks of a thread block cluster, and the slices are summed in
 distributed shared memory: no workspace, no second launch (template: kernel_templates/gemm_wgmma_skinny.cu,
 sm_90a only).
 
 Tunables: A rows per tile (BM, wgmma's N), columns of C per tile (BN: one or two m64 slices per consumer
 warpgroup), consumer warpgroups (WG), k-tiles in flight (STAGES of 64), and K slices (SPLIT_K, the cluster's
-size along z). Like ``wgmma_tma`` it reads rows through tensor maps: K (and N, where B is stored K×N) must be
-multiples of 8 elements; and it takes at most `MAX_ROWS` rows (`unfit`).
+size along z); at most `MAX_ACCUMULATORS` fp32 accumulators per thread (more spill). Like ``wgmma_tma`` it reads
+rows through tensor maps: K (and N, where B is stored K×N) must be multiples of 8 elements; and it takes at most
+`MAX_ROWS` rows (`unfit`).
 
 The layout families (`autotune.spaces.gemm_layouts`) meet it through `for_layout`: B stored N×K (gemm_nt, linear,
 linear_gelu) is read as it is, the weight rows K-major, and linear's bias (and linear_gelu's ``pre`` and GELU) is
@@ -27,7 +28,8 @@ from autotune.spaces.base import Config, Launch, Param, Step, TensorMap, ceil_di
 from autotune.spaces.gemm_wgmma_tma import ALIGN_ELEMENTS, tma_rows_problem
 
 BK = 64  # k per stage: a 128-byte swizzle row of a 16-bit type
-# Each 64-row tile of A streams all of B again: past a few such tiles the TMA algorithms, which read B once per
+MAX_ACCUMULATORS = 128  # fp32 accumulators per consumer thread (PLANES·slices·BM/2): more spill
+# Each tile of A's rows streams all of B again: past a few such tiles the TMA algorithms, which read B once per
 # 128-256 rows, are the ones to search, and a search proposing this one for M = 4096 would waste its trials.
 MAX_ROWS = 256
 
@@ -40,7 +42,7 @@ class WgmmaSkinnyGemm(Algorithm):
     max_cc = (9, 0)  # sm_90a code runs on compute capability 9.0 alone
 
     parameters = (
-        Param("BM", (8, 16, 32, 64), "rows of A per tile: wgmma's N"),
+        Param("BM", (8, 16, 32, 64, 128), "rows of A per tile: wgmma's N"),
         Param("BN", (64, 128, 256), "columns of C per tile: the consumers' m64 slices of the weight"),
         Param("WG", (1, 2), "consumer warpgroups of 128 threads"),
         Param("STAGES", (2, 3, 4, 5, 6, 7, 8), "k-tiles of 64 in flight per block"),
@@ -107,6 +109,11 @@ class WgmmaSkinnyGemm(Algorithm):
             problems.append(unfit)
         if g["slices"] not in (1, 2):
             problems.append(f"BN={c['BN']} over {c['WG']} consumers: one or two m64 slices each")
+        elif self.PLANES * g["slices"] * c["BM"] // 2 > MAX_ACCUMULATORS:
+            planes = f" in {self.PLANES} planes" if self.PLANES > 1 else ""
+            problems.append(f"BM={c['BM']} with {g['slices']} m64 slices per consumer{planes}: "
+                            f"{self.PLANES * g['slices'] * c['BM'] // 2} accumulators per thread, at most "
+                            f"{MAX_ACCUMULATORS}")
         problems += smem_problems(g["smem_bytes"], device)
         k_tiles = ceil_div(shape[2], BK)
         if c["SPLIT_K"] > k_tiles:
