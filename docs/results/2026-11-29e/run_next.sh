@@ -21,7 +21,7 @@ case "${1:-1}" in
   export AUTOTUNE_DB=/tmp/tuned.db
   TAILN=4 step llama_record 120 python3 examples/llama_block.py --no-compile --rounds 1 --record /tmp/llama.json
   TAILN=8 step llama_search 300 python3 -m autotune search --shapes-from /tmp/llama.json --trials 24
-  TAILN=14 step llama 200 python3 examples/llama_block.py --graphs
+  TAILN=14 step llama 260 python3 examples/llama_block.py --graphs
   ;;
 esac
 cd $OUT && tar czf logs.tgz *.log 2>/dev/null; rm -f *.log
