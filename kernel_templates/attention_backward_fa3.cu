@@ -41,6 +41,8 @@
 //   BM         query rows per streamed tile (the N of Sᵀ and dPᵀ, the K of dV and dK)
 //   Q_STAGES   depth of the Q + lse2 ring
 //   DO_STAGES  depth of the dO + delta ring
+//   DQ_BULK    0: dQ pieces added by the consumers' fp32 atomics; 1: staged in shared memory and added by TMA
+//              reduce-adds (tmap_dq over the accumulator as (HEAD_DIM, seq_q, B·H) fp32, boxes of 32 × 64)
 // Problem constants (fixed by the shape): HEAD_DIM (64, 128), CAUSAL, DTYPE (1 fp16, 2 bf16).
 
 #include "attention_problem.cuh"
@@ -59,6 +61,9 @@
 #ifndef DO_STAGES
 #define DO_STAGES 2
 #endif
+#ifndef DQ_BULK
+#define DQ_BULK 0
+#endif
 
 #if KV_GROUPED
 #error "attention_backward_fa3 does not support grouped-query attention yet (KV_GROUPED): fa2 does"
@@ -73,9 +78,11 @@
 #define Q_BYTES (PANELS * Q_PANEL)    // a stage of Q or dO
 #define DS_PANEL (BM * 128)           // one warpgroup's dS: BM query rows × its 64 keys
 #define STAT_BYTES (BM * 4)           // a stage's lse2 or delta
+#define DQ_STAGE (DQ_BULK ? 64 * 64 * 4 : 0)  // DQ_BULK: one warpgroup's m64n64 fp32 piece of dQ, two 32-column boxes
 #define BARRIERS (1 + 2 * Q_STAGES + 2 * DO_STAGES)
-#define SMEM_BYTES \
-  (1024 + 2 * KV_BYTES + (Q_STAGES + DO_STAGES) * (Q_BYTES + STAT_BYTES) + 2 * DS_PANEL + 8 * BARRIERS)
+#define SMEM_BYTES                                                                                             \
+  (1024 + 2 * KV_BYTES + (Q_STAGES + DO_STAGES) * (Q_BYTES + STAT_BYTES) + 2 * DS_PANEL + 2 * DQ_STAGE + \
+   8 * BARRIERS)
 #define PREP_ROWS 32  // rows per block of attention_bwd_fa3_prep (8 threads a row)
 
 static_assert(HEAD_DIM == 64 || HEAD_DIM == 128, "HEAD_DIM is 64 or 128");
@@ -214,16 +221,69 @@ __device__ __forceinline__ void add_dq(float* __restrict__ dq_head, uint32_t ds_
   }
 }
 
+#if DQ_BULK
+// DQ_BULK: this warpgroup's share of dQ as add_dq computes it, each m64n64 piece staged in its fp32 buffer `dq_w`
+// (two boxes of 64 rows × 32 columns, 128-byte swizzle: 16-byte chunk c of row r at chunk c ^ (r % 8)) and added
+// into the accumulator by two TMA reduce-adds issued by the warpgroup's first thread, which the consumers do not
+// wait for: the next piece waits only until the copy engine has read the buffer. Rows past seq_q are the map's
+// out-of-bounds rows, skipped. Returns with every wgmma of this warpgroup retired.
+__device__ __forceinline__ void add_dq_bulk(const TmaDesc* tmap_dq, uint32_t dq_w, uint32_t ds_w, uint32_t k_w, int q0,
+                                            int head, int bar, int warp, int g, int t) {
+  const bool issuer = warp == 0 && g == 0 && t == 0;
+#pragma unroll
+  for (int mr = 0; mr < BM / 64; ++mr) {
+#pragma unroll
+    for (int nc = 0; nc < PANELS; ++nc) {
+      float acc[32];
+#pragma unroll
+      for (int i = 0; i < 32; ++i) acc[i] = 0.f;
+      const uint64_t da = sw128_desc(ds_w + mr * 64 * 128, 16, 1024);
+      const uint64_t db = sw128_desc(k_w + nc * KV_PANEL, KV_PANEL, 1024);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) wgmma_m64k16<64>(acc, da + ((32 * kk) >> 4), db + ((2048 * kk) >> 4));
+      wgmma_commit();
+      if (issuer) bulk_wait<0, true>();  // the previous piece's reduce has read the buffer
+      wgmma_wait<0>();
+      fence_regs(acc);
+      named_sync(bar, 128);
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = 16 * warp + g + 8 * h, chunk = 2 * (j % 4) + (t >> 1);
+          const uint32_t at = dq_w + (j / 4) * 8192 + row * 128 + ((chunk ^ g) << 4) + 8 * (t & 1);
+          asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(at), "f"(acc[4 * j + 2 * h]),
+                       "f"(acc[4 * j + 2 * h + 1])
+                       : "memory");
+        }
+      fence_proxy_async();  // the generic-proxy stores, visible to the copy engine
+      named_sync(bar, 128);
+      if (issuer) {
+#pragma unroll
+        for (int box = 0; box < 2; ++box)
+          tma_reduce_add_3d(tmap_dq, dq_w + box * 8192, 64 * nc + 32 * box, q0 + 64 * mr, head);
+        bulk_commit();
+      }
+    }
+  }
+}
+#endif
+
 extern "C" __global__ void __launch_bounds__(NT, 1)
     attention_bwd_fa3(const __grid_constant__ TmaDesc tmap_q, const __grid_constant__ TmaDesc tmap_k,
                       const __grid_constant__ TmaDesc tmap_v, const __grid_constant__ TmaDesc tmap_do,
+#if DQ_BULK
+                      const __grid_constant__ TmaDesc tmap_dq,
+#endif
                       const float* __restrict__ lse2, const float* __restrict__ delta, elem_t* __restrict__ dK,
                       elem_t* __restrict__ dV, float* __restrict__ dq_acc, int seq_q, int seq_kv, float scale_log2,
                       float scale) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const uint32_t k_s = (smem_u32(smem_raw) + 1023) & ~1023u;  // swizzle atoms and TMA boxes: 1024-byte aligned
   const uint32_t v_s = k_s + KV_BYTES, q_s = v_s + KV_BYTES, do_s = q_s + Q_STAGES * Q_BYTES;
-  const uint32_t ds_s = do_s + DO_STAGES * Q_BYTES, lse_s = ds_s + 2 * DS_PANEL, dl_s = lse_s + Q_STAGES * STAT_BYTES;
+  const uint32_t ds_s = do_s + DO_STAGES * Q_BYTES, dq_s = ds_s + 2 * DS_PANEL;  // dq_s: 1024-byte aligned
+  const uint32_t lse_s = dq_s + 2 * DQ_STAGE, dl_s = lse_s + Q_STAGES * STAT_BYTES;
   const uint32_t kv_full = dl_s + DO_STAGES * STAT_BYTES, q_full = kv_full + 8, q_empty = q_full + 8 * Q_STAGES;
   const uint32_t do_full = q_empty + 8 * Q_STAGES, do_empty = do_full + 8 * DO_STAGES;
 
@@ -276,7 +336,9 @@ extern "C" __global__ void __launch_bounds__(NT, 1)
     const int my_key = key0 + 16 * warp + g;  // this thread's keys: my_key and my_key + 8
     const int offset = seq_kv - seq_q;        // causal: query i sees keys j <= i + offset
     const uint32_t k_w = k_s + 64 * w * 128, v_w = v_s + 64 * w * 128, ds_w = ds_s + w * DS_PANEL;
+#if !DQ_BULK
     float* dq_head = dq_acc + (size_t)head * seq_q * HEAD_DIM;
+#endif
     float dk[1][HEAD_DIM / 2], dv[1][HEAD_DIM / 2];
     zero_fragments<1, HEAD_DIM>(dk);
     zero_fragments<1, HEAD_DIM>(dv);
@@ -321,7 +383,11 @@ extern "C" __global__ void __launch_bounds__(NT, 1)
       store_ds(ds_w, ds, warp, lane);
       fence_proxy_async();
       named_sync(1 + w, 128);
+#if DQ_BULK
+      add_dq_bulk(&tmap_dq, dq_s + w * DQ_STAGE, ds_w, k_w, q0, head, 1 + w, warp, g, t);  // waits for every wgmma
+#else
       add_dq(dq_head, ds_w, k_w, q0, seq_q, warp, g, t);  // waits for every wgmma (dV and dK too)
+#endif
       fence_regs(dv[0]);
       fence_regs(dk[0]);
       if (lane == 0) {  // every wgmma that read this m_block's stages has retired
@@ -330,6 +396,9 @@ extern "C" __global__ void __launch_bounds__(NT, 1)
       }
     }
 
+#if DQ_BULK
+    if (threadIdx.x % 128 == 0) bulk_wait<0, false>();  // every reduce done before the block's shared memory goes
+#endif
 #pragma unroll
     for (int x = 0; x < HEAD_DIM / 2; ++x) dk[0][x] *= scale;
     const size_t kv_rows = (size_t)head * seq_kv * HEAD_DIM;

@@ -111,8 +111,10 @@ def test_constraints_explain_themselves(space, h200, change, d, reason):
 def test_shared_memory_formula_and_the_device_limit(h200):
     space = fa3_space("attention_backward", "bfloat16")
     algo = space.algos[ALGORITHM]
-    g = algo.geometry({"BM": 128, "Q_STAGES": 3, "DO_STAGES": 2}, 64)
+    g = algo.geometry({"BM": 128, "Q_STAGES": 3, "DO_STAGES": 2, "DQ_BULK": 0}, 64)
     assert g["smem_bytes"] == 1024 + 2 * 128 * 128 + 5 * (128 * 128 + 512) + 2 * 128 * 128 + 8 * 11
+    bulk = algo.geometry({"BM": 64, "Q_STAGES": 3, "DO_STAGES": 2, "DQ_BULK": 1}, 128)
+    assert bulk["smem_bytes"] == 1024 + 2 * 256 * 128 + 5 * (128 * 128 + 256) + 2 * 64 * 128 + 2 * 64 * 64 * 4 + 8 * 11
     assert g["tile_registers"] == 192 == MAX_TILE_REGISTERS
     small = dataclasses.replace(h200, smem_per_block_optin=101376)  # an sm_90 part with Ada's limit, hypothetically
     problems = space.violations(default(space, 64, Q_STAGES=3), (1, 2, 500, 500, 64), small)
@@ -124,8 +126,8 @@ def test_every_tile_fits_head_dim_64_and_head_dim_128_streams_64_rows(space, h20
     names = [p.name for p in algo.parameters]
     grid = [{ALGO: ALGORITHM, **dict(zip(names, v))} for v in itertools.product(*(p.values for p in algo.parameters))]
     valid = {d: [c for c in grid if not space.violations(c, (2, 4, 2048, 2048, d), h200)] for d in HEAD_DIMS}
-    assert len(valid[64]) == len(grid) == 8
-    assert len(valid[128]) == 4 and all(c["BM"] == 64 for c in valid[128])
+    assert len(valid[64]) == len(grid) == 16, "both dQ paths fit every tile"
+    assert len(valid[128]) == 8 and all(c["BM"] == 64 for c in valid[128])
 
 
 def test_launch_plan_tensor_maps_and_padded_workspaces(h200):
@@ -160,10 +162,15 @@ def test_launch_plan_tensor_maps_and_padded_workspaces(h200):
     assert d128.args[0].box == (64, 64, 1) and d128.args[1].box == (64, 128, 1) and d128.grid == (1, 2, 1)
     assert space.workspace(default(space, 128), (1, 2, 77, 77, 128))["lse2"].shape == (1, 2, 128)
     assert all(s.grid[0] >= 1 for s in space.launches(config, (1, 1, 1, 1, 64), h200))
+    bulk = space.launches({**config, "DQ_BULK": 1}, shape, h200)[1]
+    assert bulk.args[4] == TensorMap("dq_acc", "float32", dims=(64, 1000, 6), box=(32, 64, 1)), "after do"
+    assert bulk.args[4].problems() == [] and bulk.args[5:10] == main.args[4:9]
+    assert bulk.shared_bytes == main.shared_bytes + 2 * 64 * 64 * 4
 
 
 def test_describe(space):
     assert space.describe(default(space, 64, Q_STAGES=3)) == "fa3 BM=128 q3 do2 dq=atomic"
+    assert space.describe(default(space, 128, DQ_BULK=1)) == "fa3 BM=64 q2 do2 dq=bulk"
 
 
 # --- nvcc -------------------------------------------------------------------------------------------------------
@@ -175,6 +182,7 @@ def build_jobs(h200):
         space = fa3_space(kernel, dtype)
         for d in HEAD_DIMS:
             jobs.append((space, default(space, d), (2, 3, 1000, 1000, d)))
+            jobs.append((space, default(space, d, DQ_BULK=1), (2, 3, 1000, 1000, d)))
     for i, d in enumerate(HEAD_DIMS):
         for space in (fa3_space("attention_backward", "bfloat16"), fa3_space("attention_causal_backward", "float16")):
             shape = (2, 3, 1000, 1000, d)

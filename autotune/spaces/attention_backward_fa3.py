@@ -44,7 +44,9 @@ PREP_ROWS = 32  # rows per block of attention_bwd_fa3_prep (8 threads a row)
 # under the consumers' 240 registers; 256 (head_dim 128 at BM 128) spills about 1 KB.
 MAX_TILE_REGISTERS = 192
 # The default per head_dim (the design's tiles): 128 query rows at head_dim 64, 64 at head_dim 128.
-DEFAULTS = {64: {"BM": 128, "Q_STAGES": 2, "DO_STAGES": 2}, 128: {"BM": 64, "Q_STAGES": 2, "DO_STAGES": 2}}
+DEFAULTS = {64: {"BM": 128, "Q_STAGES": 2, "DO_STAGES": 2, "DQ_BULK": 0},
+            128: {"BM": 64, "Q_STAGES": 2, "DO_STAGES": 2, "DQ_BULK": 0}}
+DQ_STAGE = 64 * 64 * 4  # DQ_BULK: a consumer's staged m64n64 fp32 piece of dQ
 
 
 class Fa3AttentionBackward(Algorithm):
@@ -58,6 +60,7 @@ class Fa3AttentionBackward(Algorithm):
         Param("BM", (64, 128), "query rows per streamed tile (the N of Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ)"),
         Param("Q_STAGES", (2, 3), "depth of the Q + lse ring"),
         Param("DO_STAGES", (1, 2), "depth of the dO + Δ ring"),
+        Param("DQ_BULK", (0, 1), "dQ added by fp32 atomics (0) or staged and added by TMA reduce-adds (1)"),
     )
     default_config = DEFAULTS[128]  # valid at both head dims; `default_for` gives each its own
 
@@ -73,7 +76,8 @@ class Fa3AttentionBackward(Algorithm):
         kv_bytes, q_bytes = panels * BN * 128, panels * bm * 128
         barriers = 1 + 2 * qs + 2 * dos
         return {
-            "smem_bytes": 1024 + 2 * kv_bytes + (qs + dos) * (q_bytes + 4 * bm) + 2 * bm * 128 + 8 * barriers,
+            "smem_bytes": 1024 + 2 * kv_bytes + (qs + dos) * (q_bytes + 4 * bm) + 2 * bm * 128
+            + 2 * DQ_STAGE * config["DQ_BULK"] + 8 * barriers,
             "tile_registers": bm + head_dim,
         }
 
@@ -117,8 +121,11 @@ class Fa3AttentionBackward(Algorithm):
         b, h, hkv, sq, skv, d = attention_dims(shape)
         bm = config["BM"]
         rows = {"q": (sq, b * h, bm), "k": (skv, b * hkv, BN), "v": (skv, b * hkv, BN), "do": (sq, b * h, bm)}
-        return tuple(TensorMap(name, self.dtype, dims=(d, n, heads), box=(BOX_COLUMNS, box, 1))
+        maps = tuple(TensorMap(name, self.dtype, dims=(d, n, heads), box=(BOX_COLUMNS, box, 1))
                      for name, (n, heads, box) in rows.items())  # fmt: skip
+        if config["DQ_BULK"]:  # the accumulator, reduced into in boxes of 32 fp32 columns (128 bytes) × 64 rows
+            maps += (TensorMap("dq_acc", "float32", dims=(d, sq, b * h), box=(32, 64, 1)),)
+        return maps
 
     def launches(self, config: Config, shape: Shape, device: DeviceInfo) -> list[Step]:
         p = attention_dims(shape)
@@ -140,4 +147,4 @@ class Fa3AttentionBackward(Algorithm):
 
     def describe(self, config: Config) -> str:
         c = self.local(config)
-        return f"fa3 BM={c['BM']} q{c['Q_STAGES']} do{c['DO_STAGES']} dq=atomic"
+        return f"fa3 BM={c['BM']} q{c['Q_STAGES']} do{c['DO_STAGES']} dq={'bulk' if c['DQ_BULK'] else 'atomic'}"
