@@ -1,12 +1,15 @@
 """FlashAttention-3 style backward for Hopper (template: kernel_templates/attention_backward_fa3.cu, sm_90a only),
 float16 and bfloat16, head_dim 64 and 128, multi-head attention. First version (v0 of
-docs/results/2026-11-26b/design_fa3_backward.md): not yet measured on a GPU, and never the family's default.
+docs/results/2026-11-26b/design_fa3_backward.md), about 0.58× cuDNN at 4K tokens when tuned (2026-11-26c), and
+never the family's default.
 
 Three launches, as fa2's atomic path: a prep pass (Δ = rowsum(dO∘O) and lse·log2(e) into fp32 workspaces padded
 to SQr = seq_q rounded up to BM, the fp32 dQ accumulator zeroed), the main kernel (a block of 384 threads per 128
 keys of one head: a producer warpgroup streams Q and dO tiles of BM rows by TMA with their statistics by bulk
 copies; two consumer warpgroups of 64 keys run Sᵀ = K·Qᵀ, dPᵀ = V·dOᵀ, dV += Pᵀ·dO, dK += dSᵀ·Q and their 64 keys'
-share of dQ = dS·K on wgmma, dQ added into the accumulator by fp32 atomics), and fa2's dQ store pass.
+share of dQ = dS·K on wgmma, dQ added into the accumulator by fp32 atomics or, with ``DQ_BULK``, staged in shared
+memory and added by the copy engine's reduce-adds through a tensor map of the accumulator, off the consumers'
+path), and fa2's dQ store pass.
 
 The copy engine reads q, k, v and do through the forward's 3-D tensor maps (head_dim, seq, batch·heads) with boxes
 of 64 columns × a tile's rows (128-byte swizzle): q and do BM rows, k and v 128 rows.
