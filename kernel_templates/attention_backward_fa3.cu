@@ -23,14 +23,15 @@
 //       Pᵀ = exp2(Sᵀ·scale·log2e − lse2) (masked on the diagonal and past seq_kv), rounded into registers,
 //       dV += Pᵀ·dO (A from registers, dO MN-major), dSᵀ = Pᵀ∘(dPᵀ − Δ), rounded, dK += dSᵀ·Q (likewise),
 //       dS (this warpgroup's 64 keys) written to shared memory transposed by stmatrix, then dQ += dS·K over
-//       these 64 keys in m64n64 pieces, each added into the accumulator by fp32 atomics (float2, sm_90).
+//       these 64 keys in m64n64 pieces, each added into the accumulator by fp32 atomics (float2, sm_90), or with
+//       DQ_BULK staged in shared memory and added by the copy engine's reduce-adds (add_dq_bulk).
 //     dK·scale and dV stored from registers (wgmma_epilogue.cuh).
 //   attention_bwd_dq_store  dQ = accumulator·scale in the input type (attention_bwd_passes.cuh, as fa2's).
 //
-// v0 simplifications against the design (its step 1): dQ by register atomics (no writer warp, no bulk reduce),
-// split between the two consumer warpgroups by keys (each multiplies its own dS panel by its own 64 keys of K),
-// so no warpgroup waits for the other's dS; one dS buffer per warpgroup (its previous dQ product has retired
-// before it is overwritten); the masked m_blocks run in the same loop as the others.
+// v0 simplifications against the design (its step 1): dQ by register atomics or by a bulk reduce that a consumer
+// thread issues (DQ_BULK; no writer warp), split between the two consumer warpgroups by keys (each multiplies its
+// own dS panel by its own 64 keys of K), so no warpgroup waits for the other's dS; one dS buffer per warpgroup (its
+// previous dQ product has retired before it is overwritten); the masked m_blocks run in the same loop as the others.
 //
 // Barriers (mbarriers, count = arrivals): kv_full 1 + K's and V's bytes; q_full[s], do_full[s] 1 + the tile's
 // bytes + BM·4; q_empty[s], do_empty[s] 8 (lane 0 of each consumer warp, once every wgmma that read the stage has
