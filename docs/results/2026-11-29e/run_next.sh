@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# For the next session's first call (written 2026-11-29e, not yet run): wgmma_skinny's 128-row tiles — their GPU
-# tests (landed untested: this session's device time was spent), then 64-256 rows against cuBLAS (rows_probe.py);
-# then issue 22's protocol on the Llama block (record, search 24 trials per problem, the example on the tuned
-# database, static and cat caches, CUDA graphs, torch.compile).
-#   bash run_next.sh 1   tests and the probe (~200 s)
-#   bash run_next.sh 2   the Llama protocol (~450 s)
+# For the next session's first calls (written 2026-11-29e, not yet run). This session's device time was spent before
+# two changes landed: wgmma_skinny's 128-row tiles and fa3 backward's DQ_BULK (dQ by TMA reduce-adds).
+#   bash run_next.sh 1   their GPU tests, then 64-256 rows against cuBLAS (rows_probe.py) and the backward's dQ
+#                        paths against SDPA's fastest backward (bwd_probe.py) (~400 s)
+#   bash run_next.sh 2   issue 22's protocol on the Llama block: record, search 24 trials per problem, the example on
+#                        the tuned database (static and cat caches, CUDA graphs, torch.compile of both) (~450 s)
 set -u
 export PYTHONUNBUFFERED=1
 T0=$(date +%s)
@@ -14,8 +14,9 @@ D=docs/results/2026-11-29e
 TAILN=4 step build 150 python3 -c "import autotune.torch as att; from autotune.runtime import torch_native as n; print('native', n.unavailable_reason())"
 case "${1:-1}" in
 1)
-  TAILN=8 step tests 240 python3 -m pytest -n 14 -q -p no:cacheprovider -rf --tb=short tests/test_gpu_gemm_skinny.py tests/test_gpu_linear_swiglu.py tests/test_gpu_gemm_layouts.py
-  TAILN=90 step rows 200 python3 $D/rows_probe.py
+  TAILN=8 step tests 300 python3 -m pytest -n 14 -q -p no:cacheprovider -rf --tb=short tests/test_gpu_gemm_skinny.py tests/test_gpu_linear_swiglu.py tests/test_gpu_gemm_layouts.py tests/test_gpu_attention_backward_fa3.py
+  TAILN=90 step rows 150 python3 $D/rows_probe.py
+  TAILN=40 step bwd 200 python3 $D/bwd_probe.py
   ;;
 2)
   export AUTOTUNE_DB=/tmp/tuned.db
