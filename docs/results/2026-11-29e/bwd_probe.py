@@ -1,6 +1,6 @@
-"""Attention backward (issue 20): fa3's dQ by fp32 atomics against DQ_BULK (staged, TMA reduce-adds), and
-the rule default (fa2), validated and timed by autotune's GPU worker (L2 flushed), against SDPA's backward in the same process
-(`torch.autograd.grad` of each backend's own forward; the fastest is named).
+"""Attention backward (issue 20): fa3's dQ by fp32 atomics against DQ_BULK (staged, TMA reduce-adds), and the
+rule default (fa2), validated and timed by autotune's GPU worker (L2 flushed), against SDPA's backward in the same
+process (`torch.autograd.grad` of each backend's own forward; the fastest is named).
 
     python bwd_probe.py [--reps 20]
 """
