@@ -36,7 +36,8 @@
 // Barriers (mbarriers, count = arrivals): kv_full 1 + K's and V's bytes; q_full[s], do_full[s] 1 + the tile's
 // bytes + BM·4; q_empty[s], do_empty[s] 8 (lane 0 of each consumer warp, once every wgmma that read the stage has
 // retired). A stage's n-th use waits full with parity (n / STAGES) & 1, the producer waits empty with the other
-// parity. Named barriers 1 and 2 (128 threads): warpgroup w's dS panel is written before its dQ wgmma reads it.
+// parity. Named barriers 1 and 2 (128 threads): warpgroup w's dS panel is written before its dQ wgmma reads it;
+// with DQ_BULK also its staging buffer, free before it is written and written before the reduce-adds read it.
 //
 // Tunables (the defaults below are autotune's default configuration):
 //   BM         query rows per streamed tile (the N of Sᵀ and dPᵀ, the K of dV and dK)
@@ -299,6 +300,9 @@ extern "C" __global__ void __launch_bounds__(NT, 1)
     tma_prefetch_desc(&tmap_k);
     tma_prefetch_desc(&tmap_v);
     tma_prefetch_desc(&tmap_do);
+#if DQ_BULK
+    tma_prefetch_desc(&tmap_dq);
+#endif
     mbar_init(kv_full, 1);
 #pragma unroll
     for (int s = 0; s < Q_STAGES; ++s) {
