@@ -224,12 +224,13 @@ def test_configs_the_constraints_refuse_fail_the_templates_static_asserts(h200, 
 
 @pytest.mark.nvcc
 @pytest.mark.parametrize("d", HEAD_DIMS)
-def test_default_wgmma_are_neither_serialised_nor_fenced_by_ptxas(d, tmp_path):
+@pytest.mark.parametrize("bulk", [0, 1], ids=["atomic", "bulk"])
+def test_default_wgmma_are_neither_serialised_nor_fenced_by_ptxas(d, bulk, tmp_path):
     """No ptxas C75xx note (wgmma serialised for lack of registers, or a fence it had to inject) and no C7508
-    (setmaxnreg ignored) for the default, causal and not."""
+    (setmaxnreg ignored) for the default, causal and not, with either dQ path."""
     for kernel in KERNELS:
         space = fa3_space(kernel, "bfloat16")
-        defines = space.compile_defines(default(space, d), (1, 1, 64, 64, d))
+        defines = space.compile_defines(default(space, d, DQ_BULK=bulk), (1, 1, 64, 64, d))
         log = sm90a_ptxas_log("attention_backward_fa3.cu", defines, tmp_path)
         assert "C75" not in log, [line for line in log.splitlines() if "C75" in line]
         assert log.count("0 bytes spill stores, 0 bytes spill loads") == 3, log
