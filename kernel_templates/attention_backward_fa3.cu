@@ -23,28 +23,34 @@
 //       Pᵀ = exp2(Sᵀ·scale·log2e − lse2) (masked on the diagonal and past seq_kv), rounded into registers,
 //       dV += Pᵀ·dO (A from registers, dO MN-major), dSᵀ = Pᵀ∘(dPᵀ − Δ), rounded, dK += dSᵀ·Q (likewise),
 //       dS (this warpgroup's 64 keys) written to shared memory transposed by stmatrix, then dQ += dS·K over
-//       these 64 keys in m64n64 pieces, each added into the accumulator by fp32 atomics (float2, sm_90), or with
-//       DQ_BULK staged in shared memory and added by the copy engine's reduce-adds (add_dq_bulk).
+//       these 64 keys in m64n64 pieces, each added into the accumulator by fp32 atomics (float2, sm_90); or
+//       (DQ_MODE 1) staged in shared memory and added by the copy engine's reduce-adds; or (DQ_MODE 2) after a
+//       barrier of both consumers, dQ over the block's 128 keys from both dS panels, one m64n64 piece per
+//       consumer, staged and reduced likewise: half the traffic into the accumulator (add_dq_bulk).
 //     dK·scale and dV stored from registers (wgmma_epilogue.cuh).
 //   attention_bwd_dq_store  dQ = accumulator·scale in the input type (attention_bwd_passes.cuh, as fa2's).
 //
 // v0 simplifications against the design (its step 1): dQ by register atomics or by a bulk reduce that a consumer
-// thread issues (DQ_BULK; no writer warp), split between the two consumer warpgroups by keys (each multiplies its
-// own dS panel by its own 64 keys of K), so no warpgroup waits for the other's dS; one dS buffer per warpgroup (its
-// previous dQ product has retired before it is overwritten); the masked m_blocks run in the same loop as the others.
+// thread issues (DQ_MODE 1 and 2; no writer warp); in modes 0 and 1 split between the two consumer warpgroups by
+// keys (each multiplies its own dS panel by its own 64 keys of K), so no warpgroup waits for the other's dS, and one
+// dS buffer per warpgroup (its previous dQ product has retired before it is overwritten); mode 2 keeps two dS
+// stages instead, so that one barrier per m_block suffices; the masked m_blocks run in the same loop as the others.
 //
 // Barriers (mbarriers, count = arrivals): kv_full 1 + K's and V's bytes; q_full[s], do_full[s] 1 + the tile's
 // bytes + BM·4; q_empty[s], do_empty[s] 8 (lane 0 of each consumer warp, once every wgmma that read the stage has
 // retired). A stage's n-th use waits full with parity (n / STAGES) & 1, the producer waits empty with the other
 // parity. Named barriers 1 and 2 (128 threads): warpgroup w's dS panel is written before its dQ wgmma reads it;
-// with DQ_BULK also its staging buffer, free before it is written and written before the reduce-adds read it.
+// with DQ_MODE 1 or 2 also its staging buffer, free before it is written and written before the reduce-adds read
+// it. Named barrier 3 (256 threads, DQ_MODE 2): both dS panels of the m_block are written.
 //
 // Tunables (the defaults below are autotune's default configuration):
 //   BM         query rows per streamed tile (the N of Sᵀ and dPᵀ, the K of dV and dK)
 //   Q_STAGES   depth of the Q + lse2 ring
 //   DO_STAGES  depth of the dO + delta ring
-//   DQ_BULK    0: dQ pieces added by the consumers' fp32 atomics; 1: staged in shared memory and added by TMA
-//              reduce-adds (tmap_dq over the accumulator as (HEAD_DIM, seq_q, B·H) fp32, boxes of 32 × 64)
+//   DQ_MODE    0: dQ pieces added by the consumers' fp32 atomics; 1: staged in shared memory and added by TMA
+//              reduce-adds (tmap_dq over the accumulator as (HEAD_DIM, seq_q, B·H) fp32, boxes of 32 × 64); 2: as
+//              1, over the block's 128 keys, one m64n64 piece per consumer (BM 64 at HEAD_DIM 128: a column panel
+//              each; BM 128 at HEAD_DIM 64: 64 rows each)
 // Problem constants (fixed by the shape): HEAD_DIM (64, 128), CAUSAL, DTYPE (1 fp16, 2 bf16).
 
 #include "attention_problem.cuh"
@@ -63,8 +69,8 @@
 #ifndef DO_STAGES
 #define DO_STAGES 2
 #endif
-#ifndef DQ_BULK
-#define DQ_BULK 0
+#ifndef DQ_MODE
+#define DQ_MODE 0
 #endif
 
 #if KV_GROUPED
@@ -79,18 +85,21 @@
 #define KV_BYTES (PANELS * KV_PANEL)  // K or V
 #define Q_BYTES (PANELS * Q_PANEL)    // a stage of Q or dO
 #define DS_PANEL (BM * 128)           // one warpgroup's dS: BM query rows × its 64 keys
+#define DS_STAGES (DQ_MODE == 2 ? 2 : 1)  // mode 2: the other consumer may still read the last m_block's panels
 #define STAT_BYTES (BM * 4)           // a stage's lse2 or delta
-#define DQ_STAGE (DQ_BULK ? 64 * 64 * 4 : 0)  // DQ_BULK: one warpgroup's m64n64 fp32 piece of dQ, two 32-column boxes
+#define DQ_STAGE (DQ_MODE ? 64 * 64 * 4 : 0)  // one warpgroup's staged m64n64 fp32 piece of dQ: two 32-column boxes
 #define BARRIERS (1 + 2 * Q_STAGES + 2 * DO_STAGES)
 #define SMEM_BYTES                                                                                             \
-  (1024 + 2 * KV_BYTES + (Q_STAGES + DO_STAGES) * (Q_BYTES + STAT_BYTES) + 2 * DS_PANEL + 2 * DQ_STAGE + \
-   8 * BARRIERS)
+  (1024 + 2 * KV_BYTES + (Q_STAGES + DO_STAGES) * (Q_BYTES + STAT_BYTES) + 2 * DS_STAGES * DS_PANEL + \
+   2 * DQ_STAGE + 8 * BARRIERS)
 #define PREP_ROWS 32  // rows per block of attention_bwd_fa3_prep (8 threads a row)
 
 static_assert(HEAD_DIM == 64 || HEAD_DIM == 128, "HEAD_DIM is 64 or 128");
 static_assert(BM == 64 || BM == 128, "BM is 64 or 128 query rows");
 static_assert(Q_STAGES >= 2 && Q_STAGES <= 3, "Q_STAGES is 2 or 3");
 static_assert(DO_STAGES >= 1 && DO_STAGES <= Q_STAGES, "DO_STAGES is 1..Q_STAGES");
+static_assert(DQ_MODE >= 0 && DQ_MODE <= 2, "DQ_MODE is 0 (atomics), 1 or 2 (reduce-adds)");
+static_assert(DQ_MODE != 2 || BM * HEAD_DIM == 8192, "DQ_MODE 2: one m64n64 piece per consumer (BM·HEAD_DIM 8192)");
 static_assert(SMEM_BYTES <= 232448, "shared memory beyond the sm_90 limit of 227 KB per block");
 // Sᵀ and dPᵀ (BM/2 each) and dK and dV (HEAD_DIM/2 each) per consumer thread, under its 240 registers
 // (autotune/spaces/attention_backward_fa3.py, MAX_TILE_REGISTERS).
@@ -223,59 +232,72 @@ __device__ __forceinline__ void add_dq(float* __restrict__ dq_head, uint32_t ds_
   }
 }
 
-#if DQ_BULK
-// DQ_BULK: this warpgroup's share of dQ as add_dq computes it, each m64n64 piece staged in its fp32 buffer `dq_w`
-// (two boxes of 64 rows × 32 columns, 128-byte swizzle: 16-byte chunk c of row r at chunk c ^ (r % 8)) and added
-// into the accumulator by two TMA reduce-adds issued by the warpgroup's first thread, which the consumers do not
-// wait for: the next piece waits only until the copy engine has read the buffer. Rows past seq_q are the map's
-// out-of-bounds rows, skipped. Returns with every wgmma of this warpgroup retired.
-__device__ __forceinline__ void add_dq_bulk(const TmaDesc* tmap_dq, uint32_t dq_w, uint32_t ds_w, uint32_t k_w, int q0,
-                                            int head, int bar, int warp, int g, int t) {
+#if DQ_MODE
+// The m64n64 piece of dQ at rows q0 + 64·mr, columns 64·nc (DQ_MODE 1 and 2): dS (64 query rows of the dS panels
+// at `ds`, KEY_PANELS panels of 64 keys, DS_PANEL apart) · K (the same keys from `k`), staged in this warpgroup's
+// fp32 buffer `dq_w` (two boxes of 64 rows × 32 columns, 128-byte swizzle: 16-byte chunk c of row r at chunk
+// c ^ (r % 8)) and added into the accumulator by two TMA reduce-adds that the warpgroup's first thread issues; the
+// consumers do not wait for them: the next piece waits only until the copy engine has read the buffer. Rows past
+// seq_q are the map's out-of-bounds rows, skipped. Returns with every wgmma of this warpgroup retired.
+template <int KEY_PANELS>
+__device__ __forceinline__ void dq_piece_bulk(const TmaDesc* tmap_dq, uint32_t dq_w, uint32_t ds, uint32_t k, int mr,
+                                              int nc, int q0, int head, int bar, int warp, int g, int t) {
   const bool issuer = warp == 0 && g == 0 && t == 0;
+  float acc[32];
 #pragma unroll
-  for (int mr = 0; mr < BM / 64; ++mr) {
+  for (int i = 0; i < 32; ++i) acc[i] = 0.f;
+  const uint64_t db = sw128_desc(k + nc * KV_PANEL, KV_PANEL, 1024);
+  wgmma_fence();
 #pragma unroll
-    for (int nc = 0; nc < PANELS; ++nc) {
-      float acc[32];
-#pragma unroll
-      for (int i = 0; i < 32; ++i) acc[i] = 0.f;
-      const uint64_t da = sw128_desc(ds_w + mr * 64 * 128, 16, 1024);
-      const uint64_t db = sw128_desc(k_w + nc * KV_PANEL, KV_PANEL, 1024);
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk) wgmma_m64k16<64>(acc, da + ((32 * kk) >> 4), db + ((2048 * kk) >> 4));
-      wgmma_commit();
-      if (issuer) bulk_wait<0, true>();  // the previous piece's reduce has read the buffer
-      wgmma_wait<0>();
-      fence_regs(acc);
-      named_sync(bar, 128);
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int row = 16 * warp + g + 8 * h, chunk = 2 * (j % 4) + (t >> 1);
-          const uint32_t at = dq_w + (j / 4) * 8192 + row * 128 + ((chunk ^ g) << 4) + 8 * (t & 1);
-          asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(at), "f"(acc[4 * j + 2 * h]),
-                       "f"(acc[4 * j + 2 * h + 1])
-                       : "memory");
-        }
-      fence_proxy_async();  // the generic-proxy stores, visible to the copy engine
-      named_sync(bar, 128);
-      if (issuer) {
-#pragma unroll
-        for (int box = 0; box < 2; ++box)
-          tma_reduce_add_3d(tmap_dq, dq_w + box * 8192, 64 * nc + 32 * box, q0 + 64 * mr, head);
-        bulk_commit();
-      }
-    }
+  for (int kk = 0; kk < 4 * KEY_PANELS; ++kk) {
+    const uint64_t da = sw128_desc(ds + (kk / 4) * DS_PANEL + mr * 64 * 128, 16, 1024);
+    wgmma_m64k16<64>(acc, da + ((32 * (kk % 4)) >> 4), db + ((2048 * kk) >> 4));
   }
+  wgmma_commit();
+  if (issuer) bulk_wait<0, true>();  // the previous piece's reduce has read the buffer
+  wgmma_wait<0>();
+  fence_regs(acc);
+  named_sync(bar, 128);
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = 16 * warp + g + 8 * h, chunk = 2 * (j % 4) + (t >> 1);
+      const uint32_t at = dq_w + (j / 4) * 8192 + row * 128 + ((chunk ^ g) << 4) + 8 * (t & 1);
+      asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(at), "f"(acc[4 * j + 2 * h]), "f"(acc[4 * j + 2 * h + 1])
+                   : "memory");
+    }
+  fence_proxy_async();  // the generic-proxy stores, visible to the copy engine
+  named_sync(bar, 128);
+  if (issuer) {
+#pragma unroll
+    for (int box = 0; box < 2; ++box)
+      tma_reduce_add_3d(tmap_dq, dq_w + box * 8192, 64 * nc + 32 * box, q0 + 64 * mr, head);
+    bulk_commit();
+  }
+}
+
+// This warpgroup's share of dQ for the m_block at q0. DQ_MODE 1: as add_dq, every piece over its own 64 keys
+// (its panel ds_w, its keys' rows of K at k_w). DQ_MODE 2: one piece over the block's 128 keys, from both panels
+// of ds_w's stage (warpgroup 0's panel first) and all of K at k_s (both consumers' dS written: named barrier 3).
+__device__ __forceinline__ void add_dq_bulk(const TmaDesc* tmap_dq, uint32_t dq_w, uint32_t ds_w, uint32_t k_s,
+                                            uint32_t k_w, int w, int q0, int head, int warp, int g, int t) {
+#if DQ_MODE == 2
+  const uint32_t stage = ds_w - w * DS_PANEL;
+  dq_piece_bulk<2>(tmap_dq, dq_w, stage, k_s, BM == 128 ? w : 0, BM == 128 ? 0 : w, q0, head, 1 + w, warp, g, t);
+#else
+#pragma unroll
+  for (int mr = 0; mr < BM / 64; ++mr)
+#pragma unroll
+    for (int nc = 0; nc < PANELS; ++nc) dq_piece_bulk<1>(tmap_dq, dq_w, ds_w, k_w, mr, nc, q0, head, 1 + w, warp, g, t);
+#endif
 }
 #endif
 
 extern "C" __global__ void __launch_bounds__(NT, 1)
     attention_bwd_fa3(const __grid_constant__ TmaDesc tmap_q, const __grid_constant__ TmaDesc tmap_k,
                       const __grid_constant__ TmaDesc tmap_v, const __grid_constant__ TmaDesc tmap_do,
-#if DQ_BULK
+#if DQ_MODE
                       const __grid_constant__ TmaDesc tmap_dq,
 #endif
                       const float* __restrict__ lse2, const float* __restrict__ delta, elem_t* __restrict__ dK,
@@ -284,7 +306,7 @@ extern "C" __global__ void __launch_bounds__(NT, 1)
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const uint32_t k_s = (smem_u32(smem_raw) + 1023) & ~1023u;  // swizzle atoms and TMA boxes: 1024-byte aligned
   const uint32_t v_s = k_s + KV_BYTES, q_s = v_s + KV_BYTES, do_s = q_s + Q_STAGES * Q_BYTES;
-  const uint32_t ds_s = do_s + DO_STAGES * Q_BYTES, dq_s = ds_s + 2 * DS_PANEL;  // dq_s: 1024-byte aligned
+  const uint32_t ds_s = do_s + DO_STAGES * Q_BYTES, dq_s = ds_s + 2 * DS_STAGES * DS_PANEL;  // 1024-byte aligned
   const uint32_t lse_s = dq_s + 2 * DQ_STAGE, dl_s = lse_s + Q_STAGES * STAT_BYTES;
   const uint32_t kv_full = dl_s + DO_STAGES * STAT_BYTES, q_full = kv_full + 8, q_empty = q_full + 8 * Q_STAGES;
   const uint32_t do_full = q_empty + 8 * Q_STAGES, do_empty = do_full + 8 * DO_STAGES;
@@ -300,7 +322,7 @@ extern "C" __global__ void __launch_bounds__(NT, 1)
     tma_prefetch_desc(&tmap_k);
     tma_prefetch_desc(&tmap_v);
     tma_prefetch_desc(&tmap_do);
-#if DQ_BULK
+#if DQ_MODE
     tma_prefetch_desc(&tmap_dq);
 #endif
     mbar_init(kv_full, 1);
@@ -340,8 +362,8 @@ extern "C" __global__ void __launch_bounds__(NT, 1)
     const int key0 = n0 + 64 * w;             // this warpgroup's first key
     const int my_key = key0 + 16 * warp + g;  // this thread's keys: my_key and my_key + 8
     const int offset = seq_kv - seq_q;        // causal: query i sees keys j <= i + offset
-    const uint32_t k_w = k_s + 64 * w * 128, v_w = v_s + 64 * w * 128, ds_w = ds_s + w * DS_PANEL;
-#if !DQ_BULK
+    const uint32_t k_w = k_s + 64 * w * 128, v_w = v_s + 64 * w * 128, ds_w0 = ds_s + w * DS_PANEL;
+#if !DQ_MODE
     float* dq_head = dq_acc + (size_t)head * seq_q * HEAD_DIM;
 #endif
     float dk[1][HEAD_DIM / 2], dv[1][HEAD_DIM / 2];
@@ -383,13 +405,23 @@ extern "C" __global__ void __launch_bounds__(NT, 1)
       per_column(dl, t, [&](int x, float d) { dp[x] = s[x] * (dp[x] - d); });
       wgmma_packed<HEAD_DIM, BM>(dk[0], ds, dp, q_t, Q_PANEL);  // dK += dSᵀ·Q
 
-      // dS into this warpgroup's panel (its previous dQ product retired in add_dq), visible to the async proxy
-      // and to the whole warpgroup before the dQ wgmma reads it.
+      // dS into this warpgroup's panel of the stage (the last dQ product that read it has retired: this
+      // warpgroup's in add_dq; with two stages, the other's before it reached the last m_block's barrier 3),
+      // visible to the async proxy and to the warpgroup (both, in mode 2) before the dQ wgmma reads it.
+#if DQ_MODE == 2
+      const uint32_t ds_w = ds_w0 + (i & 1) * 2 * DS_PANEL;  // this m_block's stage
+#else
+      const uint32_t ds_w = ds_w0;
+#endif
       store_ds(ds_w, ds, warp, lane);
       fence_proxy_async();
+#if DQ_MODE == 2
+      named_sync(3, 256);
+#else
       named_sync(1 + w, 128);
-#if DQ_BULK
-      add_dq_bulk(&tmap_dq, dq_s + w * DQ_STAGE, ds_w, k_w, q0, head, 1 + w, warp, g, t);  // waits for every wgmma
+#endif
+#if DQ_MODE
+      add_dq_bulk(&tmap_dq, dq_s + w * DQ_STAGE, ds_w, k_s, k_w, w, q0, head, warp, g, t);  // waits for every wgmma
 #else
       add_dq(dq_head, ds_w, k_w, q0, seq_q, warp, g, t);  // waits for every wgmma (dV and dK too)
 #endif
@@ -401,7 +433,7 @@ extern "C" __global__ void __launch_bounds__(NT, 1)
       }
     }
 
-#if DQ_BULK
+#if DQ_MODE
     if (threadIdx.x % 128 == 0) bulk_wait<0, false>();  // every reduce done before the block's shared memory goes
 #endif
 #pragma unroll

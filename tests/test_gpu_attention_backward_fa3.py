@@ -72,7 +72,7 @@ def test_every_fa3_config_is_correct(kernel, dtype, d, device):
     space = get_space(kernel, dtype=dtype)
     shape = (2, 3, 333, 1000, d)
     configs = fa3_configs(space, shape, device)
-    assert len(configs) == (16 if d == 64 else 8)  # each tile with both dQ paths
+    assert len(configs) == (20 if d == 64 else 12)  # each tile with each dQ path it takes
     evaluate(space, shape, configs, seed=17)
 
 
@@ -81,19 +81,20 @@ def test_every_fa3_config_is_correct(kernel, dtype, d, device):
 @pytest.mark.parametrize("shape", [(2, 3, 77, 1031, 128), (1, 2, 1000, 1000, 64), (3, 1, 5, 4097, 128),
                                    (1, 4, 1031, 1031, 64)], ids=lambda s: "x".join(map(str, s)))  # fmt: skip
 def test_fa3_equals_fa2_on_the_same_inputs(kernel, dtype, shape, device, tmp_path):
-    """Uniform inputs and large logits: fa3 (default, another tile, and the default with dQ by TMA reduce-adds)
-    and fa2 (default) within the family's tolerance of float64, and fa3 within AGREEMENT of that tolerance of fa2.
-    Run three times: a break in the async-proxy ordering (dS written by stmatrix, read by wgmma; dQ staged, read by
-    the copy engine) shows as a dQ that is only sometimes wrong."""
+    """Uniform inputs and large logits: fa3 (default, another tile, and the default with dQ by TMA reduce-adds in
+    both modes) and fa2 (default) within the family's tolerance of float64, and fa3 within AGREEMENT of that
+    tolerance of fa2. Run three times: a break in the async-proxy ordering (dS written by stmatrix, read by wgmma;
+    dQ staged, read by the copy engine) or in mode 2's barrier shows as a dQ that is only sometimes wrong."""
     from autotune.spaces.attention import WIDE
     from autotune.spaces.base import UNIFORM
 
     space = get_space(kernel, dtype=dtype)
     d = shape[-1]
     fa2 = pinned(kernel, space, shape, {ALGO: "fa2", **space.algos["fa2"].default_config}, device, tmp_path / "fa2.db")
-    default_bulk = {**fa3_configs(space, shape, device)[0], "DQ_BULK": 1}  # dQ staged: the copy engine's reduce
+    first, other = fa3_configs(space, shape, device)[:2]
+    bulk = [{**first, "DQ_MODE": mode} for mode in (1, 2)]  # dQ staged, added by the copy engine's reduce
     fa3s = [pinned(kernel, space, shape, c, device, tmp_path / f"fa3-{i}.db")
-            for i, c in enumerate(fa3_configs(space, shape, device)[:2] + [default_bulk])]  # fmt: skip
+            for i, c in enumerate([first, other, *bulk])]  # fmt: skip
     tol = {name: space.tolerance(name, shape) for name in ("dq", "dk", "dv")}
     for kind in (UNIFORM, WIDE):
         x = space.inputs(shape, np.random.default_rng(23), kind)

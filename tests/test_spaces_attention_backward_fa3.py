@@ -101,6 +101,7 @@ def test_grouped_shapes_are_refused_in_one_line_and_left_to_fa2(space, h200):
     [
         ({"BM": 128}, 128, "would spill"),  # 128 + 128 registers of tiles
         ({"Q_STAGES": 2, "DO_STAGES": 2, "BM": 128}, 128, "shared memory"),  # and 232520 B
+        ({"DQ_MODE": 2, "BM": 64}, 64, "one m64n64 piece of dQ"),  # 64 × 64: a piece for one consumer only
     ],
 )
 def test_constraints_explain_themselves(space, h200, change, d, reason):
@@ -111,10 +112,12 @@ def test_constraints_explain_themselves(space, h200, change, d, reason):
 def test_shared_memory_formula_and_the_device_limit(h200):
     space = fa3_space("attention_backward", "bfloat16")
     algo = space.algos[ALGORITHM]
-    g = algo.geometry({"BM": 128, "Q_STAGES": 3, "DO_STAGES": 2, "DQ_BULK": 0}, 64)
+    g = algo.geometry({"BM": 128, "Q_STAGES": 3, "DO_STAGES": 2, "DQ_MODE": 0}, 64)
     assert g["smem_bytes"] == 1024 + 2 * 128 * 128 + 5 * (128 * 128 + 512) + 2 * 128 * 128 + 8 * 11
-    bulk = algo.geometry({"BM": 64, "Q_STAGES": 3, "DO_STAGES": 2, "DQ_BULK": 1}, 128)
+    bulk = algo.geometry({"BM": 64, "Q_STAGES": 3, "DO_STAGES": 2, "DQ_MODE": 1}, 128)
     assert bulk["smem_bytes"] == 1024 + 2 * 256 * 128 + 5 * (128 * 128 + 256) + 2 * 64 * 128 + 2 * 64 * 64 * 4 + 8 * 11
+    block = algo.geometry({"BM": 64, "Q_STAGES": 3, "DO_STAGES": 2, "DQ_MODE": 2}, 128)
+    assert block["smem_bytes"] == bulk["smem_bytes"] + 2 * 64 * 128, "two dS stages"
     assert g["tile_registers"] == 192 == MAX_TILE_REGISTERS
     small = dataclasses.replace(h200, smem_per_block_optin=101376)  # an sm_90 part with Ada's limit, hypothetically
     problems = space.violations(default(space, 64, Q_STAGES=3), (1, 2, 500, 500, 64), small)
@@ -126,8 +129,9 @@ def test_every_tile_fits_head_dim_64_and_head_dim_128_streams_64_rows(space, h20
     names = [p.name for p in algo.parameters]
     grid = [{ALGO: ALGORITHM, **dict(zip(names, v))} for v in itertools.product(*(p.values for p in algo.parameters))]
     valid = {d: [c for c in grid if not space.violations(c, (2, 4, 2048, 2048, d), h200)] for d in HEAD_DIMS}
-    assert len(valid[64]) == len(grid) == 16, "both dQ paths fit every tile"
-    assert len(valid[128]) == 8 and all(c["BM"] == 64 for c in valid[128])
+    assert len(grid) == 24 and len(valid[64]) == 20, "mode 2 needs BM 128 at head_dim 64"
+    assert all(c["BM"] == 128 for c in valid[64] if c["DQ_MODE"] == 2)
+    assert len(valid[128]) == 12 and all(c["BM"] == 64 for c in valid[128]), "every dQ mode at BM 64"
 
 
 def test_launch_plan_tensor_maps_and_padded_workspaces(h200):
@@ -162,7 +166,7 @@ def test_launch_plan_tensor_maps_and_padded_workspaces(h200):
     assert d128.args[0].box == (64, 64, 1) and d128.args[1].box == (64, 128, 1) and d128.grid == (1, 2, 1)
     assert space.workspace(default(space, 128), (1, 2, 77, 77, 128))["lse2"].shape == (1, 2, 128)
     assert all(s.grid[0] >= 1 for s in space.launches(config, (1, 1, 1, 1, 64), h200))
-    bulk = space.launches({**config, "DQ_BULK": 1}, shape, h200)[1]
+    bulk = space.launches({**config, "DQ_MODE": 1}, shape, h200)[1]
     assert bulk.args[4] == TensorMap("dq_acc", "float32", dims=(64, 1000, 6), box=(32, 64, 1)), "after do"
     assert bulk.args[4].problems() == [] and bulk.args[5:10] == main.args[4:9]
     assert bulk.shared_bytes == main.shared_bytes + 2 * 64 * 64 * 4
@@ -170,7 +174,8 @@ def test_launch_plan_tensor_maps_and_padded_workspaces(h200):
 
 def test_describe(space):
     assert space.describe(default(space, 64, Q_STAGES=3)) == "fa3 BM=128 q3 do2 dq=atomic"
-    assert space.describe(default(space, 128, DQ_BULK=1)) == "fa3 BM=64 q2 do2 dq=bulk"
+    assert space.describe(default(space, 128, DQ_MODE=1)) == "fa3 BM=64 q2 do2 dq=bulk"
+    assert space.describe(default(space, 128, DQ_MODE=2)) == "fa3 BM=64 q2 do2 dq=bulk-block"
 
 
 # --- nvcc -------------------------------------------------------------------------------------------------------
@@ -182,7 +187,7 @@ def build_jobs(h200):
         space = fa3_space(kernel, dtype)
         for d in HEAD_DIMS:
             jobs.append((space, default(space, d), (2, 3, 1000, 1000, d)))
-            jobs.append((space, default(space, d, DQ_BULK=1), (2, 3, 1000, 1000, d)))
+            jobs += [(space, default(space, d, DQ_MODE=mode), (2, 3, 1000, 1000, d)) for mode in (1, 2)]
     for i, d in enumerate(HEAD_DIMS):
         for space in (fa3_space("attention_backward", "bfloat16"), fa3_space("attention_causal_backward", "float16")):
             shape = (2, 3, 1000, 1000, d)
@@ -224,13 +229,13 @@ def test_configs_the_constraints_refuse_fail_the_templates_static_asserts(h200, 
 
 @pytest.mark.nvcc
 @pytest.mark.parametrize("d", HEAD_DIMS)
-@pytest.mark.parametrize("bulk", [0, 1], ids=["atomic", "bulk"])
-def test_default_wgmma_are_neither_serialised_nor_fenced_by_ptxas(d, bulk, tmp_path):
+@pytest.mark.parametrize("mode", [0, 1, 2], ids=["atomic", "bulk", "bulk-block"])
+def test_default_wgmma_are_neither_serialised_nor_fenced_by_ptxas(d, mode, tmp_path):
     """No ptxas C75xx note (wgmma serialised for lack of registers, or a fence it had to inject) and no C7508
-    (setmaxnreg ignored) for the default, causal and not, with either dQ path."""
+    (setmaxnreg ignored) for the default, causal and not, with each dQ path."""
     for kernel in KERNELS:
         space = fa3_space(kernel, "bfloat16")
-        defines = space.compile_defines(default(space, d, DQ_BULK=bulk), (1, 1, 64, 64, d))
+        defines = space.compile_defines(default(space, d, DQ_MODE=mode), (1, 1, 64, 64, d))
         log = sm90a_ptxas_log("attention_backward_fa3.cu", defines, tmp_path)
         assert "C75" not in log, [line for line in log.splitlines() if "C75" in line]
         assert log.count("0 bytes spill stores, 0 bytes spill loads") == 3, log

@@ -7,9 +7,10 @@ Three launches, as fa2's atomic path: a prep pass (Δ = rowsum(dO∘O) and lse·
 to SQr = seq_q rounded up to BM, the fp32 dQ accumulator zeroed), the main kernel (a block of 384 threads per 128
 keys of one head: a producer warpgroup streams Q and dO tiles of BM rows by TMA with their statistics by bulk
 copies; two consumer warpgroups of 64 keys run Sᵀ = K·Qᵀ, dPᵀ = V·dOᵀ, dV += Pᵀ·dO, dK += dSᵀ·Q and their 64 keys'
-share of dQ = dS·K on wgmma, dQ added into the accumulator by fp32 atomics or, with ``DQ_BULK``, staged in shared
+share of dQ = dS·K on wgmma, dQ added into the accumulator by fp32 atomics; or, by ``DQ_MODE``, staged in shared
 memory and added by the copy engine's reduce-adds through a tensor map of the accumulator, off the consumers'
-path), and fa2's dQ store pass.
+path: mode 1 as the atomics split it, mode 2 over the block's 128 keys after a barrier of both consumers, one
+m64n64 piece each, half the traffic), and fa2's dQ store pass.
 
 The copy engine reads q, k, v and do through the forward's 3-D tensor maps (head_dim, seq, batch·heads) with boxes
 of 64 columns × a tile's rows (128-byte swizzle): q and do BM rows, k and v 128 rows.
@@ -47,9 +48,9 @@ PREP_ROWS = 32  # rows per block of attention_bwd_fa3_prep (8 threads a row)
 # under the consumers' 240 registers; 256 (head_dim 128 at BM 128) spills about 1 KB.
 MAX_TILE_REGISTERS = 192
 # The default per head_dim (the design's tiles): 128 query rows at head_dim 64, 64 at head_dim 128.
-DEFAULTS = {64: {"BM": 128, "Q_STAGES": 2, "DO_STAGES": 2, "DQ_BULK": 0},
-            128: {"BM": 64, "Q_STAGES": 2, "DO_STAGES": 2, "DQ_BULK": 0}}
-DQ_STAGE = 64 * 64 * 4  # DQ_BULK: a consumer's staged m64n64 fp32 piece of dQ
+DEFAULTS = {64: {"BM": 128, "Q_STAGES": 2, "DO_STAGES": 2, "DQ_MODE": 0},
+            128: {"BM": 64, "Q_STAGES": 2, "DO_STAGES": 2, "DQ_MODE": 0}}
+DQ_STAGE = 64 * 64 * 4  # DQ_MODE 1 and 2: a consumer's staged m64n64 fp32 piece of dQ
 
 
 class Fa3AttentionBackward(Algorithm):
@@ -63,7 +64,8 @@ class Fa3AttentionBackward(Algorithm):
         Param("BM", (64, 128), "query rows per streamed tile (the N of Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ)"),
         Param("Q_STAGES", (2, 3), "depth of the Q + lse ring"),
         Param("DO_STAGES", (1, 2), "depth of the dO + Δ ring"),
-        Param("DQ_BULK", (0, 1), "dQ added by fp32 atomics (0) or staged and added by TMA reduce-adds (1)"),
+        Param("DQ_MODE", (0, 1, 2), "dQ added by fp32 atomics (0), or staged and added by TMA reduce-adds over each "
+              "consumer's keys (1) or the block's (2)"),
     )
     default_config = DEFAULTS[128]  # valid at both head dims; `default_for` gives each its own
 
@@ -74,13 +76,14 @@ class Fa3AttentionBackward(Algorithm):
     @staticmethod
     def geometry(config: Config, head_dim: int) -> dict[str, int]:
         """The template's derived quantities: shared bytes of the main kernel, tile registers per consumer thread."""
-        bm, qs, dos = config["BM"], config["Q_STAGES"], config["DO_STAGES"]
+        bm, qs, dos, mode = config["BM"], config["Q_STAGES"], config["DO_STAGES"], config["DQ_MODE"]
+        ds_stages = 2 if mode == 2 else 1  # mode 2: the other consumer may still read the last m_block's dS
         panels = head_dim // BOX_COLUMNS
         kv_bytes, q_bytes = panels * BN * 128, panels * bm * 128
         barriers = 1 + 2 * qs + 2 * dos
         return {
-            "smem_bytes": 1024 + 2 * kv_bytes + (qs + dos) * (q_bytes + 4 * bm) + 2 * bm * 128
-            + 2 * DQ_STAGE * config["DQ_BULK"] + 8 * barriers,
+            "smem_bytes": 1024 + 2 * kv_bytes + (qs + dos) * (q_bytes + 4 * bm) + 2 * ds_stages * bm * 128
+            + 2 * DQ_STAGE * (mode > 0) + 8 * barriers,
             "tile_registers": bm + head_dim,
         }
 
@@ -103,10 +106,14 @@ class Fa3AttentionBackward(Algorithm):
 
     def constraints(self, config: Config, shape: Shape, device: DeviceInfo) -> list[str]:
         config = self.local(config)
-        g = self.geometry(config, attention_dims(shape).d)
+        d = attention_dims(shape).d
+        g = self.geometry(config, d)
         problems = []
         if config["DO_STAGES"] > config["Q_STAGES"]:
             problems.append(f"DO_STAGES={config['DO_STAGES']} > Q_STAGES={config['Q_STAGES']}")
+        if config["DQ_MODE"] == 2 and config["BM"] * d != 64 * 128:
+            problems.append(f"DQ_MODE=2 gives each consumer one m64n64 piece of dQ: BM 64 at head_dim 128 or BM 128 at "
+                            f"head_dim 64 (BM={config['BM']}, head_dim {d})")
         if g["tile_registers"] > MAX_TILE_REGISTERS:
             problems.append(f"{g['tile_registers']} registers of Sᵀ, dPᵀ, dK and dV tiles per thread "
                             f"(> {MAX_TILE_REGISTERS}) would spill")  # fmt: skip
@@ -126,7 +133,7 @@ class Fa3AttentionBackward(Algorithm):
         rows = {"q": (sq, b * h, bm), "k": (skv, b * hkv, BN), "v": (skv, b * hkv, BN), "do": (sq, b * h, bm)}
         maps = tuple(TensorMap(name, self.dtype, dims=(d, n, heads), box=(BOX_COLUMNS, box, 1))
                      for name, (n, heads, box) in rows.items())  # fmt: skip
-        if config["DQ_BULK"]:  # the accumulator, reduced into in boxes of 32 fp32 columns (128 bytes) × 64 rows
+        if config["DQ_MODE"]:  # the accumulator, reduced into in boxes of 32 fp32 columns (128 bytes) × 64 rows
             maps += (TensorMap("dq_acc", "float32", dims=(d, sq, b * h), box=(32, 64, 1)),)
         return maps
 
@@ -150,4 +157,5 @@ class Fa3AttentionBackward(Algorithm):
 
     def describe(self, config: Config) -> str:
         c = self.local(config)
-        return f"fa3 BM={c['BM']} q{c['Q_STAGES']} do{c['DO_STAGES']} dq={'bulk' if c['DQ_BULK'] else 'atomic'}"
+        dq = ("atomic", "bulk", "bulk-block")[c["DQ_MODE"]]
+        return f"fa3 BM={c['BM']} q{c['Q_STAGES']} do{c['DO_STAGES']} dq={dq}"

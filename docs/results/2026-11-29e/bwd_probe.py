@@ -1,4 +1,4 @@
-"""Attention backward (issue 20): fa3's dQ by fp32 atomics against DQ_BULK (staged, TMA reduce-adds), and the
+"""Attention backward (issue 20): fa3's dQ by fp32 atomics against DQ_MODE 1 and 2 (staged, TMA reduce-adds), and the
 rule default (fa2), validated and timed by autotune's GPU worker (L2 flushed), against SDPA's backward in the same
 process (`torch.autograd.grad` of each backend's own forward; the fastest is named).
 
@@ -58,8 +58,8 @@ def main() -> None:
                   + ", ".join(f"{n} {t * 1e3:.0f} us" for n, t in medians.items())
                   + f"; fastest {fastest} ({work / (medians[fastest] * 1e-3):.0f} TFLOP/s)", flush=True)  # fmt: skip
             fa3 = {ALGO: "fa3", **space.algos["fa3"].default_for(d)}
-            configs = {"fa3 atomic": fa3, "fa3 bulk": {**fa3, "DQ_BULK": 1},
-                       "fa3 bulk q3": {**fa3, "DQ_BULK": 1, "Q_STAGES": 3},
+            configs = {"fa3 atomic": fa3, "fa3 bulk": {**fa3, "DQ_MODE": 1}, "fa3 bulk-block": {**fa3, "DQ_MODE": 2},
+                       "fa3 bulk-block q3": {**fa3, "DQ_MODE": 2, "Q_STAGES": 3},
                        "rule default": space.rule_default(shape, device)}  # fmt: skip
             configs = {n: c for n, c in configs.items() if not space.violations(c, shape, device)}
             with GpuEvaluator(space, shape, seed=0, min_time_ms=50.0, max_reps=args.reps) as evaluator:
