@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # For the next session's first calls (written 2026-11-29e, not yet run). This session's device time was spent before
 # two changes landed: wgmma_skinny's 128-row tiles and fa3 backward's DQ_MODE (dQ by TMA reduce-adds).
-#   bash run_next.sh 1   their GPU tests, then 64-256 rows against cuBLAS (rows_probe.py) and the backward's dQ
-#                        paths against SDPA's fastest backward (bwd_probe.py) (~400 s)
-#   bash run_next.sh 2   issue 22's protocol on the Llama block: record, search 24 trials per problem, the example on
+#   bash run_next.sh 1   their GPU tests, then 64-256 rows against cuBLAS (rows_probe.py) (~450 s)
+#   bash run_next.sh 2   the backward's dQ modes against SDPA's fastest backward (bwd_probe.py) (~250 s)
+#   bash run_next.sh 3   issue 22's protocol on the Llama block: record, search 24 trials per problem, the example on
 #                        the tuned database (static and cat caches, CUDA graphs, torch.compile of both) (~450 s)
 set -u
 export PYTHONUNBUFFERED=1
@@ -16,13 +16,15 @@ case "${1:-1}" in
 1)
   TAILN=8 step tests 300 python3 -m pytest -n 14 -q -p no:cacheprovider -rf --tb=short tests/test_gpu_gemm_skinny.py tests/test_gpu_linear_swiglu.py tests/test_gpu_gemm_layouts.py tests/test_gpu_attention_backward_fa3.py
   TAILN=90 step rows 150 python3 $D/rows_probe.py
-  TAILN=40 step bwd 200 python3 $D/bwd_probe.py
   ;;
 2)
+  TAILN=40 step bwd 400 python3 $D/bwd_probe.py
+  ;;
+3)
   export AUTOTUNE_DB=/tmp/tuned.db
-  TAILN=4 step llama_record 120 python3 examples/llama_block.py --no-compile --rounds 1 --record /tmp/llama.json
-  TAILN=8 step llama_search 300 python3 -m autotune search --shapes-from /tmp/llama.json --trials 24
-  TAILN=14 step llama 260 python3 examples/llama_block.py --graphs
+  TAILN=4 step llama_record 60 python3 examples/llama_block.py --no-compile --rounds 1 --record /tmp/llama.json
+  TAILN=8 step llama_search 250 python3 -m autotune search --shapes-from /tmp/llama.json --trials 24
+  TAILN=14 step llama 230 python3 examples/llama_block.py --graphs
   ;;
 esac
 cd $OUT && tar czf logs.tgz *.log 2>/dev/null; rm -f *.log
