@@ -156,13 +156,12 @@ __device__ __forceinline__ void pack_pairs(uint32_t (&p)[N / 2], const float (&x
   for (int i = 0; i < N / 2; ++i) p[i] = pack2(x[2 * i], x[2 * i + 1]);
 }
 
-// acc (64×N) += Aᵀ·B as one wgmma group, A the fp32 values `a` (Sᵀ-shaped, 64 × K) packed to 16-bit pairs in
-// `packed` (kept: dS is stored for dQ afterwards); B as in wgmma_rs_panels. The register fences keep the packing
-// and acc's earlier uses on this side of the asynchronous read.
+// acc (64×N) += Aᵀ·B as one wgmma group, A the 16-bit pairs `packed` (Sᵀ-shaped, 64 × K); B as in
+// wgmma_rs_panels. The register fences keep the packing and acc's earlier uses on this side of the asynchronous
+// read. Until the group retires nothing may touch `packed` (the PTX ISA: undefined behaviour).
 template <int N, int K>
-__device__ __forceinline__ void wgmma_packed(float (&acc)[N / 2], uint32_t (&packed)[K / 4], const float (&a)[K / 2],
-                                             uint32_t b, uint32_t b_panel) {
-  pack_pairs<K / 2>(packed, a);
+__device__ __forceinline__ void wgmma_from_regs(float (&acc)[N / 2], uint32_t (&packed)[K / 4], uint32_t b,
+                                                uint32_t b_panel) {
   fence_regs(packed);
   fence_regs(acc);
   wgmma_fence();
@@ -397,23 +396,26 @@ extern "C" __global__ void __launch_bounds__(NT, 1)
           if (key >= seq_kv || (CAUSAL && key > query + offset)) s[x] = 0.f;
         }
       }
-      wgmma_packed<HEAD_DIM, BM>(dv[0], p, s, do_t, Q_PANEL);  // dV += Pᵀ·dO
+      pack_pairs<BM / 2>(p, s);
+      wgmma_from_regs<HEAD_DIM, BM>(dv[0], p, do_t, Q_PANEL);  // dV += Pᵀ·dO
 
       wgmma_wait<1>();  // dPᵀ is ready; dV may still run
       fence_regs(dp);
       const float* dl = smem_floats(smem_raw, dl_s + sd * STAT_BYTES);
       per_column(dl, t, [&](int x, float d) { dp[x] = s[x] * (dp[x] - d); });
-      wgmma_packed<HEAD_DIM, BM>(dk[0], ds, dp, q_t, Q_PANEL);  // dK += dSᵀ·Q
+      pack_pairs<BM / 2>(ds, dp);
 
-      // dS into this warpgroup's panel of the stage (the last dQ product that read it has retired: this
-      // warpgroup's in add_dq; with two stages, the other's before it reached the last m_block's barrier 3),
-      // visible to the async proxy and to the warpgroup (both, in mode 2) before the dQ wgmma reads it.
+      // dS into this warpgroup's panel of the stage before the dK wgmma reads the same registers (the last dQ
+      // product that read the panel has retired: this warpgroup's in add_dq; with two stages, the other's before
+      // it reached the last m_block's barrier 3), visible to the async proxy and to the warpgroup (both, in mode
+      // 2) before the dQ wgmma reads it.
 #if DQ_MODE == 2
       const uint32_t ds_w = ds_w0 + (i & 1) * 2 * DS_PANEL;  // this m_block's stage
 #else
       const uint32_t ds_w = ds_w0;
 #endif
       store_ds(ds_w, ds, warp, lane);
+      wgmma_from_regs<HEAD_DIM, BM>(dk[0], ds, q_t, Q_PANEL);  // dK += dSᵀ·Q
       fence_proxy_async();
 #if DQ_MODE == 2
       named_sync(3, 256);
