@@ -9,10 +9,11 @@ and against ``torch.compile`` of the eager block (and of the patched one: autotu
                                    [--rounds 9] [--graphs] [--no-compile] [--record shapes.json]
 
 Decoding runs with each KV cache kind named by ``--caches``: ``static`` holds keys and values in buffers of the
-full length and writes the new token's in place (HF's StaticCache, gpt-fast, what serving does); ``cat`` builds a new
-cache per token with ``torch.cat`` (a copy of the whole cache each step, the same in eager and patched: at batch 16
-it is about half the step's GPU time). The variants run in alternating rounds, since a host's speed drifts over
-seconds and a decoding step is mostly host time; each line gives the medians and the median of the rounds' ratios.
+full length and writes the new token's in place (as HF's StaticCache and gpt-fast do; serving engines page it);
+``cat`` builds a new cache per token with ``torch.cat`` (a copy of the whole cache each step, the same in eager and
+patched: at batch 16 about half the step's GPU time). The variants run in alternating rounds, since a host's speed
+drifts over seconds and a decoding step is mostly host time; each line gives the medians and the median of the
+rounds' ratios.
 ``--graphs`` also times eager and patched decoding captured in CUDA graphs (no host time: the kernels alone).
 
 The norms use eps 1e-6, the eps autotune's RMSNorm kernel is built with (Llama's own 1e-5 would be left to torch by
