@@ -1,7 +1,8 @@
-"""GEMM of 64 to 256 rows (issue 19's 127×4096², a serving batch's projections): the rule default against
-wgmma_skinny's 128-row tiles (the weight streamed once per 128 rows, K split over a cluster) and its 64-row ones,
-validated and timed by autotune's GPU worker (L2 flushed), against cuBLAS through torch in the same process
-(``x @ w`` for gemm, B stored K×N; ``F.linear`` for gemm_nt).
+"""GEMM of one row (dX at decoding, where gemv runs at 0.56-0.90x) and of 64 to 256 rows (issue 19's 127×4096², a
+serving batch's projections): the rule default against wgmma_skinny's 8-row tiles (one row), its 128-row tiles (the
+weight streamed once per 128 rows, K split over a cluster) and its 64-row ones, validated and timed by autotune's GPU
+worker (L2 flushed), against cuBLAS through torch in the same process (``x @ w`` for gemm, B stored K×N;
+``F.linear`` for gemm_nt).
 
     python rows_probe.py [--reps 20]
 """
@@ -15,9 +16,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
 from _timing import interleaved_medians  # noqa: E402
 
-CASES = [("gemm", 127, 4096, 4096), ("gemm_nt", 64, 4096, 4096), ("gemm_nt", 128, 4096, 4096),
-         ("gemm_nt", 200, 4096, 4096), ("gemm_nt", 256, 4096, 4096), ("gemm_nt", 128, 4096, 14336),
-         ("gemm_nt", 128, 28672, 4096)]
+CASES = [("gemm", 1, 4096, 4096), ("gemm", 1, 4096, 14336), ("gemm", 127, 4096, 4096), ("gemm_nt", 64, 4096, 4096),
+         ("gemm_nt", 128, 4096, 4096), ("gemm_nt", 200, 4096, 4096), ("gemm_nt", 256, 4096, 4096),
+         ("gemm_nt", 128, 4096, 14336), ("gemm_nt", 128, 28672, 4096)]
 VARIANTS = {
     f"bm{bm} bn{bn} wg{wg} s{stages} split{split}": {"BM": bm, "BN": bn, "WG": wg, "STAGES": stages,
                                                      "SPLIT_K": split}
@@ -25,6 +26,9 @@ VARIANTS = {
                                       (128, 128, 1, 5, 2), (128, 128, 2, 5, 2), (128, 256, 2, 2, 2), (64, 64, 1, 8, 2),
                                       (64, 128, 1, 6, 2), (128, 64, 1, 3, 2))
 }
+# One row (dX of a decoding step, the gemm layout: B stored K×N), where the rule runs gemv today: 8-row tiles.
+ONE_ROW = {f"bm8 bn{bn} s{stages} split{split}": {"BM": 8, "BN": bn, "WG": 1, "STAGES": stages, "SPLIT_K": split}
+           for bn, stages, split in ((64, 8, 1), (64, 8, 2), (128, 6, 1), (128, 6, 2), (64, 6, 4))}
 
 
 def main() -> None:
@@ -61,7 +65,8 @@ def main() -> None:
               f"({tflops / torch_ms:.0f} TFLOP/s)", flush=True)  # fmt: skip
         rule = space.rule_default(shape, device)
         base = {ALGO: "wgmma_skinny", **space.algos["wgmma_skinny"].default_config}
-        configs = {"rule default": rule, **{name: {**base, **v} for name, v in VARIANTS.items()}}
+        variants = ONE_ROW if m == 1 else VARIANTS
+        configs = {"rule default": rule, **{name: {**base, **v} for name, v in variants.items()}}
         configs = {name: c for name, c in configs.items() if not space.violations(c, shape, device)}
         with GpuEvaluator(space, shape, seed=0, min_time_ms=50.0, max_reps=args.reps) as evaluator:
             results = {name: f.result() for name, f in {n: evaluator.submit(c) for n, c in configs.items()}.items()}
