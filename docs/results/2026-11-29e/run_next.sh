@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # For the next session's first calls (written 2026-11-29e, not yet run). This session's device time was spent before
 # two changes landed: wgmma_skinny's 128-row tiles and fa3 backward's DQ_MODE (dQ by TMA reduce-adds).
-#   bash run_next.sh 1   their GPU tests, then 64-256 rows against cuBLAS (rows_probe.py) (~450 s)
+#   bash run_next.sh 1   their GPU tests, then one row and 64-256 rows against cuBLAS (rows_probe.py) (~450 s)
 #   bash run_next.sh 2   the backward's dQ modes against SDPA's fastest backward (bwd_probe.py) (~250 s)
 #   bash run_next.sh 3   issue 22's protocol on the Llama block: record, search 24 trials per problem, the example on
 #                        the tuned database (static and cat caches, CUDA graphs, torch.compile of both) (~450 s)
