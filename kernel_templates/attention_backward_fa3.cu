@@ -198,6 +198,23 @@ __device__ __forceinline__ void store_ds(uint32_t panel, const uint32_t (&ds)[BM
   }
 }
 
+// Issues one wgmma group: acc (the m64n64 piece of dQ at rows 64·mr, columns 64·nc) = dS · K over KEY_PANELS panels
+// of 64 keys: dS from the panels at `ds` (DS_PANEL apart, query rows, K-major), K from `k` (key rows of each
+// 64-column panel, KV_PANEL apart).
+template <int KEY_PANELS>
+__device__ __forceinline__ void dq_piece_mma(float (&acc)[32], uint32_t ds, uint32_t k, int mr, int nc) {
+#pragma unroll
+  for (int i = 0; i < 32; ++i) acc[i] = 0.f;
+  const uint64_t db = sw128_desc(k + nc * KV_PANEL, KV_PANEL, 1024);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 4 * KEY_PANELS; ++kk) {
+    const uint64_t da = sw128_desc(ds + (kk / 4) * DS_PANEL + mr * 64 * 128, 16, 1024);
+    wgmma_m64k16<64>(acc, da + ((32 * (kk % 4)) >> 4), db + ((2048 * kk) >> 4));
+  }
+  wgmma_commit();
+}
+
 // This warpgroup's share of dQ for the m_block at q0: dS (BM queries × its 64 keys, panel ds_w) · K (its 64 keys ×
 // HEAD_DIM, from k_w), m64n64 pieces each added into the row-major fp32 accumulator of the head by float2 atomics.
 // Returns with every wgmma of this warpgroup retired.
@@ -208,14 +225,7 @@ __device__ __forceinline__ void add_dq(float* __restrict__ dq_head, uint32_t ds_
 #pragma unroll
     for (int nc = 0; nc < PANELS; ++nc) {
       float acc[32];
-#pragma unroll
-      for (int i = 0; i < 32; ++i) acc[i] = 0.f;
-      const uint64_t da = sw128_desc(ds_w + mr * 64 * 128, 16, 1024);
-      const uint64_t db = sw128_desc(k_w + nc * KV_PANEL, KV_PANEL, 1024);
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk) wgmma_m64k16<64>(acc, da + ((32 * kk) >> 4), db + ((2048 * kk) >> 4));
-      wgmma_commit();
+      dq_piece_mma<1>(acc, ds_w, k_w, mr, nc);
       wgmma_wait<0>();
       fence_regs(acc);
 #pragma unroll
@@ -243,16 +253,7 @@ __device__ __forceinline__ void dq_piece_bulk(const TmaDesc* tmap_dq, uint32_t d
                                               int nc, int q0, int head, int bar, int warp, int g, int t) {
   const bool issuer = warp == 0 && g == 0 && t == 0;
   float acc[32];
-#pragma unroll
-  for (int i = 0; i < 32; ++i) acc[i] = 0.f;
-  const uint64_t db = sw128_desc(k + nc * KV_PANEL, KV_PANEL, 1024);
-  wgmma_fence();
-#pragma unroll
-  for (int kk = 0; kk < 4 * KEY_PANELS; ++kk) {
-    const uint64_t da = sw128_desc(ds + (kk / 4) * DS_PANEL + mr * 64 * 128, 16, 1024);
-    wgmma_m64k16<64>(acc, da + ((32 * (kk % 4)) >> 4), db + ((2048 * kk) >> 4));
-  }
-  wgmma_commit();
+  dq_piece_mma<KEY_PANELS>(acc, ds, k, mr, nc);
   if (issuer) bulk_wait<0, true>();  // the previous piece's reduce has read the buffer
   wgmma_wait<0>();
   fence_regs(acc);
