@@ -16,6 +16,7 @@ import pytest
 from autotune.spaces import ALGO, Launch, get_space
 from autotune.spaces.attention_backward_fa3 import (
     DEFAULTS,
+    TEMPLATE_DEFAULTS,
     HEAD_DIMS,
     MAX_TILE_REGISTERS,
 )
@@ -48,13 +49,19 @@ def default(space, d: int = 128, **change):
     return {ALGO: ALGORITHM, **space.algos[ALGORITHM].default_for(d), **change}
 
 
-def test_offered_for_half_types_and_the_default_stays_fa2(h200):
+def test_offered_for_half_types_and_the_rule_picks_fa3_on_hopper_where_it_fits(h200):
+    ada = dataclasses.replace(h200, name="NVIDIA L4", compute_capability=(8, 9), smem_per_block_optin=101376)
     for kernel, dtype in PROBLEMS:
         space = get_space(kernel, dtype=dtype)
         assert space.domain(ALGO) == ("fa2", "fa3")
         assert space.default_config[ALGO] == "fa2", "the space's first configuration runs on every GPU"
         for d in HEAD_DIMS:
-            assert space.rule_default((2, 8, 1024, 1024, d), h200)[ALGO] == "fa2", "fa3 is unproven on a GPU"
+            shape = (2, 8, 1024, 1024, d)
+            assert space.rule_default(shape, h200) == {ALGO: "fa3", **DEFAULTS[d]}
+            assert DEFAULTS[d]["DQ_MODE"] == 2, "dQ reduced over the block's keys: the measured fastest"
+            assert space.rule_default(shape, ada)[ALGO] == "fa2"
+        for unfit in [(2, 8, 1024, 1024, 96), (2, 8, 2, 1024, 1024, 128)]:  # head_dim 96; grouped heads
+            assert space.rule_default(unfit, h200)[ALGO] == "fa2", unfit
 
 
 def test_default_config_is_the_templates_defaults(space):
@@ -63,7 +70,7 @@ def test_default_config_is_the_templates_defaults(space):
     defaults = template_defaults("attention_backward_fa3.cu")
     assert rendered == {k: defaults[k] for k in rendered}
     assert set(defaults) == set(rendered), "every tunable macro of the template is a parameter"
-    assert space.algos[ALGORITHM].default_config == DEFAULTS[128]
+    assert space.algos[ALGORITHM].default_config == TEMPLATE_DEFAULTS
 
 
 @pytest.mark.parametrize("d", HEAD_DIMS)
@@ -71,7 +78,8 @@ def test_default_per_head_dim_is_valid_on_hopper_at_every_validation_case(space,
     config = default(space, d)
     for case in [(4, 16, 4096, 4096, d), *(s for s, _ in space.validation_cases((4, 16, 4096, 4096, d)))]:
         assert space.violations(config, case, h200) == [], case
-    assert space.violations(default(space, 128), (2, 3, 1000, 1000, d), h200) == [], "default_config: both dims"
+    template = {ALGO: ALGORITHM, **TEMPLATE_DEFAULTS}
+    assert space.violations(template, (2, 3, 1000, 1000, d), h200) == [], "default_config: both dims"
 
 
 def test_sm90a_code_is_rejected_off_compute_capability_9_0(space, h200):
@@ -137,7 +145,7 @@ def test_every_tile_fits_head_dim_64_and_head_dim_128_streams_64_rows(space, h20
 def test_launch_plan_tensor_maps_and_padded_workspaces(h200):
     space = fa3_space("attention_causal_backward", "bfloat16")
     shape = (2, 3, 1000, 1031, 64)
-    config = default(space, 64)  # BM 128
+    config = default(space, 64, DQ_MODE=0)  # BM 128, dQ by atomics: four tensor maps
     ws = space.workspace(config, shape)
     assert list(ws) == ["delta", "lse2", "dq_acc"]
     assert ws["delta"].shape == ws["lse2"].shape == (2, 3, 1024) and ws["dq_acc"].shape == (2, 3, 1000, 64)
@@ -170,10 +178,13 @@ def test_launch_plan_tensor_maps_and_padded_workspaces(h200):
     assert bulk.args[4] == TensorMap("dq_acc", "float32", dims=(64, 1000, 6), box=(32, 64, 1)), "after do"
     assert bulk.args[4].problems() == [] and bulk.args[5:10] == main.args[4:9]
     assert bulk.shared_bytes == main.shared_bytes + 2 * 64 * 64 * 4
+    block = space.launches({**config, "DQ_MODE": 2}, shape, h200)[1]  # two dS stages
+    assert block.args[4] == bulk.args[4] and block.shared_bytes == bulk.shared_bytes + 2 * 128 * 128
 
 
 def test_describe(space):
-    assert space.describe(default(space, 64, Q_STAGES=3)) == "fa3 BM=128 q3 do2 dq=atomic"
+    assert space.describe(default(space, 64, Q_STAGES=3, DQ_MODE=0)) == "fa3 BM=128 q3 do2 dq=atomic"
+    assert space.describe(default(space, 64)) == "fa3 BM=128 q2 do2 dq=bulk-block"
     assert space.describe(default(space, 128, DQ_MODE=1)) == "fa3 BM=64 q2 do2 dq=bulk"
     assert space.describe(default(space, 128, DQ_MODE=2)) == "fa3 BM=64 q2 do2 dq=bulk-block"
 

@@ -9,8 +9,9 @@ row statistics (what ``attention`` returns). Outputs: dq, dk, dv in the problem'
 family: ``attention_backward`` and ``attention_causal_backward``.
 
 Algorithms (``ALGO``): ``fa2`` (float16, bfloat16: FlashAttention-2's backward on mma.sync, see
-`autotune.spaces.attention_backward_fa2`; the default), ``fa3`` (sm_90a, head_dim 64 and 128, multi-head: a
-Hopper backward on TMA and wgmma, `autotune.spaces.attention_backward_fa3`; not yet measured on a GPU).
+`autotune.spaces.attention_backward_fa2`; the default off Hopper), ``fa3`` (sm_90a, head_dim 64 and 128,
+multi-head: a Hopper backward on TMA and wgmma, `autotune.spaces.attention_backward_fa3`; the rule default where
+it fits).
 
 Reference: float64 gradients from the very (rounded) inputs, with P recomputed from q and k rather than taken from
 o and lse: P = softmax(S), dV = Pᵀ·dO, dP = dO·Vᵀ, dS = P∘(dP − rowsum(dP∘P)), dQ = dS·K·scale, dK = dSᵀ·Q·scale.
@@ -104,10 +105,17 @@ class AttentionBackwardSpace(AttentionSpace):
         return 10.0 * b * h * sq * skv * d / (2 if self.causal else 1)
 
     def rule_default(self, shape: Shape, device: DeviceInfo) -> Config:
-        """The default configuration; with 16 query rows or fewer, tiles of 16 rows; where the default's shared
-        memory does not fit (e.g. 99 KiB on sm_86/89), smaller key blocks."""
+        """fa3 with its head_dim's default where it fits (Hopper, head_dim 64 or 128, multi-head, over 16 query
+        rows); else fa2's default, with 16 query rows or fewer in tiles of 16 rows (not fa3's 64 or 128), and
+        where its shared memory does not fit (e.g. 99 KiB on sm_86/89) with smaller key blocks."""
+        p = attention_dims(shape)
+        fa3 = self.algos["fa3"]
+        if p.sq > 16 and fa3.unfit(shape, device) is None:
+            config = {ALGO: "fa3", **fa3.default_for(p.d)}
+            if not self.violations(config, shape, device):
+                return config
         fa2 = {ALGO: "fa2", **self.algos["fa2"].default_config}
-        if attention_dims(shape).sq <= 16:
+        if p.sq <= 16:
             fa2["BR"] = 16
         for change in ({}, {"BC": 64, "WARPS": 4}, {"BC": 64, "WARPS": 4, "STAGES": 1}):
             config = {**fa2, **change}

@@ -1,7 +1,8 @@
 """FlashAttention-3 style backward for Hopper (template: kernel_templates/attention_backward_fa3.cu, sm_90a only),
-float16 and bfloat16, head_dim 64 and 128, multi-head attention. First version (v0 of
-docs/results/2026-11-26b/design_fa3_backward.md), about 0.58× cuDNN at 4K tokens when tuned (2026-11-26c), and
-never the family's default.
+float16 and bfloat16, head_dim 64 and 128, multi-head attention: the family's rule default on Hopper where it fits.
+With dQ by fp32 atomics (the first version, docs/results/2026-11-26b/design_fa3_backward.md) it ran at about 0.58×
+cuDNN at 4K tokens; with dQ reduced by the copy engine over the block's keys (``DQ_MODE`` 2, each head_dim's
+default) at 0.92–1.07× (H200, 2026-11-29f).
 
 Three launches, as fa2's atomic path: a prep pass (Δ = rowsum(dO∘O) and lse·log2(e) into fp32 workspaces padded
 to SQr = seq_q rounded up to BM, the fp32 dQ accumulator zeroed), the main kernel (a block of 384 threads per 128
@@ -47,9 +48,12 @@ PREP_ROWS = 32  # rows per block of attention_bwd_fa3_prep (8 threads a row)
 # template's static_assert. ptxas 13.0, sm_90a: 192 (head_dim 64 at BM 128, 128 at BM 64) compiles without spills
 # under the consumers' 240 registers; 256 (head_dim 128 at BM 128) spills about 1 KB.
 MAX_TILE_REGISTERS = 192
-# The default per head_dim (the design's tiles): 128 query rows at head_dim 64, 64 at head_dim 128.
-DEFAULTS = {64: {"BM": 128, "Q_STAGES": 2, "DO_STAGES": 2, "DQ_MODE": 0},
-            128: {"BM": 64, "Q_STAGES": 2, "DO_STAGES": 2, "DQ_MODE": 0}}
+# The default per head_dim (the design's tiles): 128 query rows at head_dim 64, 64 at head_dim 128, dQ reduced by
+# the copy engine over the block's keys (DQ_MODE 2: 1.4-1.8x the atomics of mode 0 on an H200, 2026-11-29f).
+DEFAULTS = {64: {"BM": 128, "Q_STAGES": 2, "DO_STAGES": 2, "DQ_MODE": 2},
+            128: {"BM": 64, "Q_STAGES": 2, "DO_STAGES": 2, "DQ_MODE": 2}}
+# The template's own defaults, valid at both head dims (DQ_MODE 2 ties BM to the head_dim).
+TEMPLATE_DEFAULTS = {"BM": 64, "Q_STAGES": 2, "DO_STAGES": 2, "DQ_MODE": 0}
 DQ_STAGE = 64 * 64 * 4  # DQ_MODE 1 and 2: a consumer's staged m64n64 fp32 piece of dQ
 
 
@@ -67,7 +71,7 @@ class Fa3AttentionBackward(Algorithm):
         Param("DQ_MODE", (0, 1, 2), "dQ added by fp32 atomics (0), or staged and added by TMA reduce-adds over each "
               "consumer's keys (1) or the block's (2)"),
     )
-    default_config = DEFAULTS[128]  # valid at both head dims; `default_for` gives each its own
+    default_config = TEMPLATE_DEFAULTS  # `default_for` gives each head_dim its own
 
     @staticmethod
     def default_for(head_dim: int) -> Config:
