@@ -81,8 +81,9 @@ def test_every_fa3_config_is_correct(kernel, dtype, d, device):
 @pytest.mark.parametrize("shape", [(2, 3, 77, 1031, 128), (1, 2, 1000, 1000, 64), (3, 1, 5, 4097, 128),
                                    (1, 4, 1031, 1031, 64)], ids=lambda s: "x".join(map(str, s)))  # fmt: skip
 def test_fa3_equals_fa2_on_the_same_inputs(kernel, dtype, shape, device, tmp_path):
-    """Uniform inputs and large logits: fa3 (default, another tile, and the default with each other dQ path) and fa2 (default) within the family's tolerance of float64, and fa3 within AGREEMENT of that
-    tolerance of fa2. Run three times: a break in the async-proxy ordering (dS written by stmatrix, read by wgmma;
+    """Uniform inputs and large logits: fa3 (default, another tile, and the default with each other dQ path) and
+    fa2 (default) within the family's tolerance of float64, and fa3 within AGREEMENT of that tolerance of fa2.
+    Run three times: a break in the async-proxy ordering (dS written by stmatrix, read by wgmma;
     dQ staged, read by the copy engine) or in mode 2's barrier shows as a dQ that is only sometimes wrong."""
     from autotune.spaces.attention import WIDE
     from autotune.spaces.base import UNIFORM

@@ -179,7 +179,8 @@ def test_rule_defaults_are_valid_everywhere(h200):
 def test_rule_default_stays_within_narrowed_domains(h200):
     narrow = get_space("gemm", {"ALGO": ["simt"], "SPLIT_K": [1]})
     config = narrow.rule_default((1, 4096, 4096), h200)
-    assert config["ALGO"] == "simt" and config["SPLIT_K"] == 1 and narrow.violations(config, (1, 4096, 4096), h200) == []
+    assert config["ALGO"] == "simt" and config["SPLIT_K"] == 1
+    assert narrow.violations(config, (1, 4096, 4096), h200) == []
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
@@ -188,9 +189,10 @@ def test_rule_default_stays_within_narrowed_domains(h200):
     [
         ((4096, 4096, 4096), "wgmma_tma", (128, 256)),  # many tiles: the largest
         ((1000, 1000, 1000), "wgmma_tma", (64, 128)),  # the largest tile still giving about one per SM
-        ((127, 4096, 4096), "wgmma_tma", (64, 64)),
+        ((127, 4096, 4096), "wgmma_skinny", (128, 64)),  # to 128 rows: the transposed product, split along K
+        ((200, 4096, 4096), "wgmma_tma", (64, 128)),
         ((16384, 128, 16384), "wgmma_tma_streamk", (128, 128)),  # long K over under a wave of tiles: stream-K
-        ((64, 4096, 4096), "wgmma_tma", (64, 128)),  # too few tiles: split along K (below)
+        ((64, 4096, 4096), "wgmma_skinny", (64, 64)),  # too few tiles: split along K (below)
         ((4096, 64, 4096), "wgmma_tma", (64, 64)),
         ((256, 256, 65536), "wgmma_tma", (128, 128)),  # 4 tiles, too few to share K among 132 SMs: split-K
         ((16, 4096, 4096), "wgmma_skinny", (16, 64)),  # few rows: the transposed product, split along K
@@ -204,7 +206,8 @@ def test_half_rule_defaults_use_tma_where_it_fits_and_split_k_where_tiles_are_fe
     space = get_space("gemm", dtype=dtype)
     config = space.rule_default(shape, h200)
     assert (config["ALGO"], (config["BM"], config["BN"])) == (algo, tile), config
-    if shape in ((64, 4096, 4096), (4096, 64, 4096), (256, 256, 65536), (16, 4096, 4096), (13, 1000, 2049)):
+    if shape in ((64, 4096, 4096), (127, 4096, 4096), (4096, 64, 4096), (256, 256, 65536), (16, 4096, 4096),
+                 (13, 1000, 2049)):
         m, n, _ = shape
         tiles = -(-m // config["BM"]) * -(-n // config["BN"])
         assert config["SPLIT_K"] > 1 and tiles * config["SPLIT_K"] >= 0.9 * h200.multiprocessors

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from autotune.errors import InvalidArgument
-from autotune.spaces import ALGO, Launch, TensorMap, get_space, kernel_names
+from autotune.spaces import ALGO, Launch, TensorMap, _gemm_rules, get_space, kernel_names
 from autotune.spaces.gemm_layouts import relabel
 from autotune.spaces.gemm_wgmma_tma import BK
 
@@ -314,13 +314,13 @@ def test_the_3xtf32_pre_pass_is_refused_past_the_grid_limit(family, tall, wide):
 
 @pytest.mark.parametrize("family", ["gemm_nt", "linear"])
 def test_few_rows_read_the_weight_as_stored_instead_of_copying_it(family):
-    """Decoding (a few rows): copying the weight would move it three times over. Up to 32 rows the rule takes
-    wgmma_skinny, which reads it as stored; beyond, a 64×128 TMA tile that does too, split along K. Where the copy
-    is small next to the product, gemm's rule stands."""
+    """Decoding (a few rows): copying the weight would move it three times over. Up to 128 rows the rule takes
+    wgmma_skinny, which reads it as stored; beyond, where gemm's rule would copy it, a 64×128 TMA tile that reads it
+    as stored too, split along K. Where the copy is small next to the product, gemm's rule stands."""
     space = get_space(family, dtype="bfloat16")
-    for shape in ((16, 4096, 14336), (2, 6144, 4096), (47, 4096, 4096)):
+    for shape in ((16, 4096, 14336), (2, 6144, 4096), (47, 4096, 4096), (137, 4096, 4096)):
         config = space.rule_default(shape, H200)
-        if shape[0] <= 32:
+        if shape[0] <= 128:
             assert config[ALGO] == "wgmma_skinny", shape
         else:
             assert (config[ALGO], config["BM"], config["BN"]) == ("wgmma_tma", 64, 128), shape
@@ -335,7 +335,7 @@ def test_few_rows_read_the_weight_as_stored_instead_of_copying_it(family):
                                                     ("gemm_tn", (4096, 1, 4096), (1, 4096, 4096))])  # fmt: skip
 def test_a_swapped_gemv_gets_the_rule_of_the_kernel_that_runs(family, shape, swapped):
     space, gemm = get_space(family, dtype="bfloat16"), get_space("gemm", dtype="bfloat16")
-    assert space.rule_default(shape, H200) == gemm.rule_default(swapped, H200)
+    assert space.rule_default(shape, H200) == _gemm_rules.gemv_rule(gemm, swapped, H200)
 
 
 @pytest.mark.parametrize("family", ["gemm_nt", "gemm_tn", "linear"])

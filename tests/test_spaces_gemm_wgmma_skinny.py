@@ -92,9 +92,9 @@ def test_constraints_name_the_problem(h200):
 
 
 @pytest.mark.parametrize("family", ["gemm", "gemm_nt", "linear", "linear_gelu"])
-def test_the_rule_takes_it_from_2_to_32_rows_and_splits_k_to_cover_the_sms(family, h200):
+def test_the_rule_takes_it_from_2_to_128_rows_and_splits_k_to_cover_the_sms(family, h200):
     space = get_space(family, dtype="bfloat16")
-    for m, bm in ((2, 8), (16, 16), (17, 32), (32, 32)):
+    for m, bm in ((2, 8), (16, 16), (17, 32), (32, 32), (33, 64), (64, 64), (65, 128), (127, 128), (128, 128)):
         config = space.rule_default((m, 4096, 4096), h200)
         assert config[ALGO] == ALGORITHM and config["BM"] == bm, (m, config)
         assert config["BN"] == 64 and config["SPLIT_K"] == 2, "64 tiles of 64 columns, two slices: one per SM"
@@ -105,8 +105,17 @@ def test_the_rule_takes_it_from_2_to_32_rows_and_splits_k_to_cover_the_sms(famil
     assert 2 * (ring + 2048) <= h200.smem_per_multiprocessor, "two blocks per SM: a ring that fits twice"
     swiglu = get_space("linear_swiglu", dtype="bfloat16").rule_default((16, 14336, 4096), h200)
     assert (swiglu[ALGO], swiglu["BN"], swiglu["SPLIT_K"], swiglu["STAGES"]) == (ALGORITHM, 64, 1, 6)
-    assert space.rule_default((64, 4096, 4096), h200)[ALGO] != ALGORITHM
+    tall = space.rule_default((128, 28672, 4096), h200)
+    assert (tall["BM"], tall["BN"], tall["SPLIT_K"]) == (128, 128, 1), "past three waves of 64 columns: 128"
+    assert space.rule_default((128, 14336, 4096), h200)["BN"] == 64
+    assert space.rule_default((129, 4096, 4096), h200)[ALGO] != ALGORITHM
     assert space.rule_default((16, 4096, 4090), h200)[ALGO] != ALGORITHM, "K not a multiple of 8: no TMA"
+    one = space.rule_default((1, 4096, 4096), h200)
+    if family == "gemm":  # B stored K×N: 8-row tiles in two slices, not gemv across B's rows
+        assert (one[ALGO], one["BM"], one["BN"], one["SPLIT_K"]) == (ALGORITHM, 8, 64, 2)
+    else:
+        assert one[ALGO] == "gemv"
+    assert get_space("linear_swiglu", dtype="bfloat16").rule_default((64, 14336, 4096), h200)[ALGO] != ALGORITHM
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")

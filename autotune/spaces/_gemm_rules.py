@@ -4,13 +4,15 @@ for a shape's class fits (`autotune.runtime.selection`), instead of a square sha
 Classes: the M bucket (1, ≤16, ≤64, ≤256, large) and the aspect (``col``: N = 1; ``narrow``: N ≤ 256;
 ``deep``: K at least 8× the larger of M and N; ``wide`` otherwise). Rules:
 
-* M = 1 or N = 1: the ``gemv`` algorithm, its K split until the grid holds a few blocks per SM;
+* M = 1 or N = 1: the ``gemv`` algorithm, its K split until the grid holds a few blocks per SM (but one row of
+  a B stored K×N: ``wgmma_skinny``, below);
 * fp32 on Hopper with more than 256 rows and columns: a ``wgmma_tf32x3`` tile that fills the GPU (split along K
   where the tiles are too few); beyond 64 rows otherwise, a ``tf32x3`` tile (mma.sync), split-K to fill;
 * fp32 otherwise: the SIMT tile whose height fits M (16, 32, 64 rows, else the template's 128×128), and
   split-K until the output tiles fill the GPU — without it a 16-row product runs on a quarter of the SMs;
-* half precision on Hopper with 2 to 32 rows, where TMA can stride the rows: the transposed product of
-  ``wgmma_skinny``, K split over a cluster until the blocks cover the SMs once;
+* half precision on Hopper with 2 to 128 rows (and one row where B is stored K×N, which gemv reads across its
+  rows), where TMA can stride the rows: the transposed product of ``wgmma_skinny``, K split over a cluster until
+  the blocks cover the SMs once;
 * half precision on Hopper, where TMA can stride the rows (N, K multiples of 8): for K ≥ 8192 over about one
   wave of 128×128 tiles, those tiles in ping-pong under stream-K (``wgmma_tma_streamk``); for K ≤ 3072, ping-pong tiles
   (128×192, else 128×128) where they fill the GPU; otherwise the largest ``wgmma_tma`` tile whose tiles fill
@@ -341,7 +343,12 @@ def mma_rule(space: "KernelSpace", shape: Shape, device: DeviceInfo) -> Config |
 # in four slices (the same number of blocks) ran 0.83-0.88x and two blocks per SM (split 8) 0.87-0.90x: fewer
 # slices keep each block's stream of a weight row longer and the cluster's sum smaller. linear_swiglu's gate and up
 # rows, 224 tiles of 64 at 14336 columns, run unsplit: 1.18x torch's product, silu and multiply.
-SKINNY_MAX_M = 32
+# 2026-11-29f (call 1, rows_probe.py): 64-row tiles at 64 rows ran 0.97x cuBLAS where the TMA rule's 64x128 tiles
+# ran 0.83x; 128-row tiles at 127-128 rows 0.87-1.00x (two slices; the TMA rule 0.76-0.84x); past about three
+# waves of 64-column tiles (28672 columns) 128-column ones, unsplit, 0.96x against 0.85x; at 200 and 256 rows the
+# TMA rule's tiles were faster. One row with B stored K×N: 8-row tiles in two slices 1.00-1.05x, gemv 0.64-0.72x.
+SKINNY_MAX_M = 128
+SKINNY_WIDE_WAVES = 3  # 128-row tiles: 128 columns where 64-column tiles would take this many waves of the SMs
 SKINNY_TILE = {"BN": 64, "WG": 1}
 SKINNY_BLOCK_RESERVE = 2048  # shared bytes an SM keeps per block (1 KB) and the ring's alignment slack
 
@@ -359,15 +366,17 @@ def skinny_splits(space: "KernelSpace", algo: str, blocks: int, k: int, device: 
 
 
 def skinny_rule(space: "KernelSpace", shape: Shape, device: DeviceInfo, name: str = "wgmma_skinny",
-                min_rows: int = 2) -> Config | None:
-    """``name`` (a `WgmmaSkinnyGemm`) for ``min_rows`` to SKINNY_MAX_M rows (one row is gemv's, where the family
-    has it)."""
+                min_rows: int = 2, max_rows: int = SKINNY_MAX_M) -> Config | None:
+    """``name`` (a `WgmmaSkinnyGemm`) for ``min_rows`` to ``max_rows`` rows (one row is gemv's, where the family
+    has it and reads B along its rows)."""
     config = _defaults(space, name)
     m, n, k = shape
-    if config is None or not min_rows <= m <= SKINNY_MAX_M or space.algos[name].unfit(shape, device):
+    if config is None or not min_rows <= m <= max_rows or space.algos[name].unfit(shape, device):
         return None
-    bm = next(b for b in (8, 16, 32) if m <= b)
+    bm = next(b for b in (8, 16, 32, 64, 128) if m <= b)
     config.update(SKINNY_TILE, BM=bm)
+    if bm == 128 and ceil_div(n, config["BN"]) >= SKINNY_WIDE_WAVES * device.multiprocessors:
+        config["BN"] = 128
     tiles = ceil_div(n, config["BN"])
     config["SPLIT_K"] = skinny_splits(space, name, tiles, k, device)
     per_sm = min(2, ceil_div(tiles * config["SPLIT_K"], device.multiprocessors))  # resident at once
@@ -382,6 +391,11 @@ def rule_default(space: "KernelSpace", shape: Shape, device: DeviceInfo) -> Conf
     """The configuration the rules pick for ``shape``; where no rule applies, the default configuration of the
     first algorithm (in the family's order of preference) that can run it."""
     m, n, _ = shape
+    skinny = space.algos.get("wgmma_skinny")
+    if m == 1 and skinny is not None and not skinny.K_MAJOR_B:  # B stored K×N: gemv would read across its rows
+        config = skinny_rule(space, shape, device, min_rows=1)
+        if config is not None:
+            return config
     if m == 1 or n == 1:
         config = gemv_rule(space, shape, device)
         if config is not None:

@@ -1,12 +1,12 @@
 """Attention backward: dQ, dK, dV of O = softmax(Q·Kᵀ·scale [+ causal mask])·V from dO and the forward's O and LSE.
 
-The problem is the forward's (`autotune.spaces.attention`): layout (batch, heads, seq, head_dim), contiguous;
-q (B, H, SQ, D), k and v (B, HKV, SKV, D) (grouped-query attention where HKV < H: query head h reads kv head
-h // (H / HKV), and dK, dV of a kv head sum over its group's query heads); scale = 1/√D; the causal mask aligned bottom-right (query i sees key j
-iff j ≤ i + SKV − SQ; SQ > SKV refused); head_dim 32, 64, 96 or 128, compiled in and never crossed by the
-dispatcher. Inputs: q, k, v, o and do in the problem's dtype, lse (B, H, SQ) in float32, the forward's natural-log
-row statistics (what ``attention`` returns). Outputs: dq, dk, dv in the problem's dtype, of q's, k's and v's shapes. Two kernel names, one
-family: ``attention_backward`` and ``attention_causal_backward``.
+The problem is the forward's (`autotune.spaces.attention`): layout (batch, heads, seq, head_dim), contiguous; q (B,
+H, SQ, D), k and v (B, HKV, SKV, D) (grouped-query attention where HKV < H: query head h reads kv head h // (H /
+HKV), and dK, dV of a kv head sum over its group's query heads); scale = 1/√D; the causal mask aligned bottom-right
+(query i sees key j iff j ≤ i + SKV − SQ; SQ > SKV refused); head_dim 32, 64, 96 or 128, compiled in and never
+crossed by the dispatcher. Inputs: q, k, v, o and do in the problem's dtype, lse (B, H, SQ) in float32, the forward's
+natural-log row statistics (what ``attention`` returns). Outputs: dq, dk, dv in the problem's dtype, of q's, k's and
+v's shapes. Two kernel names, one family: ``attention_backward`` and ``attention_causal_backward``.
 
 Algorithms (``ALGO``): ``fa2`` (float16, bfloat16: FlashAttention-2's backward on mma.sync, see
 `autotune.spaces.attention_backward_fa2`; the default off Hopper), ``fa3`` (sm_90a, head_dim 64 and 128,

@@ -37,6 +37,9 @@ from autotune.spaces.gemm import HALF_TOLERANCE, matrix_operands
 from autotune.spaces.gemm_wgmma_skinny import WgmmaSkinnyGemm
 from autotune.spaces.gemm_wgmma_tma import BK, WgmmaTmaGemm
 
+# The rule's skinny tiles up to 32 rows, where they were measured against torch (2026-11-29d); gemm's go to 128.
+SKINNY_MAX_ROWS = 32
+
 
 class SwigluTma(WgmmaTmaGemm):
     """``wgmma_tma`` with B stored 2N×K = [gate; up] and the SwiGLU epilogue: tiles of BN/2 output columns."""
@@ -141,7 +144,7 @@ class LinearSwigluSpace(KernelSpace):
         Otherwise cooperative 128×256 tiles (128 columns of C each) for more than 64 rows, a 64-row tile of one
         consumer below that; K is split where the tiles are fewer than the SMs, into the fewest slices that give
         every SM one, each at least `MIN_K_PER_SPLIT` long."""
-        skinny = _gemm_rules.skinny_rule(self, shape, device, "wgmma_skinny", min_rows=1)
+        skinny = _gemm_rules.skinny_rule(self, shape, device, "wgmma_skinny", min_rows=1, max_rows=SKINNY_MAX_ROWS)
         if skinny is not None:
             return skinny
         algo = self.algos["wgmma_tma"]
