@@ -75,14 +75,19 @@ def test_other_classes_run_their_rule_default_correctly(gemm, shape, algo):
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-@pytest.mark.parametrize("shape", [(1, 4096, 4096), (4096, 1, 4096), (1, 333, 4099)], ids=lambda s: "x".join(map(str, s)))
-def test_half_precision_rows_and_columns_run_gemv(gemm, dtype, shape):
+@pytest.mark.parametrize(
+    "shape, algo",
+    [((1, 4096, 4096), "wgmma_skinny"),  # one row of a B stored K×N: 8-row tiles read B's rows as stored
+     ((4096, 1, 4096), "gemv"), ((1, 333, 4099), "gemv")],  # a column; K no multiple of 8 (no TMA)  # fmt: skip
+    ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else v,
+)
+def test_half_precision_rows_and_columns_run_the_vector_rules(gemm, dtype, shape, algo):
     torch = pytest.importorskip("torch")
     m, n, k = shape
     gen = torch.Generator(device="cuda").manual_seed(k)
     a = (torch.rand(m, k, device="cuda", generator=gen) * 2 - 1).to(getattr(torch, dtype))
     b = (torch.rand(k, n, device="cuda", generator=gen) * 2 - 1).to(getattr(torch, dtype))
-    assert gemm.choice(shape, dtype).config["ALGO"] == "gemv"
+    assert gemm.choice(shape, dtype).config["ALGO"] == algo
     c = gemm(a, b)
     assert c.dtype == a.dtype and c.shape == (m, n)
     ref = a.double() @ b.double()
@@ -93,14 +98,15 @@ def test_half_precision_rows_and_columns_run_gemv(gemm, dtype, shape):
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize(
     "shape, algo",
-    [((1000, 1000, 1000), "wgmma_tma"), ((127, 4096, 4096), "wgmma_tma"), ((16384, 128, 4096), "wgmma_tma"),
+    [((1000, 1000, 1000), "wgmma_tma"), ((127, 4096, 4096), "wgmma_skinny"), ((16384, 128, 4096), "wgmma_tma"),
+     ((200, 4096, 4096), "wgmma_tma"), ((128, 28672, 4096), "wgmma_skinny"),
      ((256, 256, 16384), "wgmma_tma"), ((4000, 64, 4000), "wgmma_tma"),  # split along K
      ((16, 4096, 4096), "wgmma_skinny"), ((13, 1000, 2049), "mma"), ((333, 264, 104), "mma")],  # fmt: skip
     ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else v,
 )
 def test_half_precision_rule_defaults_are_correct(gemm, dtype, shape, algo):
     """Half precision with nothing tuned for it: TMA tiles where they fill the GPU (on Hopper), split along K where
-    they are too few, the transposed few-row product at 2 to 32 rows (on Hopper), mma tiles where rows are too few
+    they are too few, the transposed few-row product at 2 to 128 rows (on Hopper), mma tiles where rows are too few
     for TMA or cannot be strided by it."""
     torch = pytest.importorskip("torch")
     from autotune.device import query_device
