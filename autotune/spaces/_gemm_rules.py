@@ -335,7 +335,7 @@ def mma_rule(space: "KernelSpace", shape: Shape, device: DeviceInfo) -> Config |
     return config if _valid(space, config, shape, device) else None
 
 
-# Few rows (decoding, 2 to 32 rows of A) in half precision on Hopper: the transposed product (`wgmma_skinny`), its
+# Few rows (decoding and small batches, 2 to 128 rows of A) in half precision on Hopper: the transposed product (`wgmma_skinny`), its
 # BM the smallest wgmma N that holds M, 64 columns per tile on one consumer, and K split over a cluster until the
 # blocks cover the SMs once, with as deep a ring as the blocks an SM then holds leave room for. On the H200
 # (docs/results/2026-11-29d, calls 2-3, 16 rows, against cuBLAS through F.linear): 64-column tiles in two slices ran
