@@ -246,6 +246,10 @@ def test_short_k_takes_ping_pong_tiles_that_fill_the_gpu(h200, kernel, tile, sha
     few = space.rule_default((1000, 1000, 1000), h200)  # 48 such tiles on 132 SMs
     assert (few["PINGPONG"], few["BM"], few["BN"]) == (0, 64, 128)
     assert space.rule_default((4096, 4096, 4096), h200)["PINGPONG"] == 0  # longer K: cooperative, as measured
+    for square in ((2048, 2048, 2048), (2000, 2000, 2000), (2048, 2048, 768)):  # 128 tiles of 128×256: one wave
+        one = space.rule_default(square, h200)
+        assert (one["ALGO"], one["PINGPONG"], one["BM"], one["BN"], one["SPLIT_K"]) == ("wgmma_tma", 0, 128, 256, 1)
+        assert space.violations(one, square, h200) == []
 
 
 def test_a_stale_row_with_unchanged_machine_code_is_used(space, h200):

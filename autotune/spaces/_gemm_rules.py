@@ -14,8 +14,9 @@ Classes: the M bucket (1, ≤16, ≤64, ≤256, large) and the aspect (``col``: 
   rows), where TMA can stride the rows: the transposed product of ``wgmma_skinny``, K split over a cluster until
   the blocks cover the SMs once;
 * half precision on Hopper, where TMA can stride the rows (N, K multiples of 8): for K ≥ 8192 over about one
-  wave of 128×128 tiles, those tiles in ping-pong under stream-K (``wgmma_tma_streamk``); for K ≤ 3072, ping-pong tiles
-  (128×192, else 128×128) where they fill the GPU; otherwise the largest ``wgmma_tma`` tile whose tiles fill
+  wave of 128×128 tiles, those tiles in ping-pong under stream-K (``wgmma_tma_streamk``); for K ≤ 3072, the
+  cooperative 128×256 tile where its tiles make one nearly full wave, else ping-pong tiles (128×192, else 128×128)
+  where they fill the GPU; otherwise the largest ``wgmma_tma`` tile whose tiles fill
   the GPU (about one per SM) while wasting at most a quarter of their area on the edges; where none does, the
   largest such tile split along K until the slices fill it;
 * half precision on Hopper where N or K is not a multiple of 8, with more than 256 rows, columns and K: the same
@@ -260,6 +261,18 @@ SHORT_K_TILES = ((128, 192, 2, 5), (128, 128, 2, 6))
 SHORT_K_SCHEDULE = {"PINGPONG": 1, "GROUP_M": 16}
 
 
+# ... except where the largest cooperative tile makes one nearly full wave (outputs of about 2000×2000 on 132 SMs):
+# each SM then runs one tile's main loop of K/64 k-tiles, where ping-pong's 128×128 tiles make two. On an H200
+# (2026-11-29f, call 7, align_probe.py) cooperative 128×256 ran 0.92× cuBLAS at 2000³ against ping-pong 128×128's
+# 0.71×, and 0.97× against 0.92× at 2000×2048×2048; at 2048³ 0.99× against 0.93–0.97× (2026-11-28, calls 3 and 8).
+def _one_wave_tma(space: "KernelSpace", name: str, shape: Shape, device: DeviceInfo) -> Config | None:
+    bm, bn = TMA_TILES[0][:2]
+    tiles = ceil_div(shape[0], bm) * ceil_div(shape[1], bn)
+    if not TMA_FILL * device.multiprocessors <= tiles <= device.multiprocessors:
+        return None
+    return _tma_tile_rule(space, name, TMA_TILES[:1], shape, device, split=False)
+
+
 def tma_rule(space: "KernelSpace", shape: Shape, device: DeviceInfo, name: str = "wgmma_tma") -> Config | None:
     """Half precision on Hopper: for a long K over a small output, stream-K on 128×128 ping-pong tiles (see
     LONG_K); for a short K, ping-pong tiles that fill the GPU (SHORT_K); otherwise the largest tile of TMA
@@ -268,6 +281,9 @@ def tma_rule(space: "KernelSpace", shape: Shape, device: DeviceInfo, name: str =
     if long_k is not None:
         return long_k
     if shape[2] <= SHORT_K:
+        one_wave = _one_wave_tma(space, name, shape, device)
+        if one_wave is not None:
+            return one_wave
         short_k = _tma_tile_rule(space, name, SHORT_K_TILES, shape, device, SHORT_K_SCHEDULE, split=False)
         if short_k is not None:
             return short_k
@@ -335,18 +351,19 @@ def mma_rule(space: "KernelSpace", shape: Shape, device: DeviceInfo) -> Config |
     return config if _valid(space, config, shape, device) else None
 
 
-# Few rows (decoding and small batches, 2 to 128 rows of A) in half precision on Hopper: the transposed product (`wgmma_skinny`), its
-# BM the smallest wgmma N that holds M, 64 columns per tile on one consumer, and K split over a cluster until the
-# blocks cover the SMs once, with as deep a ring as the blocks an SM then holds leave room for. On the H200
-# (docs/results/2026-11-29d, calls 2-3, 16 rows, against cuBLAS through F.linear): 64-column tiles in two slices ran
-# 1.00-1.06x at Llama's 4096- and 6144-column projections and 1.01x at its down projection, where 128-column tiles
-# in four slices (the same number of blocks) ran 0.83-0.88x and two blocks per SM (split 8) 0.87-0.90x: fewer
-# slices keep each block's stream of a weight row longer and the cluster's sum smaller. linear_swiglu's gate and up
-# rows, 224 tiles of 64 at 14336 columns, run unsplit: 1.18x torch's product, silu and multiply.
-# 2026-11-29f (call 1, rows_probe.py): 64-row tiles at 64 rows ran 0.97x cuBLAS where the TMA rule's 64x128 tiles
-# ran 0.83x; 128-row tiles at 127-128 rows 0.87-1.00x (two slices; the TMA rule 0.76-0.84x); past about three
-# waves of 64-column tiles (28672 columns) 128-column ones, unsplit, 0.96x against 0.85x; at 200 and 256 rows the
-# TMA rule's tiles were faster. One row with B stored K×N: 8-row tiles in two slices 1.00-1.05x, gemv 0.64-0.72x.
+# Few rows (decoding and small batches, 2 to 128 rows of A) in half precision on Hopper: the transposed product
+# (`wgmma_skinny`), its BM the smallest wgmma N that holds M, 64 columns per tile on one consumer (128 past three
+# waves at 128 rows), and K split over a cluster until the blocks cover the SMs once, with as deep a ring as the
+# blocks an SM then holds leave room for. On the H200 (docs/results/2026-11-29d, calls 2-3, 16 rows, against cuBLAS
+# through F.linear): 64-column tiles in two slices ran 1.00-1.06x at Llama's 4096- and 6144-column projections and
+# 1.01x at its down projection, where 128-column tiles in four slices (the same number of blocks) ran 0.83-0.88x and
+# two blocks per SM (split 8) 0.87-0.90x: fewer slices keep each block's stream of a weight row longer and the
+# cluster's sum smaller. linear_swiglu's gate and up rows, 224 tiles of 64 at 14336 columns, run unsplit: 1.18x
+# torch's product, silu and multiply. 2026-11-29f (call 1, rows_probe.py): 64-row tiles at 64 rows ran 0.97x cuBLAS
+# where the TMA rule's 64x128 tiles ran 0.83x; 128-row tiles at 127-128 rows 0.87-1.00x (two slices; the TMA rule
+# 0.76-0.84x); past about three waves of 64-column tiles (28672 columns) 128-column ones, unsplit, 0.96x against
+# 0.85x; at 200 and 256 rows the TMA rule's tiles were faster. One row with B stored K×N: 8-row tiles in two slices
+# 1.00-1.05x, gemv 0.64-0.72x.
 SKINNY_MAX_M = 128
 SKINNY_WIDE_WAVES = 3  # 128-row tiles: 128 columns where 64-column tiles would take this many waves of the SMs
 SKINNY_TILE = {"BN": 64, "WG": 1}
