@@ -263,9 +263,13 @@ SHORT_K_SCHEDULE = {"PINGPONG": 1, "GROUP_M": 16}
 
 # ... except where the largest cooperative tile makes one nearly full wave (outputs of about 2000×2000 on 132 SMs):
 # each SM then runs one tile's main loop of K/64 k-tiles, where ping-pong's 128×128 tiles make two. On an H200
-# (2026-11-29f, call 7, align_probe.py) cooperative 128×256 ran 0.92× cuBLAS at 2000³ against ping-pong 128×128's
-# 0.71×, and 0.97× against 0.92× at 2000×2048×2048; at 2048³ 0.99× against 0.93–0.97× (2026-11-28, calls 3 and 8).
+# (2026-11-29f, calls 7-8, align_probe.py, wave_probe.py) cooperative 128×256 ran 0.91× cuBLAS at 2000³ against
+# ping-pong 128×128's 0.70×, and 0.98× against 0.96-0.99× at 2048² × K 768-3072 and 1536×2816×2048. With linear's
+# bias in the epilogue ping-pong stays ahead (0.96-0.97× against 0.90-0.94× at 2048² × 768 and 2048): not taken there.
 def _one_wave_tma(space: "KernelSpace", name: str, shape: Shape, device: DeviceInfo) -> Config | None:
+    layout = getattr(space.algos[name], "layout", None)
+    if layout is not None and layout.bias:
+        return None
     bm, bn = TMA_TILES[0][:2]
     tiles = ceil_div(shape[0], bm) * ceil_div(shape[1], bn)
     if not TMA_FILL * device.multiprocessors <= tiles <= device.multiprocessors:
