@@ -326,6 +326,34 @@ def test_attention_gradient_of_a_transposed_output_and_partial_needs(att):
     assert rel(v.grad, leaves[2].grad) <= GRAD_TOLERANCE["float16"]
 
 
+@pytest.mark.parametrize("kernel", ATTENTION)
+def test_half_attention_trains_through_a_cpp_node(att, kernel):
+    """Where the C++ launcher is loaded, a training call of half-precision attention records its C++ autograd node
+    (no Python per call, as linear's), whose gradients are the Python formula's; float32 keeps the Python node,
+    which refuses its backward by name (below)."""
+    from autotune.runtime import torch_native as native
+
+    assert native.module() is not None, native.unavailable_reason()
+    op = getattr(torch.ops.autotune, kernel)
+    q = cuda(1, 4, 77, 64, seed=0).half()
+    k, v = (cuda(1, 2, 77, 64, seed=i).half() for i in (1, 2))  # grouped: 4 query heads over 2 kv heads
+    do = cuda(1, 4, 77, 64, seed=9).half()
+    from autotune.torch.autograd import BACKWARDS
+
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    o = op(*leaves)[0]
+    assert "NativeGrad" in o.grad_fn.name(), o.grad_fn.name()
+    o.backward(do)
+    ctx = type("Ctx", (), {"needs_input_grad": (True, True, True)})()  # the Python formula on the same tensors
+    with torch.no_grad():
+        ctx.saved_tensors = (q, k, v, *op(q, k, v))  # q, k, v, o, lse
+        python = BACKWARDS[kernel][0](ctx, do, None)
+    for leaf, expected in zip(leaves, python):  # the same kernel; dQ's fp32 atomics may add in another order
+        assert leaf.grad.shape == expected.shape and rel(leaf.grad, expected) < 1e-3
+    fp32 = [t.float().requires_grad_() for t in (q, k, v)]
+    assert "NativeGrad" not in op(*fp32)[0].grad_fn.name()
+
+
 def test_attention_in_float32_runs_forward_but_has_no_backward(att):
     from autotune.spaces.attention import O_TOLERANCE
 

@@ -3,8 +3,10 @@
 // Python, for the other operators and where the launcher is not loaded). Linear's two products are the other
 // layouts (dA = gemm(dC, B), dB = gemm_tn(dC, A)) and dbias = dC summed over rows (bias_grad: fp32 accumulation);
 // linear_gelu's takes dpre and dbias from gelu_bias_grad first; layernorm's is layernorm_backward with the saved
-// mean and rstd. Each GEMM's two gradients are the other layouts' products. A two-input GEMM's third slot is an empty optional, which autograd does not take
-// for a variable (an undefined tensor there failed: its VariableInfo asks for its device, 2026-11-28c call 9).
+// mean and rstd; attention's (and attention_causal's) is its backward kernel on the saved q, k, v, o and lse. Each
+// GEMM's two gradients are the other layouts' products. A two-input GEMM's third slot is an empty optional, which
+// autograd does not take for a variable (an undefined tensor there failed: its VariableInfo asks for its device,
+// 2026-11-28c call 9).
 #pragma once
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/csrc/autograd/custom_function.h>
@@ -16,7 +18,10 @@
 namespace autotune_native {
 
 // The values of autotune.runtime.torch_native.NATIVE_FORMULAS.
-enum Formula { NO_FORMULA = 0, LINEAR = 1, LAYERNORM = 2, GEMM = 3, GEMM_NT = 4, GEMM_TN = 5, LINEAR_GELU = 6 };
+enum Formula {
+  NO_FORMULA = 0, LINEAR = 1, LAYERNORM = 2, GEMM = 3, GEMM_NT = 4, GEMM_TN = 5, LINEAR_GELU = 6, ATTENTION = 7,
+  ATTENTION_CAUSAL = 8
+};
 
 using OneTensor = at::Tensor(const at::Tensor&);
 using TwoTensors = at::Tensor(const at::Tensor&, const at::Tensor&);
@@ -24,6 +29,17 @@ using TwoToTwo = std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at:
 using NormBackward = std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&,
                                                                     const at::Tensor&, const at::Tensor&,
                                                                     const at::Tensor&);
+using AttentionBackward = std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&,
+                                                                         const at::Tensor&, const at::Tensor&,
+                                                                         const at::Tensor&, const at::Tensor&);
+
+inline bool is_attention(int64_t formula) { return formula == ATTENTION || formula == ATTENTION_CAUSAL; }
+
+// Whether a call with first input t0 records a C++ node: float32 attention has no backward kernel, and Python's
+// formula raises WrongDtype at its backward, naming the forward the user called.
+inline bool native_backward(int64_t formula, const at::Tensor& t0) {
+  return formula != NO_FORMULA && !(is_attention(formula) && t0.scalar_type() == at::kFloat);
+}
 
 // An operator's typed handle, looked up once per process (the backward runs on every training step).
 template <class Signature>
@@ -71,6 +87,10 @@ struct NativeGrad : public torch::autograd::Function<NativeGrad> {
       ctx->save_for_backward({t0, t1, outs[1], outs[2]});
       ctx->mark_non_differentiable({outs[1], outs[2]});
       ctx->set_materialize_grads(false);
+    } else if (is_attention(formula)) {  // (o, lse): q, k, v, o and lse kept; lse carries no gradient
+      ctx->save_for_backward({t0, t1, *t2, outs[0], outs[1]});
+      ctx->mark_non_differentiable({outs[1]});
+      ctx->set_materialize_grads(false);
     } else if (formula == LINEAR_GELU) {  // (C, pre): pre is kept for the backward
       ctx->save_for_backward({t0, t1, outs[1]});
       ctx->mark_non_differentiable({outs[1]});
@@ -96,7 +116,17 @@ struct NativeGrad : public torch::autograd::Function<NativeGrad> {
       g2 = ctx->needs_input_grad(2) ? dbias : at::Tensor();
       return {at::Tensor(), at::Tensor(), at::Tensor(), g0, g1, g2};
     }
-    if (!grads[0].defined()) return {at::Tensor(), at::Tensor(), at::Tensor(), g0, g1, g2};  // C unused
+    if (!grads[0].defined()) return {at::Tensor(), at::Tensor(), at::Tensor(), g0, g1, g2};  // C (or o) unused
+    if (is_attention(formula)) {  // dq, dk, dv from the backward kernel: (q, k, v, o, do, lse), do made contiguous
+      static const auto plain = typed_op<AttentionBackward>("autotune::attention_backward");
+      static const auto causal = typed_op<AttentionBackward>("autotune::attention_causal_backward");
+      const auto& op = formula == ATTENTION ? plain : causal;
+      auto [dq, dk, dv] = op.call(saved[0], saved[1], saved[2], saved[3], grads[0].contiguous(), saved[4]);
+      if (need0) g0 = dq;
+      if (need1) g1 = dk;
+      if (ctx->needs_input_grad(2)) g2 = dv;
+      return {at::Tensor(), at::Tensor(), at::Tensor(), g0, g1, g2};
+    }
     const at::Tensor dc = grads[0].contiguous();
     const at::Tensor &a = saved[0], &b = saved[1];
     switch (formula) {

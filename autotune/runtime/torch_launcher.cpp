@@ -9,8 +9,9 @@
 // encoded again where a pointer changed), and cuLaunchKernel on torch's current stream.
 //
 // The Autograd kernel goes below autograd at once when no input needs a gradient (inference, CUDA graphs). With
-// one, linear and layernorm record a C++ autograd node (`NativeGrad`: their backward formulas, the same
-// operators as autotune/torch/autograd.py calls), and any other operator calls the Python autograd implementation
+// one, the GEMMs, linear, linear_gelu, layernorm and half-precision attention record a C++ autograd node
+// (`NativeGrad`: their backward formulas, the same operators as autotune/torch/autograd.py calls), and any other
+// operator calls the Python autograd implementation
 // torch.library would have built: a training step's Python per operator cost more host time than torch's own
 // autograd nodes.
 //
@@ -336,7 +337,8 @@ void autograd_kernel(const c10::OperatorHandle& handle, c10::DispatchKeySet keys
     handle.redispatchBoxed(keys & c10::after_autograd_keyset, stack);
     return;
   }
-  if (op->formula != autotune_native::NO_FORMULA) {  // two or three tensors: (A, B[, bias]), (x, weight, bias)
+  if (op->formula != autotune_native::NO_FORMULA &&  // two or three tensors: (A, B[, bias]), (x, w, b), (q, k, v)
+      autotune_native::native_backward(op->formula, torch::jit::peek(*stack, 0, n).toTensor())) {
     TORCH_INTERNAL_ASSERT(n == 2 || n == 3, "autotune: a C++ backward for ", n, " inputs");
     auto args = torch::jit::last(*stack, n);
     const at::Tensor t0 = args[0].toTensor(), t1 = args[1].toTensor();

@@ -122,7 +122,8 @@ def register_cuda(name: str, inputs: int, plan_of: Callable[..., tuple[ProblemPl
 
 # Operators whose backward formula the launcher has in C++ (torch_autograd.h's `Formula`, the same formulas as
 # autotune/torch/autograd.py): their training calls record a C++ autograd node, with no Python per call.
-NATIVE_FORMULAS = {"linear": 1, "layernorm": 2, "gemm": 3, "gemm_nt": 4, "gemm_tn": 5, "linear_gelu": 6}
+NATIVE_FORMULAS = {"linear": 1, "layernorm": 2, "gemm": 3, "gemm_nt": 4, "gemm_tn": 5, "linear_gelu": 6,
+                   "attention": 7, "attention_causal": 8}
 
 
 def register_autograd(name: str, inputs: int, with_grad: Callable[..., Any]) -> bool:

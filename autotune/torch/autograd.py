@@ -1,6 +1,6 @@
 """Backward formulas of the operators (`torch.library.register_autograd`). Where the C++ launcher is loaded
-(`autotune.runtime.torch_native`), linear's and layernorm's run as the same formulas in C++
-(`NATIVE_FORMULAS`, autotune/runtime/torch_autograd.h): a training call then records a C++ autograd node, as
+(`autotune.runtime.torch_native`), the GEMMs', linear's, linear_gelu's, layernorm's and half-precision attention's
+run as the same formulas in C++ (`NATIVE_FORMULAS`, autotune/runtime/torch_autograd.h): a training call then records a C++ autograd node, as
 torch's own operators do, and no Python runs per call; the functions below serve the rest, and every operator
 where the launcher is not loaded.
 
