@@ -215,11 +215,11 @@ def test_patch_leaves_pairs_whose_fusion_would_change_what_they_compute_or_who_s
 
 
 def test_the_hook_tables_patch_reads_exist_in_this_torch():
-    # autotune.torch.fusion._HOOK_TABLES reads nn.Module's private hook dicts (written against torch 2.11–2.13).
-    from autotune.torch.fusion import _HOOK_TABLES
+    # autotune.torch.tracing.HOOK_TABLES reads nn.Module's private hook dicts (written against torch 2.11–2.13).
+    from autotune.torch.tracing import HOOK_TABLES
 
     module = torch.nn.Linear(2, 2)
-    assert all(isinstance(getattr(module, table), dict) for table in _HOOK_TABLES), torch.__version__
+    assert all(isinstance(getattr(module, table), dict) for table in HOOK_TABLES), torch.__version__
     module.register_forward_pre_hook(lambda m, i: None)
     assert module._forward_pre_hooks
 

@@ -27,7 +27,6 @@ Every pass leaves a module with hooks alone: fused, they would see another tenso
 from __future__ import annotations
 
 import copy
-import inspect
 import operator
 import types
 from collections import Counter
@@ -37,25 +36,10 @@ import torch
 from torch import fx, nn
 
 from autotune.torch.modules import Linear, LinearGELU, LinearSwiGLU
+from autotune.torch.tracing import ChildrenAsLeaves, has_attr, has_hooks, one_tensor_forward, trace_forward
 
 if TYPE_CHECKING:
     from autotune.torch.patching import PatchReport
-
-# nn.Module's hook tables (private attributes, torch 2.x; tests/test_torch_fusion.py pins them): a hook on the Linear
-# would see GELU's output once fused, and the GELU's own hooks would vanish with it, so a pair with any is left alone.
-# No public API tells whether a module has hooks.
-_HOOK_TABLES = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
-
-
-def _has_hooks(module: nn.Module) -> bool:
-    return any(getattr(module, table, None) for table in _HOOK_TABLES)
-
-
-class _ChildrenAsLeaves(fx.Tracer):
-    """Traces one module's own forward: every submodule it calls is a single call_module node."""
-
-    def is_leaf_module(self, m: nn.Module, module_qualified_name: str) -> bool:
-        return True
 
 
 # --- GELU ---------------------------------------------------------------------------------------------------------
@@ -63,7 +47,7 @@ def _traced_pairs(module: nn.Module) -> list[tuple[str, str]] | str:
     """The (Linear, GELU) children of ``module`` whose forward feeds the Linear's output to the GELU alone, each
     called once (nanoGPT's and timm's MLPs); or why the forward could not be followed."""
     try:  # a shallow copy: what the forward sets on self while traced (a Proxy) stays off the model
-        graph = _ChildrenAsLeaves().trace(copy.copy(module))
+        graph = ChildrenAsLeaves().trace(copy.copy(module))
     except Exception as exc:  # noqa: BLE001 — control flow on values, asserted shapes: fx cannot follow them
         return f"its forward could not be traced ({type(exc).__name__}); the Linear layers are swapped alone"
     calls = Counter(n.target for n in graph.nodes if n.op == "call_module")
@@ -88,7 +72,7 @@ def _unfusable(lin: nn.Module, act: nn.Module, held: Counter) -> str:
         return f"GELU(approximate={act.approximate!r}): linear_gelu computes the tanh form"
     if held[id(lin)] > 1 or held[id(act)] > 1:
         return "the Linear or the GELU is held elsewhere too: fused here, it would differ there"
-    if _has_hooks(lin) or _has_hooks(act):
+    if has_hooks(lin) or has_hooks(act):
         return "a hook on the Linear or the GELU would see another tensor once they are fused"
     return ""
 
@@ -206,7 +190,7 @@ def _swiglu_of(linear: fx.Node, module: nn.Module) -> tuple[fx.Node, list[fx.Nod
     silu = _only_user(gate)
     if silu is None or not _is_silu(silu, module) or silu.args[0] is not gate:
         return None
-    if silu.op == "call_module" and _has_hooks(module.get_submodule(silu.target)):
+    if silu.op == "call_module" and has_hooks(module.get_submodule(silu.target)):
         return None  # its hooks would no longer run
     product = _only_user(silu)
     if product is None or product.op != "call_function" or product.target not in _MUL or _only_user(up) is not product:
@@ -227,25 +211,9 @@ def _fusable(module: nn.Module, name: str, held: Counter) -> str:
         return f"{lin.out_features} output features do not split into gate and up halves"
     if held[id(lin)] > 1:
         return "the Linear is held elsewhere too: fused here, it would differ there"
-    if _has_hooks(lin):
+    if has_hooks(lin):
         return "a hook on the Linear would see another tensor once it is fused"
     return ""
-
-
-def _one_tensor_forward(module: nn.Module) -> bool:
-    """Whether ``module.forward`` takes exactly one argument, with no default (see the module)."""
-    try:
-        params = list(inspect.signature(module.forward).parameters.values())
-    except (TypeError, ValueError):
-        return False
-    return len(params) == 1 and params[0].default is inspect.Parameter.empty and params[0].kind in (
-        inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)  # fmt: skip
-
-
-def _trace(module: nn.Module, training: bool) -> fx.Graph:
-    shallow = copy.copy(module)  # what the forward sets on self while traced (a Proxy) stays off the model
-    shallow.training = training
-    return _ChildrenAsLeaves().trace(shallow)
 
 
 def fuse_swiglu(model: nn.Module, report: PatchReport) -> set[int]:
@@ -258,11 +226,11 @@ def fuse_swiglu(model: nn.Module, report: PatchReport) -> set[int]:
         if isinstance(parent, nn.Sequential) or not any(
                 type(m) in (nn.Linear, Linear) and m.bias is None for m in children.values()):  # fmt: skip
             continue
-        if not _one_tensor_forward(parent):
+        if not one_tensor_forward(parent):
             continue
         try:
-            graph = _trace(parent, parent.training)
-            other = _trace(parent, not parent.training)
+            graph = trace_forward(parent, parent.training)
+            other = trace_forward(parent, not parent.training)
         except Exception:  # noqa: BLE001 — control flow on values: fx cannot follow it, nothing to fuse here
             continue
         try:
@@ -295,7 +263,7 @@ def _rewrite(name: str, parent: nn.Module, graph: fx.Graph, other: fx.Graph, hel
         report.skipped.append((where, "its forward differs between train and eval mode (a trace would freeze "
                                "one); the Linear layers are swapped alone"))  # fmt: skip
         return set()
-    if any(n.op == "get_attr" and not _has_attr(parent, n.target) for n in graph.nodes):
+    if any(n.op == "get_attr" and not has_attr(parent, n.target) for n in graph.nodes):
         report.skipped.append((where, "its trace holds constants of its own; the Linear layers are swapped alone"))
         return set()
     fused_here = []
@@ -324,12 +292,3 @@ def _rewrite(name: str, parent: nn.Module, graph: fx.Graph, other: fx.Graph, hel
     # The traced code bound to the module itself: it calls the children the module holds when it runs.
     parent.forward = types.MethodType(type(code).forward, parent)
     return made
-
-
-def _has_attr(module: nn.Module, target: str) -> bool:
-    """Whether ``module`` holds the attribute path ``target`` (fx keeps constants it made on its own module)."""
-    for part in target.split("."):
-        if not hasattr(module, part):
-            return False
-        module = getattr(module, part)
-    return True
