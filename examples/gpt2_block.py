@@ -3,10 +3,11 @@ AdamW — in eager torch against the same block patched with autotune's kernels 
 LayerNorms run the tuned forward and backward kernels, its Linear layers the tuned GEMMs: ``linear`` forward,
 ``gemm``, ``gemm_tn`` and ``bias_grad`` backward, the MLP's first Linear and its GELU as one ``linear_gelu`` with
 ``gelu_bias_grad`` in its backward; ``--norms-only`` leaves the Linear layers to torch). Attention stays torch's
-``scaled_dot_product_attention`` in both.
+``scaled_dot_product_attention`` in both, unless ``--attention``: then the patched block's runs autotune's
+``attention_causal`` and its backward (`patch(..., attention=True)`).
 
     python examples/gpt2_block.py [--batch 8] [--seq 1024] [--dtype float32 bfloat16] [--record shapes.json]
-                                  [--norms-only] [--no-compile] [--graphs]
+                                  [--norms-only] [--attention] [--no-compile] [--graphs]
 
 Prints the median step time of each — eager, patched, and ``torch.compile`` of the eager block — the speedups, the
 host time to enqueue a step beside the GPU kernel time (where they are close, the step measures the host), and
@@ -133,6 +134,7 @@ def main() -> None:
     parser.add_argument("--dtype", nargs="+", default=["float32", "bfloat16"])
     parser.add_argument("--record", default=None, help="write the problems a patched step sends to autotune")
     parser.add_argument("--norms-only", action="store_true", help="patch the LayerNorms only, not the Linear layers")
+    parser.add_argument("--attention", action="store_true", help="patch scaled_dot_product_attention too")
     parser.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
     parser.add_argument("--graphs", action="store_true", help="also time both steps captured in CUDA graphs")
     args = parser.parse_args()
@@ -152,7 +154,7 @@ def main() -> None:
         torch.manual_seed(0)
         eager = Block().cuda().to(dtype)
         patched = copy.deepcopy(eager)
-        report = att.patch(patched, linear=not args.norms_only)
+        report = att.patch(patched, linear=not args.norms_only, attention=args.attention)
         print(f"{name}: {report}".replace("\n", "; "))
         x = torch.randn(args.batch, args.seq, 768, device="cuda", dtype=dtype)
         with torch.no_grad():

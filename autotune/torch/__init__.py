@@ -3,6 +3,7 @@ modules, and `patch`.
 
     import autotune.torch as att
     report = att.patch(model)                 # nn.LayerNorm / RMSNorm / Linear → the tuned kernels, same parameters
+    att.patch(model, attention=True)          # and the forwards' scaled_dot_product_attention calls
     y = att.functional.softmax(x)             # or the functions, or torch.ops.autotune.<kernel> directly
     torch.compile(model, fullgraph=True)      # no graph breaks: every operator has a fake implementation
 
@@ -38,6 +39,7 @@ except ImportError:
     raise TorchMissing("autotune.torch needs PyTorch: pip install 'autotune[torch]'") from None
 
 from autotune.torch import functional  # noqa: E402
+from autotune.torch.attention import ScaledDotProductAttention  # noqa: E402
 from autotune.torch.autograd import register_autograd  # noqa: E402
 from autotune.torch.errors import NoBackward, NotContiguous, TensorError, WrongDevice, WrongDtype, WrongShape  # noqa: E402
 from autotune.torch.launch import set_database  # noqa: E402
@@ -61,6 +63,7 @@ __all__ = [
     "OPS",
     "PatchReport",
     "RMSNorm",
+    "ScaledDotProductAttention",
     "TensorError",
     "TorchMissing",
     "WITH_AUTOGRAD",

@@ -1,8 +1,8 @@
 """Backward formulas of the operators (`torch.library.register_autograd`). Where the C++ launcher is loaded
 (`autotune.runtime.torch_native`), the GEMMs', linear's, linear_gelu's, layernorm's and half-precision attention's
-run as the same formulas in C++ (`NATIVE_FORMULAS`, autotune/runtime/torch_autograd.h): a training call then records a C++ autograd node, as
-torch's own operators do, and no Python runs per call; the functions below serve the rest, and every operator
-where the launcher is not loaded.
+run as the same formulas in C++ (`NATIVE_FORMULAS`, autotune/runtime/torch_autograd.h): a training call then records
+a C++ autograd node, as torch's own operators do, and no Python runs per call; the functions below serve the rest,
+and every operator where the launcher is not loaded.
 
 * layernorm: our tuned ``layernorm_backward`` kernel (dx, dweight, dbias from the saved mean and rstd);
 * gemm, gemm_nt, gemm_tn, linear: each GEMM's two gradients are the other layouts' products, with no operand

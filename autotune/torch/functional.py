@@ -26,16 +26,20 @@ _GEMM_NT: Any = None
 _LINEAR: Any = None
 _LINEAR_GELU: Any = None
 _LINEAR_SWIGLU: Any = None
+_ATTENTION: Any = None
+_ATTENTION_CAUSAL: Any = None
 
 
 def bind() -> None:
     """Look the operators up (autotune.torch does it after registering them)."""
     global _LAYERNORM, _RMSNORM, _SOFTMAX, _GEMM, _GEMM_NT, _LINEAR, _LINEAR_GELU, _LINEAR_SWIGLU
+    global _ATTENTION, _ATTENTION_CAUSAL
     ops = torch.ops.autotune
     _LAYERNORM, _RMSNORM, _SOFTMAX, _GEMM = (ops.layernorm.default, ops.rmsnorm.default, ops.softmax.default,
                                              ops.gemm.default)  # fmt: skip
     _GEMM_NT, _LINEAR, _LINEAR_GELU = ops.gemm_nt.default, ops.linear.default, ops.linear_gelu.default
     _LINEAR_SWIGLU = ops.linear_swiglu.default
+    _ATTENTION, _ATTENTION_CAUSAL = ops.attention.default, ops.attention_causal.default
 
 
 # Each function passes a contiguous tensor on as it is, whatever its leading dims (the operators fold them, see
@@ -136,6 +140,14 @@ def linear_swiglu(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     rows = _dense(x) if dims >= 2 else _dense(x).view(1, -1)
     y = _LINEAR_SWIGLU(rows, _dense(weight))
     return y if dims >= 2 else y.view(-1)
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False) -> torch.Tensor:
+    """softmax(q·kᵀ/√head_dim [+ causal mask])·v for q (batch, heads, seq_q, head_dim) and k, v (batch, kv_heads,
+    seq_kv, head_dim), kv_heads dividing heads (grouped-query attention); each copied where not contiguous. The
+    causal mask is bottom-right (query i sees key j iff j ≤ i + seq_kv − seq_q): torch's ``is_causal=True`` only
+    where seq_q == seq_kv."""
+    return (_ATTENTION_CAUSAL if causal else _ATTENTION)(_dense(q), _dense(k), _dense(v))[0]
 
 
 def _refuse_linear_shapes(shape: torch.Size, weight: torch.Tensor, bias: torch.Tensor | None) -> None:

@@ -1,6 +1,7 @@
 """`patch`: swap a model's torch.nn.LayerNorm / RMSNorm / Linear for autotune's drop-in modules
-(`autotune.torch.modules`), fusing a Linear with the GELU or SwiGLU after it (`autotune.torch.fusion`), and report
-what was swapped, what was kept and why.
+(`autotune.torch.modules`), fusing a Linear with the GELU or SwiGLU after it (`autotune.torch.fusion`), with
+``attention`` its forwards' scaled_dot_product_attention calls too (`autotune.torch.attention`), and report what was
+swapped, what was kept and why.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from torch import nn
 
 from autotune.spaces.layernorm import EPS as LAYERNORM_EPS
 from autotune.spaces.rmsnorm import EPS as RMSNORM_EPS
+from autotune.torch.attention import patch_attention
 from autotune.torch.fusion import fuse_gelu, fuse_swiglu
 from autotune.torch.modules import LayerNorm, Linear, RMSNorm
 
@@ -20,17 +22,21 @@ from autotune.torch.modules import LayerNorm, Linear, RMSNorm
 @dataclass
 class PatchReport:
     """What `patch` did: the swapped modules' names, the others of a swappable kind with why not, and calls of
-    swapped Linear layers that ran torch's at run time, by reason (device and dtypes, an empty input, the first
-    line of an error the kernel path raised)."""
+    swapped Linear layers (``fallbacks``) and of patched attention (``attention_fallbacks``) that ran torch's at run
+    time, by reason (device and dtypes, an empty input, an argument the kernels do not take, the first line of an
+    error the kernel path raised)."""
 
     swapped: list[str] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     fallbacks: Counter = field(default_factory=Counter)
+    attention_fallbacks: Counter = field(default_factory=Counter)
 
     def __str__(self) -> str:
         lines = [f"swapped {len(self.swapped)} modules"]
         lines += [f"  kept {name}: {why}" for name, why in self.skipped]
         lines += [f"  {count} calls ran torch's Linear: {why}" for why, count in self.fallbacks.items()]
+        lines += [f"  {count} calls ran torch's scaled_dot_product_attention: {why}"
+                  for why, count in self.attention_fallbacks.items()]  # fmt: skip
         return "\n".join(lines)
 
 
@@ -67,11 +73,12 @@ def _children(parent: nn.Module) -> list[tuple[str, nn.Module]]:
     return [(name, m) for name, m in parent.named_modules(remove_duplicate=False) if name and "." not in name]
 
 
-def patch(model: nn.Module, *, linear: bool = True) -> PatchReport:
+def patch(model: nn.Module, *, linear: bool = True, attention: bool = False) -> PatchReport:
     """Swap, in place, every torch.nn.LayerNorm / RMSNorm (and, with ``linear``, every nn.Linear, fusing one followed
     by nn.GELU(approximate="tanh"), and one whose halves feed a SwiGLU, `autotune.torch.fusion`) of ``model`` that
-    autotune's kernels can compute for the autotune module sharing its parameters; returns what was swapped and
-    what was kept, with why."""
+    autotune's kernels can compute for the autotune module sharing its parameters; with ``attention``, the
+    scaled_dot_product_attention calls of its modules' own forwards too (`autotune.torch.attention`; off by default
+    until it is measured to pay in training). Returns what was swapped and what was kept, with why."""
     report = PatchReport()
     if _replacement(model, linear)[0] is not None:
         raise ValueError("autotune.torch.patch: model is itself a layer patch would swap: wrap it or construct "
@@ -82,6 +89,8 @@ def patch(model: nn.Module, *, linear: bool = True) -> PatchReport:
     replacements: set[int] = set()
     if linear:
         replacements = fuse_gelu(model, report) | fuse_swiglu(model, report)
+    if attention:
+        replacements |= patch_attention(model, report)
     for parent_name, parent in list(model.named_modules(remove_duplicate=False)):
         for name, child in _children(parent):
             if id(child) in replacements:  # a shared parent seen again: its children are swapped already
