@@ -4,18 +4,22 @@
 //   P = exp(Q·Kᵀ·scale − LSE)   dV = Pᵀ·dO   dP = dO·Vᵀ   dS = P∘(dP − Δ), Δ = rowsum(dO∘O)
 //   dQ = dS·K·scale   dK = dSᵀ·Q·scale                                         (scale = 1/√HEAD_DIM)
 //
-// Inputs as attention_backward.cu (fa2) takes them: Q, O, dO (B, H, seq_q, HEAD_DIM), K, V (B, H, seq_kv,
+// Inputs as attention_backward.cu (fa2) takes them: Q, O, dO (B, H, seq_q, HEAD_DIM), K, V (B, HKV, seq_kv,
 // HEAD_DIM) in the input type, LSE (B, H, seq_q) fp32 natural log; causal aligned bottom-right (query i sees key j
-// iff j <= i + seq_kv − seq_q; the space refuses seq_q > seq_kv). Multi-head attention only (KV_GROUPED refused).
+// iff j <= i + seq_kv − seq_q; the space refuses seq_q > seq_kv). Grouped-query attention (KV_GROUPED: H = HKV ·
+// kv_group, attention_problem.cuh): a block streams the m_blocks of each of its kv head's kv_group query heads in
+// turn, so dK and dV sum over the group in registers and are stored once; multi-head attention is kv_group 1.
 //
 // Kernels, in launch order (SQr = seq_q rounded up to a multiple of BM):
 //   attention_bwd_fa3_prep  per (head, row < SQr): delta = Δ (0 past seq_q), lse2 = LSE·log2e (+inf past seq_q,
 //                           so that P = 0 there; an LSE of −inf stored as 0), both fp32 (B, H, SQr), padded so that
 //                           every m_block's BM values are one 16-byte aligned bulk copy; the fp32 dQ accumulator
 //                           (B, H, seq_q, HEAD_DIM, row-major) zeroed.
-//   attention_bwd_fa3       a block owns BN = 128 keys of one head (grid (ceil(seq_kv / 128), H, B)), 384 threads:
-//     warpgroup 0, producer: one thread copies K and V once, then per m_block (BM query rows; causal: from the
-//       first that sees the block's keys) Q with its lse2 into a Q_STAGES ring and dO with its delta into a
+//   attention_bwd_fa3       a block owns BN = 128 keys of one kv head (grid (ceil(seq_kv / 128), HKV, B)), 384
+//     threads:
+//     warpgroup 0, producer: one thread copies K and V once, then per query head of the group and m_block (BM
+//       query rows; causal: from the first that sees the block's keys) Q with its lse2 into a Q_STAGES ring and dO
+//       with its delta into a
 //       DO_STAGES ring (TMA through the forward's 3-D tensor maps, 128-byte swizzle; the statistics by a bulk
 //       copy on the same mbarrier). setmaxnreg gives its registers to the consumers.
 //     warpgroups 1 and 2, consumers: warpgroup w owns keys 64w..64w+63 of the block. Per m_block:
@@ -73,9 +77,6 @@
 #define DQ_MODE 0
 #endif
 
-#if KV_GROUPED
-#error "attention_backward_fa3 does not support grouped-query attention yet (KV_GROUPED): fa2 does"
-#endif
 
 #define BN 128                  // keys per block: two consumer warpgroups of 64
 #define NT 384                  // a producer and two consumer warpgroups
@@ -302,7 +303,7 @@ extern "C" __global__ void __launch_bounds__(NT, 1)
 #endif
                       const float* __restrict__ lse2, const float* __restrict__ delta, elem_t* __restrict__ dK,
                       elem_t* __restrict__ dV, float* __restrict__ dq_acc, int seq_q, int seq_kv, float scale_log2,
-                      float scale) {
+                      float scale KV_GROUP_PARAM) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const uint32_t k_s = (smem_u32(smem_raw) + 1023) & ~1023u;  // swizzle atoms and TMA boxes: 1024-byte aligned
   const uint32_t v_s = k_s + KV_BYTES, q_s = v_s + KV_BYTES, do_s = q_s + Q_STAGES * Q_BYTES;
@@ -312,7 +313,7 @@ extern "C" __global__ void __launch_bounds__(NT, 1)
   const uint32_t do_full = q_empty + 8 * Q_STAGES, do_empty = do_full + 8 * DO_STAGES;
 
   const int n0 = blockIdx.x * BN;
-  const int head = (int)(blockIdx.z * gridDim.y + blockIdx.y);
+  const int kv_head = (int)(blockIdx.z * gridDim.y + blockIdx.y);  // its query heads: kv_head·kv_group + gq
   const int n_mblocks = (seq_q + BM - 1) / BM, m_begin = first_mblock(n0, seq_q, seq_kv);
   const int n_iter = n_mblocks - m_begin;
   const int wg = threadIdx.x / 128;
@@ -346,14 +347,17 @@ extern "C" __global__ void __launch_bounds__(NT, 1)
       mbar_arrive_expect_tx(kv_full, 2 * KV_BYTES);
 #pragma unroll
       for (int p = 0; p < PANELS; ++p) {
-        tma_load_3d(k_s + p * KV_PANEL, &tmap_k, 64 * p, n0, head, kv_full);
-        tma_load_3d(v_s + p * KV_PANEL, &tmap_v, 64 * p, n0, head, kv_full);
+        tma_load_3d(k_s + p * KV_PANEL, &tmap_k, 64 * p, n0, kv_head, kv_full);
+        tma_load_3d(v_s + p * KV_PANEL, &tmap_v, 64 * p, n0, kv_head, kv_full);
       }
-      const float *lse2_h = lse2 + (size_t)head * n_mblocks * BM, *delta_h = delta + (size_t)head * n_mblocks * BM;
-      for (int i = 0; i < n_iter; ++i) {
-        const int m = m_begin + i;
-        load_rows<Q_STAGES>(q_s, lse_s, q_full, q_empty, &tmap_q, lse2_h + m * BM, i, m, head);
-        load_rows<DO_STAGES>(do_s, dl_s, do_full, do_empty, &tmap_do, delta_h + m * BM, i, m, head);
+      for (int gq = 0; gq < kv_group; ++gq) {
+        const int head = kv_head * kv_group + gq;
+        const float *lse2_h = lse2 + (size_t)head * n_mblocks * BM, *delta_h = delta + (size_t)head * n_mblocks * BM;
+        for (int i = 0; i < n_iter; ++i) {
+          const int m = m_begin + i, j = gq * n_iter + i;  // j: the rings' use count
+          load_rows<Q_STAGES>(q_s, lse_s, q_full, q_empty, &tmap_q, lse2_h + m * BM, j, m, head);
+          load_rows<DO_STAGES>(do_s, dl_s, do_full, do_empty, &tmap_do, delta_h + m * BM, j, m, head);
+        }
       }
     }
   } else {  // the roles are the two branches of one if/else: ptxas then honours setmaxnreg
@@ -363,76 +367,80 @@ extern "C" __global__ void __launch_bounds__(NT, 1)
     const int my_key = key0 + 16 * warp + g;  // this thread's keys: my_key and my_key + 8
     const int offset = seq_kv - seq_q;        // causal: query i sees keys j <= i + offset
     const uint32_t k_w = k_s + 64 * w * 128, v_w = v_s + 64 * w * 128, ds_w0 = ds_s + w * DS_PANEL;
-#if !DQ_MODE
-    float* dq_head = dq_acc + (size_t)head * seq_q * HEAD_DIM;
-#endif
     float dk[1][HEAD_DIM / 2], dv[1][HEAD_DIM / 2];
     zero_fragments<1, HEAD_DIM>(dk);
     zero_fragments<1, HEAD_DIM>(dv);
     mbar_wait(kv_full, 0);
 
-    for (int i = 0; i < n_iter; ++i) {
-      const int sq = i % Q_STAGES, sd = i % DO_STAGES, q0 = (m_begin + i) * BM;
-      const uint32_t q_t = q_s + sq * Q_BYTES, do_t = do_s + sd * Q_BYTES;
-      float s[BM / 2], dp[BM / 2];
-      uint32_t p[BM / 4], ds[BM / 4];
-
-      mbar_wait(q_full + 8 * sq, (i / Q_STAGES) & 1);
-      wgmma_fence();
-      wgmma_ss_panels<BM, HEAD_DIM>(s, k_w, KV_PANEL, q_t, Q_PANEL);  // Sᵀ = K·Qᵀ
-      wgmma_commit();
-      mbar_wait(do_full + 8 * sd, (i / DO_STAGES) & 1);
-      wgmma_fence();  // after the wait's loop (else ptxas injects one: C7519)
-      wgmma_ss_panels<BM, HEAD_DIM>(dp, v_w, KV_PANEL, do_t, Q_PANEL);  // dPᵀ = V·dOᵀ
-      wgmma_commit();
-
-      wgmma_wait<1>();  // Sᵀ is ready (groups retire in order)
-      fence_regs(s);
-      const float* lse = smem_floats(smem_raw, lse_s + sq * STAT_BYTES);
-      per_column(lse, t, [&](int x, float l) { s[x] = ex2(fmaf(s[x], scale_log2, -l)); });
-      if (key0 + 64 > seq_kv || (CAUSAL && key0 + 63 > q0 + offset)) {  // a tile that crosses seq_kv or the diagonal
-#pragma unroll
-        for (int x = 0; x < BM / 2; ++x) {
-          const int key = my_key + 8 * HALF(x), query = q0 + 8 * (x >> 2) + 2 * t + (x & 1);
-          if (key >= seq_kv || (CAUSAL && key > query + offset)) s[x] = 0.f;
-        }
-      }
-      pack_pairs<BM / 2>(p, s);
-      wgmma_from_regs<HEAD_DIM, BM>(dv[0], p, do_t, Q_PANEL);  // dV += Pᵀ·dO
-
-      wgmma_wait<1>();  // dPᵀ is ready; dV may still run
-      fence_regs(dp);
-      const float* dl = smem_floats(smem_raw, dl_s + sd * STAT_BYTES);
-      per_column(dl, t, [&](int x, float d) { dp[x] = s[x] * (dp[x] - d); });
-      pack_pairs<BM / 2>(ds, dp);
-
-      // dS into this warpgroup's panel of the stage before the dK wgmma reads the same registers (the last dQ
-      // product that read the panel has retired: this warpgroup's in add_dq; with two stages, the other's before
-      // it reached the last m_block's barrier 3), visible to the async proxy and to the warpgroup (both, in mode
-      // 2) before the dQ wgmma reads it.
-#if DQ_MODE == 2
-      const uint32_t ds_w = ds_w0 + (i & 1) * 2 * DS_PANEL;  // this m_block's stage
-#else
-      const uint32_t ds_w = ds_w0;
+    for (int gq = 0; gq < kv_group; ++gq) {  // the group's query heads in turn: dK and dV sum over them
+      const int head = kv_head * kv_group + gq;
+#if !DQ_MODE
+      float* dq_head = dq_acc + (size_t)head * seq_q * HEAD_DIM;
 #endif
-      store_ds(ds_w, ds, warp, lane);
-      wgmma_from_regs<HEAD_DIM, BM>(dk[0], ds, q_t, Q_PANEL);  // dK += dSᵀ·Q
-      fence_proxy_async();
+      for (int i = 0; i < n_iter; ++i) {
+        const int j = gq * n_iter + i;  // the rings' use count
+        const int sq = j % Q_STAGES, sd = j % DO_STAGES, q0 = (m_begin + i) * BM;
+        const uint32_t q_t = q_s + sq * Q_BYTES, do_t = do_s + sd * Q_BYTES;
+        float s[BM / 2], dp[BM / 2];
+        uint32_t p[BM / 4], ds[BM / 4];
+
+        mbar_wait(q_full + 8 * sq, (j / Q_STAGES) & 1);
+        wgmma_fence();
+        wgmma_ss_panels<BM, HEAD_DIM>(s, k_w, KV_PANEL, q_t, Q_PANEL);  // Sᵀ = K·Qᵀ
+        wgmma_commit();
+        mbar_wait(do_full + 8 * sd, (j / DO_STAGES) & 1);
+        wgmma_fence();  // after the wait's loop (else ptxas injects one: C7519)
+        wgmma_ss_panels<BM, HEAD_DIM>(dp, v_w, KV_PANEL, do_t, Q_PANEL);  // dPᵀ = V·dOᵀ
+        wgmma_commit();
+
+        wgmma_wait<1>();  // Sᵀ is ready (groups retire in order)
+        fence_regs(s);
+        const float* lse = smem_floats(smem_raw, lse_s + sq * STAT_BYTES);
+        per_column(lse, t, [&](int x, float l) { s[x] = ex2(fmaf(s[x], scale_log2, -l)); });
+        if (key0 + 64 > seq_kv || (CAUSAL && key0 + 63 > q0 + offset)) {  // a tile that crosses seq_kv or the diagonal
+#pragma unroll
+          for (int x = 0; x < BM / 2; ++x) {
+            const int key = my_key + 8 * HALF(x), query = q0 + 8 * (x >> 2) + 2 * t + (x & 1);
+            if (key >= seq_kv || (CAUSAL && key > query + offset)) s[x] = 0.f;
+          }
+        }
+        pack_pairs<BM / 2>(p, s);
+        wgmma_from_regs<HEAD_DIM, BM>(dv[0], p, do_t, Q_PANEL);  // dV += Pᵀ·dO
+
+        wgmma_wait<1>();  // dPᵀ is ready; dV may still run
+        fence_regs(dp);
+        const float* dl = smem_floats(smem_raw, dl_s + sd * STAT_BYTES);
+        per_column(dl, t, [&](int x, float d) { dp[x] = s[x] * (dp[x] - d); });
+        pack_pairs<BM / 2>(ds, dp);
+
+        // dS into this warpgroup's panel of the stage before the dK wgmma reads the same registers (the last dQ
+        // product that read the panel has retired: this warpgroup's in add_dq; with two stages, the other's before
+        // it reached the last m_block's barrier 3), visible to the async proxy and to the warpgroup (both, in mode
+        // 2) before the dQ wgmma reads it.
 #if DQ_MODE == 2
-      named_sync(3, 256);
+        const uint32_t ds_w = ds_w0 + (j & 1) * 2 * DS_PANEL;  // this m_block's stage
 #else
-      named_sync(1 + w, 128);
+        const uint32_t ds_w = ds_w0;
+#endif
+        store_ds(ds_w, ds, warp, lane);
+        wgmma_from_regs<HEAD_DIM, BM>(dk[0], ds, q_t, Q_PANEL);  // dK += dSᵀ·Q
+        fence_proxy_async();
+#if DQ_MODE == 2
+        named_sync(3, 256);
+#else
+        named_sync(1 + w, 128);
 #endif
 #if DQ_MODE
-      add_dq_bulk(&tmap_dq, dq_s + w * DQ_STAGE, ds_w, k_s, k_w, w, q0, head, warp, g, t);  // waits for every wgmma
+        add_dq_bulk(&tmap_dq, dq_s + w * DQ_STAGE, ds_w, k_s, k_w, w, q0, head, warp, g, t);  // waits for every wgmma
 #else
-      add_dq(dq_head, ds_w, k_w, q0, seq_q, warp, g, t);  // waits for every wgmma (dV and dK too)
+        add_dq(dq_head, ds_w, k_w, q0, seq_q, warp, g, t);  // waits for every wgmma (dV and dK too)
 #endif
-      fence_regs(dv[0]);
-      fence_regs(dk[0]);
-      if (lane == 0) {  // every wgmma that read this m_block's stages has retired
-        mbar_arrive(q_empty + 8 * sq);
-        mbar_arrive(do_empty + 8 * sd);
+        fence_regs(dv[0]);
+        fence_regs(dk[0]);
+        if (lane == 0) {  // every wgmma that read this m_block's stages has retired
+          mbar_arrive(q_empty + 8 * sq);
+          mbar_arrive(do_empty + 8 * sd);
+        }
       }
     }
 
@@ -441,7 +449,7 @@ extern "C" __global__ void __launch_bounds__(NT, 1)
 #endif
 #pragma unroll
     for (int x = 0; x < HEAD_DIM / 2; ++x) dk[0][x] *= scale;
-    const size_t kv_rows = (size_t)head * seq_kv * HEAD_DIM;
+    const size_t kv_rows = (size_t)kv_head * seq_kv * HEAD_DIM;
     store_fragments<1, HEAD_DIM>(dk, dK + kv_rows, seq_kv, HEAD_DIM, key0, 0);
     store_fragments<1, HEAD_DIM>(dv, dV + kv_rows, seq_kv, HEAD_DIM, key0, 0);
   }

@@ -1,8 +1,9 @@
 """GPU tier of the Hopper attention backward (fa3, sm_90a; autotune/spaces/attention_backward_fa3.py). First run
 2026-11-26 (third session) on an H200: 24 passed.
 
-Every configuration of the space (8 at head_dim 64, 4 at 128) and the per-head_dim defaults, causal and not, fp16
-and bf16, against the float64 reference on the family's validation cases (GpuEvaluator: lengths 1, 5, 77, 129,
+Every configuration of the space (20 at head_dim 64, 12 at 128, with the dQ modes) and the per-head_dim defaults,
+causal and not, fp16 and bf16, and grouped-query attention with each dQ mode, against the float64 reference on the
+family's validation cases (GpuEvaluator: lengths 1, 5, 77, 129,
 1000, 1031, 4097, seq_q ≠ seq_kv both ways, large logits), without spills; then fa3 and fa2 on the very same
 inputs, whose gradients must agree more closely than either does with float64 (the same products; fa3 differs in
 the order of the fp32 sums, dQ's atomics included)."""
@@ -76,10 +77,24 @@ def test_every_fa3_config_is_correct(kernel, dtype, d, device):
     evaluate(space, shape, configs, seed=17)
 
 
+@pytest.mark.parametrize("kernel, dtype, d", CASES, ids=["-".join(map(str, c)) for c in CASES])
+def test_grouped_configs_are_correct(kernel, dtype, d, device):
+    """Grouped-query attention (KV_GROUPED, 4 query heads per kv head): the default and every dQ mode it takes,
+    on the family's grouped validation cases (dK and dV summed over each group)."""
+    space = get_space(kernel, dtype=dtype)
+    shape = (2, 8, 2, 333, 1000, d)
+    first = {ALGO: "fa3", **space.algos["fa3"].default_for(d)}
+    configs = [first] + [{**first, "DQ_MODE": mode} for mode in (0, 1) if mode != first["DQ_MODE"]]
+    assert all(not space.violations(c, shape, device) for c in configs)
+    evaluate(space, shape, configs, seed=19)
+
+
 @pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("shape", [(2, 3, 77, 1031, 128), (1, 2, 1000, 1000, 64), (3, 1, 5, 4097, 128),
-                                   (1, 4, 1031, 1031, 64)], ids=lambda s: "x".join(map(str, s)))  # fmt: skip
+                                   (1, 4, 1031, 1031, 64),
+                                   (2, 8, 2, 77, 1031, 128), (1, 6, 2, 1031, 1031, 64)],  # grouped: 4 and 3 per kv head
+                         ids=lambda s: "x".join(map(str, s)))  # fmt: skip
 def test_fa3_equals_fa2_on_the_same_inputs(kernel, dtype, shape, device, tmp_path):
     """Uniform inputs and large logits: fa3 (default, another tile, and the default with each other dQ path) and
     fa2 (default) within the family's tolerance of float64, and fa3 within AGREEMENT of that tolerance of fa2.

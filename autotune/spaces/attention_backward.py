@@ -107,10 +107,11 @@ class AttentionBackwardSpace(AttentionSpace):
     def rule_default(self, shape: Shape, device: DeviceInfo) -> Config:
         """fa3 with its head_dim's default where it fits (Hopper, head_dim 64 or 128, multi-head, over 16 query
         rows); else fa2's default, with 16 query rows or fewer in tiles of 16 rows (not fa3's 64 or 128), and
-        where its shared memory does not fit (e.g. 99 KiB on sm_86/89) with smaller key blocks."""
+        where its shared memory does not fit (e.g. 99 KiB on sm_86/89) with smaller key blocks. Grouped heads keep
+        fa2 until fa3's grouped kernels have run on a GPU (the search offers them)."""
         p = attention_dims(shape)
         fa3 = self.algos["fa3"]
-        if p.sq > 16 and fa3.unfit(shape, device) is None:
+        if p.sq > 16 and not p.grouped and fa3.unfit(shape, device) is None:
             config = {ALGO: "fa3", **fa3.default_for(p.d)}
             if not self.violations(config, shape, device):
                 return config

@@ -16,8 +16,9 @@ m64n64 piece each, half the traffic), and fa2's dQ store pass.
 The copy engine reads q, k, v and do through the forward's 3-D tensor maps (head_dim, seq, batch·heads) with boxes
 of 64 columns × a tile's rows (128-byte swizzle): q and do BM rows, k and v 128 rows.
 
-Grouped-query attention (kv heads < heads) is not built yet (the template's #error under KV_GROUPED): `unfit`
-leaves such shapes to fa2.
+Grouped-query attention (kv heads < heads, KV_GROUPED compiled in): a block per 128 keys of a kv head streams the
+m_blocks of each query head of its group in turn, so dK and dV sum over the group in registers (grid (ceil(seq_kv /
+128), HKV, B), the group size the kernel's last argument).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import numpy as np
 
 from autotune.device import DeviceInfo
 from autotune.shape import Shape
-from autotune.spaces._attention import attention_dims
+from autotune.spaces._attention import attention_dims, kv_args
 from autotune.spaces.algorithm import Algorithm, smem_problems
 from autotune.spaces.attention_backward_fa2 import STORE_THREADS
 from autotune.spaces.base import (
@@ -103,9 +104,6 @@ class Fa3AttentionBackward(Algorithm):
         p = attention_dims(shape)
         if p.d not in HEAD_DIMS:
             return f"algorithm {self.name} supports head_dim {', '.join(map(str, HEAD_DIMS))}, not {p.d}"
-        if p.grouped:
-            return (f"algorithm {self.name} does not support grouped-query attention yet ({p.hkv} kv heads < "
-                    f"{p.h} heads)")  # fmt: skip
         return None
 
     def constraints(self, config: Config, shape: Shape, device: DeviceInfo) -> list[str]:
@@ -152,9 +150,9 @@ class Fa3AttentionBackward(Algorithm):
         return [
             Launch("attention_bwd_fa3_prep", (ceil_div(rows, PREP_ROWS), 1, 1), (8 * PREP_ROWS, 1, 1), 0,
                    ("o", "do", "lse", "delta", "lse2", "dq_acc", np.int32(sq), np.int32(rows))),
-            Launch("attention_bwd_fa3", (ceil_div(skv, BN), h, b), (THREADS, 1, 1), g["smem_bytes"],
+            Launch("attention_bwd_fa3", (ceil_div(skv, BN), p.hkv, b), (THREADS, 1, 1), g["smem_bytes"],
                    (*self.tensor_maps(c, shape), "lse2", "delta", "dk", "dv", "dq_acc", np.int32(sq), np.int32(skv),
-                    np.float32(self.space.scale_log2(d)), scale)),
+                    np.float32(self.space.scale_log2(d)), scale, *kv_args(p))),
             Launch("attention_bwd_dq_store", (ceil_div(n, 8 * STORE_THREADS), 1, 1), (STORE_THREADS, 1, 1), 0,
                    ("dq_acc", "dq", np.int64(n), scale)),
         ]  # fmt: skip
