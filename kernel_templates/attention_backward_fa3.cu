@@ -15,13 +15,12 @@
 //                           so that P = 0 there; an LSE of −inf stored as 0), both fp32 (B, H, SQr), padded so that
 //                           every m_block's BM values are one 16-byte aligned bulk copy; the fp32 dQ accumulator
 //                           (B, H, seq_q, HEAD_DIM, row-major) zeroed.
-//   attention_bwd_fa3       a block owns BN = 128 keys of one kv head (grid (ceil(seq_kv / 128), HKV, B)), 384
-//     threads:
+//   attention_bwd_fa3       a block of 384 threads owns BN = 128 keys of one kv head (grid (ceil(seq_kv / 128),
+//                           HKV, B)):
 //     warpgroup 0, producer: one thread copies K and V once, then per query head of the group and m_block (BM
 //       query rows; causal: from the first that sees the block's keys) Q with its lse2 into a Q_STAGES ring and dO
-//       with its delta into a
-//       DO_STAGES ring (TMA through the forward's 3-D tensor maps, 128-byte swizzle; the statistics by a bulk
-//       copy on the same mbarrier). setmaxnreg gives its registers to the consumers.
+//       with its delta into a DO_STAGES ring (TMA through the forward's 3-D tensor maps, 128-byte swizzle; the
+//       statistics by a bulk copy on the same mbarrier). setmaxnreg gives its registers to the consumers.
 //     warpgroups 1 and 2, consumers: warpgroup w owns keys 64w..64w+63 of the block. Per m_block:
 //       Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ on wgmma (both operands K-major in shared memory, N = BM),
 //       Pᵀ = exp2(Sᵀ·scale·log2e − lse2) (masked on the diagonal and past seq_kv), rounded into registers,
@@ -134,12 +133,13 @@ extern "C" __global__ void __launch_bounds__(8 * PREP_ROWS)
 }
 
 // ---- producer ------------------------------------------------------------------------------------------------
-// The i-th m_block (rows m·BM..) of Q or dO, with its statistics, into stage i % STAGES of a ring.
+// m_block m (rows m·BM..) of query head ``head``'s Q or dO, with its statistics, into stage j % STAGES of a ring
+// (j: the ring's use count, over the group's heads).
 template <int STAGES>
 __device__ __forceinline__ void load_rows(uint32_t tiles, uint32_t stats, uint32_t full, uint32_t empty,
-                                          const TmaDesc* map, const float* stat_src, int i, int m, int head) {
-  const int s = i % STAGES;
-  mbar_wait(empty + 8 * s, ((i / STAGES) & 1) ^ 1);  // the first pass finds every stage free
+                                          const TmaDesc* map, const float* stat_src, int j, int m, int head) {
+  const int s = j % STAGES;
+  mbar_wait(empty + 8 * s, ((j / STAGES) & 1) ^ 1);  // the first pass finds every stage free
   mbar_arrive_expect_tx(full + 8 * s, Q_BYTES + STAT_BYTES);
 #pragma unroll
   for (int p = 0; p < PANELS; ++p)

@@ -129,7 +129,7 @@ class Fa3AttentionBackward(Algorithm):
 
     def tensor_maps(self, config: Config, shape: Shape) -> tuple[TensorMap, ...]:
         """q and do as (head_dim, seq_q, batch·heads) tensors in boxes of 64 columns × BM rows, k and v as
-        (head_dim, seq_kv, batch·heads) in boxes of 64 × 128."""
+        (head_dim, seq_kv, batch·kv_heads) in boxes of 64 × 128."""
         b, h, hkv, sq, skv, d = attention_dims(shape)
         bm = config["BM"]
         rows = {"q": (sq, b * h, bm), "k": (skv, b * hkv, BN), "v": (skv, b * hkv, BN), "do": (sq, b * h, bm)}
