@@ -78,7 +78,7 @@ def test_a_patched_forward_computes_torchs_answer_where_the_kernels_do_not_run()
 
 
 @pytest.mark.parametrize("module, why", [
-    (Masked, "its forward takes more than one tensor (a trace would freeze the others)"),
+    (Masked, "its forward does not take exactly one tensor (a trace would freeze what else it takes)"),
     (Dropout, "its forward differs between train and eval mode (a trace would freeze one)")])  # fmt: skip
 def test_forwards_a_trace_would_change_keep_torchs_attention_and_the_report_says_why(module, why):
     model = nn.Sequential(module(device="meta", dtype=torch.bfloat16))
@@ -121,3 +121,42 @@ def test_the_module_falls_back_with_torchs_arguments_and_counts_why():
         assert sdpa(q, q, q, attn_mask=meta(16, 16)).shape == (1, 8, 16, 64)  # a mask: torch's
     assert [kernel for kernel, _, _ in calls.calls] == ["attention"]
     assert sdpa.fallbacks == {"an attention mask": 1}
+
+
+class AttentionAndSwiGLU(nn.Module):
+    """One forward with a SwiGLU over one Linear's halves and an SDPA call: two rewrites of the same forward."""
+
+    def __init__(self, width: int = 64, heads: int = 2, device: str = "meta", dtype=torch.bfloat16) -> None:
+        super().__init__()
+        self.heads = heads
+        self.gate_up = nn.Linear(width, 2 * width, bias=False, device=device, dtype=dtype)
+
+    def forward(self, x):
+        b, t, c = x.shape
+        gate, up = self.gate_up(x).chunk(2, dim=-1)
+        h = (F.silu(gate) * up).view(b, t, self.heads, c // self.heads).transpose(1, 2)
+        return F.scaled_dot_product_attention(h, h, h).transpose(1, 2).reshape(b, t, c)
+
+
+@pytest.mark.parametrize("order", ["together", "attention first", "attention second"])
+def test_a_second_rewrite_of_a_forward_builds_on_the_first(order):
+    model = AttentionAndSwiGLU()
+    if order == "together":
+        reports = [att.patch(model, attention=True)]
+    elif order == "attention first":
+        reports = [att.patch(model, attention=True, linear=False), att.patch(model)]
+    else:
+        reports = [att.patch(model), att.patch(model, attention=True)]
+    swapped = [s for r in reports for s in r.swapped]
+    assert "gate_up (Linear and SwiGLU, fused)" in swapped and f"{CHILD} (scaled_dot_product_attention)" in swapped
+    assert not [s for r in reports for s in r.skipped if "autotune_attention" in s[0]]
+    with torch.no_grad(), autotune.record() as calls:
+        assert model(meta(2, 8, 64)).shape == (2, 8, 64)
+    assert [kernel for kernel, _, _ in calls.calls] == ["linear_swiglu", "attention"]
+
+
+def test_patching_twice_leaves_the_added_child_alone():
+    model = GptAttention(device="meta", dtype=torch.bfloat16)
+    att.patch(model, attention=True)
+    again = att.patch(model, attention=True)
+    assert not again.swapped and all(why == "already autotune's" for _, why in again.skipped)

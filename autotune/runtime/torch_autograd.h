@@ -68,6 +68,19 @@ inline std::tuple<at::Tensor, at::Tensor> gelu_bias_grad(const at::Tensor& dc, c
   return op.call(dc, pre);
 }
 
+// (dq, dk, dv) = attention_backward(q, k, v, o, do, lse), or its causal form; each looked up on its first use.
+inline std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward(bool causal, const at::Tensor& q,
+                                                                          const at::Tensor& k, const at::Tensor& v,
+                                                                          const at::Tensor& o, const at::Tensor& d_o,
+                                                                          const at::Tensor& lse) {
+  if (causal) {
+    static const auto op = typed_op<AttentionBackward>("autotune::attention_causal_backward");
+    return op.call(q, k, v, o, d_o, lse);
+  }
+  static const auto op = typed_op<AttentionBackward>("autotune::attention_backward");
+  return op.call(q, k, v, o, d_o, lse);
+}
+
 struct NativeGrad : public torch::autograd::Function<NativeGrad> {
   // The operator below autograd on its tensors (t2 empty for the two-input GEMMs).
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
@@ -118,10 +131,8 @@ struct NativeGrad : public torch::autograd::Function<NativeGrad> {
     }
     if (!grads[0].defined()) return {at::Tensor(), at::Tensor(), at::Tensor(), g0, g1, g2};  // C (or o) unused
     if (is_attention(formula)) {  // dq, dk, dv from the backward kernel: (q, k, v, o, do, lse), do made contiguous
-      static const auto plain = typed_op<AttentionBackward>("autotune::attention_backward");
-      static const auto causal = typed_op<AttentionBackward>("autotune::attention_causal_backward");
-      const auto& op = formula == ATTENTION ? plain : causal;
-      auto [dq, dk, dv] = op.call(saved[0], saved[1], saved[2], saved[3], grads[0].contiguous(), saved[4]);
+      auto [dq, dk, dv] = attention_backward(formula == ATTENTION_CAUSAL, saved[0], saved[1], saved[2], saved[3],
+                                             grads[0].contiguous(), saved[4]);
       if (need0) g0 = dq;
       if (need1) g1 = dk;
       if (ctx->needs_input_grad(2)) g2 = dv;

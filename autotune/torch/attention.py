@@ -31,7 +31,8 @@ from torch import fx, nn
 from autotune.errors import AutotuneError
 from autotune.spaces.attention import HEAD_DIMS
 from autotune.torch import functional
-from autotune.torch.tracing import has_attr, one_tensor_forward, trace_forward
+from autotune.torch.modules import AUTOCAST_ELIGIBLE
+from autotune.torch.tracing import forward_function, has_attr, one_tensor_forward, trace_forward
 
 if TYPE_CHECKING:
     from autotune.torch.patching import PatchReport
@@ -49,7 +50,7 @@ def unsupported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: An
     if dropout_p:
         return f"dropout_p={dropout_p}"
     if not all(t.is_cuda or t.is_meta for t in (q, k, v)):
-        return f"{q.device.type} tensors"
+        return f"{', '.join(sorted({t.device.type for t in (q, k, v)}))} tensors"
     if q.dtype not in _HALF or k.dtype is not q.dtype or v.dtype is not q.dtype:
         return f"{q.dtype} q, {k.dtype} k, {v.dtype} v (the kernels train in float16 and bfloat16)"
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
@@ -79,9 +80,9 @@ class ScaledDotProductAttention(nn.Module):
                 dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
                 enable_gqa: bool = False) -> torch.Tensor:  # fmt: skip
         q, k, v = query, key, value
-        if q.device.type == "cuda" and torch.is_autocast_enabled("cuda"):  # what autocast would cast SDPA's to
+        if q.device.type == "cuda" and torch.is_autocast_enabled("cuda"):  # as autocast casts SDPA's inputs
             dtype = torch.get_autocast_dtype("cuda")
-            q, k, v = q.to(dtype), k.to(dtype), v.to(dtype)
+            q, k, v = (t.to(dtype) if t.dtype in AUTOCAST_ELIGIBLE else t for t in (q, k, v))
         why = unsupported(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa)
         if not why:
             if torch.compiler.is_compiling():  # traced: checked above, nothing raises later
@@ -99,7 +100,9 @@ class ScaledDotProductAttention(nn.Module):
 
 def _calls_sdpa(module: nn.Module) -> bool:
     """Whether ``module``'s own forward names scaled_dot_product_attention (as F.… or torch.nn.functional.…)."""
-    code = getattr(type(module).forward, "__code__", None)
+    if isinstance(module, ScaledDotProductAttention):
+        return False
+    code = getattr(forward_function(module), "__code__", None)
     return code is not None and "scaled_dot_product_attention" in code.co_names
 
 
@@ -112,8 +115,8 @@ def patch_attention(model: nn.Module, report: PatchReport) -> set[int]:
             continue
         where = name or type(parent).__name__
         if not one_tensor_forward(parent):
-            report.skipped.append((where, "its forward takes more than one tensor (a trace would freeze the others): "
-                                          "its scaled_dot_product_attention stays torch's"))  # fmt: skip
+            report.skipped.append((where, "its forward does not take exactly one tensor (a trace would freeze what "
+                                   "else it takes): its scaled_dot_product_attention stays torch's"))  # fmt: skip
             continue
         if hasattr(parent, CHILD):
             report.skipped.append((where, f"it has an attribute {CHILD!r} already"))

@@ -40,7 +40,7 @@ _KERNELS = ("layernorm", "layernorm_backward", "rmsnorm", "linear", "linear_gelu
 _TAKES = {k: frozenset(space_class(k).supported_dtypes()) for k in _KERNELS}
 
 
-_AUTOCAST_ELIGIBLE = (torch.float32, torch.float16, torch.bfloat16)  # autocast leaves float64 alone
+AUTOCAST_ELIGIBLE = (torch.float32, torch.float16, torch.bfloat16)  # autocast leaves float64 alone
 
 
 def _kernel_takes(kernel: str, x: torch.Tensor) -> bool:
@@ -98,7 +98,7 @@ class Linear(nn.Linear):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         weight, bias = self.weight, self.bias
-        if x.device.type == "cuda" and x.dtype in _AUTOCAST_ELIGIBLE and torch.is_autocast_enabled("cuda"):
+        if x.device.type == "cuda" and x.dtype in AUTOCAST_ELIGIBLE and torch.is_autocast_enabled("cuda"):
             dtype = torch.get_autocast_dtype("cuda")  # what autocast would cast F.linear's operands to
             x, weight = x.to(dtype), weight.to(dtype)
             bias = bias.to(dtype) if bias is not None else None

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import copy
 import inspect
+import types
+from typing import Any
 
 from torch import fx, nn
 
@@ -42,10 +44,21 @@ def one_tensor_forward(module: nn.Module) -> bool:
         inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)  # fmt: skip
 
 
+def forward_function(module: nn.Module) -> Any:
+    """The function ``module`` runs as its forward: a rewrite's, set on the instance, else its class's."""
+    own = module.__dict__.get("forward")
+    return own.__func__ if isinstance(own, types.MethodType) else type(module).forward
+
+
 def trace_forward(module: nn.Module, training: bool) -> fx.Graph:
-    """``module``'s own forward traced in train (``training``) or eval mode."""
+    """``module``'s own forward traced in train (``training``) or eval mode. fx traces a module's class forward; a
+    forward an earlier rewrite set on the instance is traced instead, so that a second rewrite builds on the first
+    rather than undoing it."""
     shallow = copy.copy(module)  # what the forward sets on self while traced (a Proxy) stays off the model
     shallow.training = training
+    if "forward" in module.__dict__:
+        shallow.__dict__.pop("forward", None)
+        shallow.__class__ = type(type(module).__name__, (type(module),), {"forward": forward_function(module)})
     return ChildrenAsLeaves().trace(shallow)
 
 
