@@ -160,3 +160,25 @@ def test_patching_twice_leaves_the_added_child_alone():
     att.patch(model, attention=True)
     again = att.patch(model, attention=True)
     assert not again.swapped and all(why == "already autotune's" for _, why in again.skipped)
+
+
+def test_nanogpts_mode_dependent_dropout_of_zero_is_taken():
+    """dropout_p=self.dropout if self.training else 0 with dropout 0.0: the same call in both modes."""
+
+    class NanoGpt(GptAttention):
+        dropout = 0.0
+
+        def forward(self, x):
+            b, t, c = x.shape
+            q, k, v = self.qkv(x).split(c, dim=2)
+            q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=self.dropout if self.training else 0,
+                                               is_causal=True)  # fmt: skip
+            return self.proj(y.transpose(1, 2).reshape(b, t, c))
+
+    model = NanoGpt(device="meta", dtype=torch.bfloat16)
+    report = att.patch(model, attention=True)
+    assert f"{CHILD} (scaled_dot_product_attention)" in report.swapped
+    with torch.no_grad(), autotune.record() as calls:
+        model(meta(2, 16, 256))
+    assert "attention_causal" in [kernel for kernel, _, _ in calls.calls] and not report.attention_fallbacks

@@ -32,7 +32,7 @@ from autotune.errors import AutotuneError
 from autotune.spaces.attention import HEAD_DIMS
 from autotune.torch import functional
 from autotune.torch.modules import AUTOCAST_ELIGIBLE
-from autotune.torch.tracing import forward_function, has_attr, one_tensor_forward, trace_forward
+from autotune.torch.tracing import forward_function, has_attr, one_tensor_forward, same_code, trace_forward
 
 if TYPE_CHECKING:
     from autotune.torch.patching import PatchReport
@@ -143,7 +143,7 @@ def _rewrite(parent: nn.Module, graph: fx.Graph, other: fx.Graph, report: PatchR
     calls = [n for n in graph.nodes if n.op == "call_function" and n.target in _SDPA]
     if not calls:
         return "its trace calls no scaled_dot_product_attention"
-    if graph.python_code("self").src != other.python_code("self").src:
+    if not same_code(graph, other):
         return "its forward differs between train and eval mode (a trace would freeze one)"
     if any(n.op == "get_attr" and not has_attr(parent, n.target) for n in graph.nodes):
         return "its trace holds constants of its own"

@@ -36,7 +36,14 @@ import torch
 from torch import fx, nn
 
 from autotune.torch.modules import Linear, LinearGELU, LinearSwiGLU
-from autotune.torch.tracing import ChildrenAsLeaves, has_attr, has_hooks, one_tensor_forward, trace_forward
+from autotune.torch.tracing import (
+    ChildrenAsLeaves,
+    has_attr,
+    has_hooks,
+    one_tensor_forward,
+    same_code,
+    trace_forward,
+)
 
 if TYPE_CHECKING:
     from autotune.torch.patching import PatchReport
@@ -259,7 +266,7 @@ def _rewrite(name: str, parent: nn.Module, graph: fx.Graph, other: fx.Graph, hel
     if not matches:
         return set()
     where = name or type(parent).__name__
-    if graph.python_code("self").src != other.python_code("self").src:
+    if not same_code(graph, other):
         report.skipped.append((where, "its forward differs between train and eval mode (a trace would freeze "
                                "one); the Linear layers are swapped alone"))  # fmt: skip
         return set()

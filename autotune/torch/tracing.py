@@ -3,9 +3,10 @@ one module's own forward with torch.fx, its children as leaves, and the checks t
 forward's place.
 
 A trace fixes whatever Python decided while it ran, so a rewrite takes only forwards of one tensor and nothing else
-(`one_tensor_forward`) that trace to the same code in train and eval mode (`trace_forward` in both): an optional
-argument (``if mask is not None``) or a mode switch (dropout's ``training=self.training``) would otherwise be frozen
-at patch time.
+(`one_tensor_forward`) that trace to the same code in train and eval mode (`trace_forward` in both, compared by
+`same_code`): an optional argument (``if mask is not None``) or a mode switch (dropout's ``training=self.training``)
+would otherwise be frozen at patch time. Constants compare by value: nanoGPT's ``dropout_p=self.dropout if
+self.training else 0`` with a dropout of 0.0 traces ``0.0`` in one mode and ``0`` in the other, the same call.
 """
 
 from __future__ import annotations
@@ -69,3 +70,35 @@ def has_attr(module: nn.Module, target: str) -> bool:
             return False
         module = getattr(module, part)
     return True
+
+
+def same_code(a: fx.Graph, b: fx.Graph) -> bool:
+    """Whether two traces compute alike: the same nodes in the same order, with equal targets and arguments, the
+    constants among them compared by value."""
+    nodes_a, nodes_b = list(a.nodes), list(b.nodes)
+    if len(nodes_a) != len(nodes_b):
+        return False
+    index: dict[fx.Node, int] = {}
+    for i, (x, y) in enumerate(zip(nodes_a, nodes_b)):
+        if x.op != y.op or x.target != y.target:
+            return False
+        if not (_same_argument(x.args, y.args, index) and _same_argument(x.kwargs, y.kwargs, index)):
+            return False
+        index[x] = index[y] = i
+    return True
+
+
+def _same_argument(p: Any, q: Any, index: dict[fx.Node, int]) -> bool:
+    if isinstance(p, fx.Node) or isinstance(q, fx.Node):  # the same earlier node of each trace
+        return isinstance(p, fx.Node) and isinstance(q, fx.Node) and p in index and index[p] == index.get(q)
+    if isinstance(p, (tuple, list)):
+        return type(p) is type(q) and len(p) == len(q) and all(_same_argument(x, y, index) for x, y in zip(p, q))
+    if isinstance(p, dict):
+        return isinstance(q, dict) and p.keys() == q.keys() and all(_same_argument(p[k], q[k], index) for k in p)
+    numbers = (int, float)
+    if isinstance(p, numbers) and isinstance(q, numbers) and not isinstance(p, bool) and not isinstance(q, bool):
+        return p == q  # 0 and 0.0: one value
+    try:
+        return type(p) is type(q) and bool(p == q)
+    except Exception:  # noqa: BLE001 — values without a plain equality (tensors): not known to be the same
+        return False
