@@ -19,8 +19,14 @@
 // one K/V read, G of the mma's 16 rows used, instead of G reads with one row each). Only the causal mask needs
 // each row's own query index. Multi-head attention is the case kv_group = 1 (rows of one head, as before).
 //
+// COMBINE 1 (sm_90, 2 to 8 splits): the SPLITS blocks of a query tile are one thread block cluster. Each leaves its
+// split's normalised state in its own shared memory; after a cluster barrier, block r combines every r-th
+// element of the tile from all the splits' states (distributed shared memory) and writes O and LSE itself: no
+// workspace and no second launch, which is most of what a batch-1 decoding step waits for.
+//
 // Tunables: SPLITS (KV splits), WARPS (warps per block, interleaved over the split's tiles), BC (keys per tile),
-// STAGES (per-warp cp.async ring depth), SWIZZLE (XOR-swizzled or padded shared rows), COMBINE_THREADS.
+// STAGES (per-warp cp.async ring depth), SWIZZLE (XOR-swizzled or padded shared rows), COMBINE_THREADS (the
+// combine kernel's block), COMBINE (0: the attention_combine kernel; 1: in the cluster).
 // Problem constants: HEAD_DIM, CAUSAL, KV_GROUPED, DTYPE (1 fp16, 2 bf16).
 
 #include "attention_problem.cuh"
@@ -43,6 +49,9 @@
 #ifndef COMBINE_THREADS
 #define COMBINE_THREADS 128
 #endif
+#ifndef COMBINE
+#define COMBINE 0
+#endif
 #ifndef DTYPE
 #define DTYPE 1  // float16: the template compiles without defines
 #endif
@@ -59,6 +68,7 @@ static_assert(HEAD_DIM % 16 == 0 && HEAD_DIM >= 32 && HEAD_DIM <= 256, "HEAD_DIM
 static_assert(BC % 16 == 0 && BC >= 16, "BC is a multiple of 16");
 static_assert(STAGES >= 1 && STAGES <= 4, "STAGES is 1..4");
 static_assert(SPLITS >= 1, "SPLITS >= 1");
+static_assert(COMBINE == 0 || (SPLITS >= 2 && SPLITS <= 8), "COMBINE 1: the 2 to 8 splits are a portable cluster");
 
 #include "attention_mma.cuh"
 #include "online_softmax.cuh"
@@ -71,10 +81,33 @@ static_assert(DN * 4 + SN * 8 + KT * 4 <= 128, "register tiles would spill");  /
 #define QUERY(row) (row)
 #endif
 
-extern "C" __global__ void __launch_bounds__(NT, 1)
+#if COMBINE
+#include "tma_sm90.cuh"  // cluster_sync, cluster_ctarank
+#define SPLIT_CLUSTER __cluster_dims__(SPLITS, 1, 1)  // a query tile's splits: consecutive blocks along x
+
+// fp32 at shared address `addr` of cluster block `rank`.
+__device__ __forceinline__ float ld_cluster_f32(uint32_t addr, uint32_t rank) {
+  uint32_t remote;
+  float v;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(addr), "r"(rank));
+  asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(remote) : "memory");
+  return v;
+}
+#else
+#define SPLIT_CLUSTER
+#endif
+
+// COMBINE 0: each split's (O normalised, LSE) into the fp32 workspace (out0 = o_part, out1 = lse_part), for
+// attention_combine. COMBINE 1: O (the input type) and LSE themselves (out0 = O, out1 = LSE).
+#if COMBINE
+#define SPLIT_OUTPUTS elem_t* __restrict__ O, float* __restrict__ LSE
+#else
+#define SPLIT_OUTPUTS float* __restrict__ o_part, float* __restrict__ lse_part
+#endif
+
+extern "C" __global__ void __launch_bounds__(NT, 1) SPLIT_CLUSTER
     attention_split_kv(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t* __restrict__ V,
-                       float* __restrict__ o_part, float* __restrict__ lse_part, int seq_q, int seq_kv,
-                       float scale_log2 KV_GROUP_PARAM) {
+                       SPLIT_OUTPUTS, int seq_q, int seq_kv, float scale_log2 KV_GROUP_PARAM) {
   extern __shared__ __align__(128) unsigned char smem[];
   constexpr uint32_t TILE_BYTES = BC * ROW * 2;
   const uint32_t q_tile = smem_addr(smem);
@@ -247,16 +280,25 @@ extern "C" __global__ void __launch_bounds__(NT, 1)
   }
   __syncthreads();
   const float LN2 = 0.6931471805599453f;
+#if COMBINE
+  float* so = co + WARPS * 16 * HEAD_DIM;  // [16][HEAD_DIM] this split's normalised O, then [16] its LSE
+  float* slse = so + 16 * HEAD_DIM;
+#endif
   for (int i = threadIdx.x; i < 16 * HEAD_DIM; i += NT) {
     const int r = i / HEAD_DIM, d = i % HEAD_DIM;
     if (q0 + r >= rows_q) break;  // rows only grow with i
     float mx = -INFINITY;
 #pragma unroll
     for (int w = 0; w < WARPS; ++w) mx = fmaxf(mx, cm[w * 16 + r]);
+#if COMBINE
+    float *o_out = so + i, *lse_out = slse + r;
+#else
     const size_t row = (size_t)split * gridDim.z * gridDim.y * rows_q + head * rows_q + q0 + r;
+    float *o_out = o_part + row * HEAD_DIM + d, *lse_out = lse_part + row;
+#endif
     if (mx == -INFINITY) {  // this split holds no key this row sees
-      o_part[row * HEAD_DIM + d] = 0.f;
-      if (d == 0) lse_part[row] = -INFINITY;
+      *o_out = 0.f;
+      if (d == 0) *lse_out = -INFINITY;
       continue;
     }
     float sum = 0.f, acc = 0.f;
@@ -266,11 +308,41 @@ extern "C" __global__ void __launch_bounds__(NT, 1)
       sum += cl[w * 16 + r] * scale;
       acc += co[(w * 16 + r) * HEAD_DIM + d] * scale;
     }
-    o_part[row * HEAD_DIM + d] = acc / sum;
-    if (d == 0) lse_part[row] = (mx + __log2f(sum)) * LN2;
+    *o_out = acc / sum;
+    if (d == 0) *lse_out = (mx + __log2f(sum)) * LN2;
   }
+#if COMBINE
+  // Every split's state is in its block's shared memory (release) and visible to the cluster (acquire); block
+  // `rank` then combines its contiguous share of the tile's elements as attention_combine does.
+  cluster_sync();
+  constexpr int SHARE = 16 * HEAD_DIM / SPLITS;
+  const int rank = (int)cluster_ctarank();
+  const uint32_t so_s = smem_addr(so), slse_s = smem_addr(slse);
+  for (int i = rank * SHARE + threadIdx.x; i < (rank + 1) * SHARE; i += NT) {
+    const int r = i / HEAD_DIM, d = i % HEAD_DIM;
+    if (q0 + r >= rows_q) break;
+    float lse_s[SPLITS], mx = -INFINITY;
+#pragma unroll
+    for (int sp = 0; sp < SPLITS; ++sp) {
+      lse_s[sp] = ld_cluster_f32(slse_s + 4 * r, sp);
+      mx = fmaxf(mx, lse_s[sp]);
+    }
+    float sum = 0.f, acc = 0.f;
+#pragma unroll
+    for (int sp = 0; sp < SPLITS; ++sp) {
+      const float w = __expf(lse_s[sp] - mx);  // 0 for empty splits (−inf)
+      sum += w;
+      acc += w * ld_cluster_f32(so_s + 4 * i, sp);
+    }
+    const size_t row = head * rows_q + q0 + r;
+    O[row * HEAD_DIM + d] = from_f32<elem_t>(acc / sum);
+    if (d == 0) LSE[row] = mx + __logf(sum);
+  }
+  cluster_sync();  // no block leaves while a peer may still read its state
+#endif
 }
 
+#if !COMBINE
 // O[row, d] = Σ_s w_s·o_part[s, row, d] / Σ_s w_s, w_s = exp(lse_part[s, row] − max_s lse_part); LSE likewise.
 extern "C" __global__ void __launch_bounds__(COMBINE_THREADS)
     attention_combine(const float* __restrict__ o_part, const float* __restrict__ lse_part, elem_t* __restrict__ O,
@@ -293,3 +365,4 @@ extern "C" __global__ void __launch_bounds__(COMBINE_THREADS)
     if (d == 0) LSE[row] = mx + __logf(sum);
   }
 }
+#endif

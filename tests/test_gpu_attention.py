@@ -89,8 +89,8 @@ def test_fa3_variants_and_random_configs_are_correct(kernel, dtype, d, device):
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
-@pytest.mark.parametrize("shape", [(3, 5, 1, 1, 128), (1, 2, 200, 200, 64), (2, 2, 129, 4097, 96), (1, 1, 1000, 1031, 128)],
-                         ids=lambda s: "x".join(map(str, s)))  # fmt: skip
+@pytest.mark.parametrize("shape", [(3, 5, 1, 1, 128), (1, 2, 200, 200, 64), (2, 2, 129, 4097, 96),
+                                   (1, 1, 1000, 1031, 128)], ids=lambda s: "x".join(map(str, s)))  # fmt: skip
 def test_fa3_matches_fa2_on_the_same_inputs(kernel, shape, device, tmp_path):
     """fa3 and fa2 (both P rounded to fp16 before P·V, fp32 statistics) agree closely on the very same inputs,
     including a head of one query and one key, and large logits; LSE to fp32 rounding."""
@@ -122,7 +122,8 @@ SPLIT_SHAPES = [(2, 4, 1, 4097, 128), (1, 3, 7, 3001, 64), (3, 2, 16, 1000, 128)
 @pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("shape", SPLIT_SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_split_kv_matches_the_one_pass_kernel(kernel, shape, device, tmp_path):
-    """Several split counts (1 to more splits than KV tiles: empty splits) against fa2 on the very same inputs."""
+    """Several split counts (1 to more splits than KV tiles: empty splits), and on Hopper the splits combined in
+    their cluster (COMBINE=1), against fa2 on the very same inputs."""
     import numpy as np
 
     from autotune.spaces.attention import O_TOLERANCE
@@ -133,8 +134,11 @@ def test_split_kv_matches_the_one_pass_kernel(kernel, shape, device, tmp_path):
     one_pass = pinned(kernel, space, shape, {ALGO: "fa2", **space.algos["fa2"].default_config}, device,
                       tmp_path / "fa2.db")(q, k, v)  # fmt: skip
     base = {ALGO: "split_kv", **space.algos["split_kv"].default_config}
-    for i, change in enumerate([{"SPLITS": 1}, {"SPLITS": 4, "WARPS": 2}, {"SPLITS": 128, "WARPS": 2, "STAGES": 3},
-                                {"SPLITS": 8, "WARPS": 1, "STAGES": 1, "SWIZZLE": 1}]):  # fmt: skip
+    changes = [{"SPLITS": 1}, {"SPLITS": 4, "WARPS": 2}, {"SPLITS": 128, "WARPS": 2, "STAGES": 3},
+               {"SPLITS": 8, "WARPS": 1, "STAGES": 1, "SWIZZLE": 1}]
+    if tuple(device.compute_capability) >= (9, 0):  # thread block clusters
+        changes += [{"SPLITS": 8, "COMBINE": 1}, {"SPLITS": 2, "WARPS": 2, "COMBINE": 1, "SWIZZLE": 1}]
+    for i, change in enumerate(changes):
         config = {**base, **change}
         assert not space.violations(config, shape, device), space.violations(config, shape, device)
         o, lse = pinned(kernel, space, shape, config, device, tmp_path / f"split{i}.db")(q, k, v)

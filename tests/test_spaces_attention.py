@@ -143,7 +143,8 @@ def test_constraints_explain_themselves(h200):
     assert space.violations(base, SHAPE, h200) == []
     assert "would spill" in space.violations({**base, "MT": 2, "BC": 128}, SHAPE, h200)[0]
     assert "SWIZZLE needs head_dim" in space.violations({**base, "SWIZZLE": 1}, (1, 1, 64, 64, 96), h200)[0]
-    assert "shared memory" in space.violations({**base, "STAGES": 3, "BC": 128, "WARPS": 8, "Q_REGS": 0}, SHAPE, h200)[0]
+    big = {**base, "STAGES": 3, "BC": 128, "WARPS": 8, "Q_REGS": 0}
+    assert "shared memory" in space.violations(big, SHAPE, h200)[0]
     assert "not supported" in space.violations(base, (1, 1, 64, 64, 48), h200)[0]
     plain = get_space("attention", dtype="bfloat16")
     assert "REVERSE only matters" in plain.violations({**base, "REVERSE": 1}, SHAPE, h200)[0]
@@ -184,6 +185,15 @@ def test_split_kv_plan_and_constraints(h200):
     assert "decoding" in space.violations(config, (1, 32, 1000, 65536, 128), h200)[0]
     assert "blocks" in space.violations({**config, "SPLITS": 128}, (16, 32, 1, 65536, 128), h200)[0]
     assert "would spill" in space.violations({**config, "BC": 64}, shape, h200)[0]
+    cluster = {**config, "SPLITS": 8, "COMBINE": 1}  # the splits combined in their cluster: one launch
+    assert space.violations(cluster, shape, h200) == [] and space.workspace(cluster, shape) == {}
+    (one,) = space.launches(cluster, shape, h200)
+    assert one.grid == (8, 32, 1) and one.args[3:5] == ("o", "lse") and one.args[5:] == main.args[5:]
+    assert one.shared_bytes == main.shared_bytes, "the split's state fits where the rings were"
+    assert space.describe(cluster).endswith("combine=cluster")
+    assert "2 to 8" in space.violations({**cluster, "SPLITS": 16}, shape, h200)[0]
+    ampere = dataclasses.replace(h200, name="NVIDIA A100", compute_capability=(8, 0), multiprocessors=108)
+    assert any("clusters" in p for p in space.violations(cluster, shape, ampere))
 
 
 def test_rule_default_decodes_with_split_kv_sized_to_the_gpu(h200):
@@ -236,6 +246,29 @@ def test_valid_configs_compile_without_spills_and_bad_ones_fail_static_asserts(h
     good = results[: len(jobs)]
     assert_built_without_spills(jobs, good)
     assert all(not r.ok and "static assertion" in (r.error or "") for r in results[len(jobs):])
+
+
+@pytest.mark.nvcc
+def test_split_kv_combined_in_a_cluster_compiles_to_one_kernel_without_spills(h200, cache_dir):
+    """COMBINE=1 (sm_90a): 2, 4 and 8 splits as a cluster, both head dims, causal, grouped; the kernel its plan
+    launches is built (and the combine kernel is not), with no spill."""
+    from autotune.spaces import Launch
+
+    jobs = []
+    for kernel, dtype, shape, splits, warps in [("attention", "bfloat16", (1, 32, 8, 1, 8192, 128), 8, 4),
+                                                ("attention_causal", "float16", (2, 8, 3, 2000, 64), 2, 2),
+                                                ("attention", "float16", (4, 16, 1, 4096, 128), 4, 1)]:  # fmt: skip
+        space = get_space(kernel, dtype=dtype)
+        config = {ALGO: "split_kv", **space.algos["split_kv"].default_config, "SPLITS": splits, "WARPS": warps,
+                  "COMBINE": 1}  # fmt: skip
+        assert space.violations(config, shape, h200) == [], (shape, space.violations(config, shape, h200))
+        jobs.append((space, config, shape))
+    results = compile_jobs(jobs, h200.compile_arch, cache_dir)
+    assert_built_without_spills(jobs, results)
+    for (space, config, shape), r in zip(jobs, results):
+        launched = [s.kernel for s in space.launches(config, shape, h200) if isinstance(s, Launch)]
+        assert launched == ["attention_split_kv"]
+        assert "attention_combine" not in r.kernels
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])

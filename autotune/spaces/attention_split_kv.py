@@ -3,7 +3,8 @@
 Short queries (seq_q ≤ `MAX_SEQ_Q`) over a long KV sequence: the KV tiles are split SPLITS ways so that
 B·H·ceil(seq_q/16)·SPLITS blocks fill the GPU; each block's warps interleave over its split's tiles (mma.sync,
 online softmax, as FlashAttention-2) and merge into one normalised fp32 (O, LSE) per split in the workspace; a
-second kernel combines the splits by their log-sum-exp.
+second kernel combines the splits by their log-sum-exp. Or (``COMBINE`` 1, Hopper, 2 to 8 splits) a query tile's
+splits are one thread block cluster that combines them through distributed shared memory: no workspace, one launch.
 
 Grouped-query attention: a block's 16 query rows are drawn from every query head of one kv head's group (the
 group's G·seq_q rows of q are contiguous: (b, kv·G + j, i) is row j·seq_q + i of kv head (b, kv)), so one K/V
@@ -25,6 +26,7 @@ from autotune.spaces.attention_fa2 import SWIZZLE_DIMS
 from autotune.spaces.base import BufferSpec, Config, Launch, Param, Step, ceil_div
 
 MAX_SEQ_Q = 64  # beyond this the one-pass kernel has blocks enough
+MAX_CLUSTER = 8  # COMBINE=1: the splits of a query tile are one cluster, at most a portable one
 BLOCKS_PER_SM = 8  # more blocks than this many per SM add no parallelism, only partial results to combine
 # O + S (weighed twice: the scores and their packed P live together) + Q fragments; the template's static_assert.
 # Measured with ptxas (sm_90): 128 compiles without spills at every WARPS and STAGES, 160 and 176 spill.
@@ -44,8 +46,10 @@ class SplitKvAttention(Algorithm):
         Param("STAGES", (1, 2, 3), "depth of each warp's K/V cp.async ring"),
         Param("SWIZZLE", (0, 1), "XOR-swizzled shared tiles (head_dim 64/128) or rows padded by 16 bytes"),
         Param("COMBINE_THREADS", (64, 128, 256), "threads per block of the combine kernel"),
+        Param("COMBINE", (0, 1), "the splits combined by a second kernel (0) or in a cluster of their blocks (1)"),
     )
-    default_config = {"SPLITS": 16, "WARPS": 4, "BC": 32, "STAGES": 2, "SWIZZLE": 0, "COMBINE_THREADS": 128}
+    default_config = {"SPLITS": 16, "WARPS": 4, "BC": 32, "STAGES": 2, "SWIZZLE": 0, "COMBINE_THREADS": 128,
+                      "COMBINE": 0}
 
     @staticmethod
     def geometry(config: Config, head_dim: int) -> dict[str, int]:
@@ -53,6 +57,7 @@ class SplitKvAttention(Algorithm):
         warps = config["WARPS"]
         rings = warps * config["STAGES"] * 2 * config["BC"] * row * 2
         merge = warps * 16 * (head_dim + 2) * 4  # the warps' states, written over the rings after the loop
+        merge += 16 * (head_dim + 1) * 4 * config["COMBINE"]  # and the split's state its cluster reads
         return {
             "threads": 32 * warps,
             "smem_bytes": 16 * row * 2 + max(rings, merge),
@@ -80,6 +85,11 @@ class SplitKvAttention(Algorithm):
             problems.append(f"{g['tile_registers']} registers of tiles per thread would spill")
         if config["SWIZZLE"] and d not in SWIZZLE_DIMS:
             problems.append(f"SWIZZLE needs head_dim 64 or 128, not {d}")
+        if config["COMBINE"] and not 2 <= config["SPLITS"] <= MAX_CLUSTER:
+            problems.append(f"COMBINE=1 makes the splits one cluster: 2 to {MAX_CLUSTER}, not {config['SPLITS']}")
+        if config["COMBINE"] and tuple(device.compute_capability) < (9, 0):
+            problems.append(f"COMBINE=1 needs thread block clusters (compute capability 9.0); {device.name} has "
+                            f"{device.cc}")  # fmt: skip
         return problems + smem_problems(g["smem_bytes"], device)
 
     @staticmethod
@@ -89,6 +99,8 @@ class SplitKvAttention(Algorithm):
         return p.b * p.hkv * ceil_div(p.group * p.sq, 16)
 
     def workspace(self, config: Config, shape: Shape) -> dict[str, BufferSpec]:
+        if self.local(config)["COMBINE"]:
+            return {}
         b, h, hkv, sq, skv, d = attention_dims(shape)
         splits = config["SPLITS"]
         return {"o_part": BufferSpec((splits, b * h * sq, d)), "lse_part": BufferSpec((splits, b * h * sq))}
@@ -100,15 +112,20 @@ class SplitKvAttention(Algorithm):
         rows = b * p.h * sq
         threads = config["COMBINE_THREADS"]
         scale = np.float32(self.space.scale_log2(d))
+        grid = (ceil_div(p.group * sq, 16) * config["SPLITS"], p.hkv, b)
+        sizes = (np.int32(sq), np.int32(skv), scale, *kv_args(p))
+        if config["COMBINE"]:  # the cluster writes o and lse itself
+            return [Launch("attention_split_kv", grid, (g["threads"], 1, 1), g["smem_bytes"],
+                           ("q", "k", "v", "o", "lse", *sizes))]  # fmt: skip
         return [
-            Launch("attention_split_kv", (ceil_div(p.group * sq, 16) * config["SPLITS"], p.hkv, b),
-                   (g["threads"], 1, 1), g["smem_bytes"],
-                   ("q", "k", "v", "o_part", "lse_part", np.int32(sq), np.int32(skv), scale, *kv_args(p))),
+            Launch("attention_split_kv", grid, (g["threads"], 1, 1), g["smem_bytes"],
+                   ("q", "k", "v", "o_part", "lse_part", *sizes)),
             Launch("attention_combine", (min(ceil_div(rows * d, threads), 16 * device.multiprocessors), 1, 1),
                    (threads, 1, 1), 0, ("o_part", "lse_part", "o", "lse", np.int32(rows))),
         ]  # fmt: skip
 
     def describe(self, config: Config) -> str:
         c = self.local(config)
+        combine = "cluster" if c["COMBINE"] else c["COMBINE_THREADS"]
         return (f"split_kv splits={c['SPLITS']} warps={c['WARPS']} BC={c['BC']} stages={c['STAGES']} "
-                f"{'swz' if c['SWIZZLE'] else 'pad'} combine={c['COMBINE_THREADS']}")  # fmt: skip
+                f"{'swz' if c['SWIZZLE'] else 'pad'} combine={combine}")  # fmt: skip
