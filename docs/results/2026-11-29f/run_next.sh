@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # For the next session's first calls (written 2026-11-29f, not yet run): what landed after this session's device time.
-#   bash run_next.sh 1   GPU tests of fa3's grouped backward, attention's C++ autograd node, patch(attention=True)
-#                        and the grouped attention files (~420 s)
-#   bash run_next.sh 2   gqa_bwd_probe.py: fa3 against fa2 and SDPA's fastest backward on grouped heads (~200 s);
-#                        if fa3 wins, take it in AttentionBackwardSpace.rule_default for grouped heads
+#   bash run_next.sh 1   GPU tests of fa3's grouped backward, attention's C++ autograd node, patch(attention=True),
+#                        split_kv's cluster combine and the grouped attention files (~450 s)
+#   bash run_next.sh 2   gqa_bwd_probe.py: fa3 against fa2 and SDPA's fastest backward on grouped heads; if fa3 wins,
+#                        take it in AttentionBackwardSpace.rule_default for grouped heads; combine_probe.py: split_kv's
+#                        cluster combine against the combine kernel and cuDNN at batch-1 decoding (~300 s)
 #   bash run_next.sh 3   issue 22's GPT-2 bf16 protocol with patch(attention=True): record, search 24 trials, the
 #                        alternating rounds of 2026-11-29c/attention_probe.py (its attention now a C++ node), and
 #                        examples/gpt2_block.py --attention (~450 s)
@@ -18,10 +19,11 @@ case "${1:-1}" in
 1)
   TAILN=10 step tests 420 python3 -m pytest -n 14 -q -p no:cacheprovider -rf --tb=short -m gpu \
     tests/test_gpu_attention_backward_fa3.py tests/test_torch_gpu.py tests/test_torch_attention_gpu.py \
-    tests/test_gpu_attention_gqa.py
+    tests/test_gpu_attention_gqa.py "tests/test_gpu_attention.py::test_split_kv_matches_the_one_pass_kernel"
   ;;
 2)
-  TAILN=40 step gqa_bwd 300 python3 $D/gqa_bwd_probe.py
+  TAILN=40 step gqa_bwd 200 python3 $D/gqa_bwd_probe.py
+  TAILN=40 step combine 120 python3 $D/combine_probe.py
   ;;
 3)
   export AUTOTUNE_DB=/tmp/gpt2.db
