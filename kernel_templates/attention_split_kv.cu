@@ -19,10 +19,11 @@
 // one K/V read, G of the mma's 16 rows used, instead of G reads with one row each). Only the causal mask needs
 // each row's own query index. Multi-head attention is the case kv_group = 1 (rows of one head, as before).
 //
-// COMBINE 1 (sm_90, 2 to 8 splits): the SPLITS blocks of a query tile are one thread block cluster. Each leaves its
-// split's normalised state in its own shared memory; after a cluster barrier, block r combines every r-th
-// element of the tile from all the splits' states (distributed shared memory) and writes O and LSE itself: no
-// workspace and no second launch, which is most of what a batch-1 decoding step waits for.
+// COMBINE 1 (sm_90, 2, 4 or 8 splits): the SPLITS blocks of a query tile are one thread block cluster. Each leaves
+// its split's normalised state in its own shared memory (instead of the workspace); after a cluster barrier, block
+// r combines the r-th contiguous share of the tile's elements from all the splits' states (distributed shared
+// memory) and writes O and LSE itself: no workspace and no second launch, which is most of what a batch-1
+// decoding step waits for.
 //
 // Tunables: SPLITS (KV splits), WARPS (warps per block, interleaved over the split's tiles), BC (keys per tile),
 // STAGES (per-warp cp.async ring depth), SWIZZLE (XOR-swizzled or padded shared rows), COMBINE_THREADS (the
@@ -69,6 +70,7 @@ static_assert(BC % 16 == 0 && BC >= 16, "BC is a multiple of 16");
 static_assert(STAGES >= 1 && STAGES <= 4, "STAGES is 1..4");
 static_assert(SPLITS >= 1, "SPLITS >= 1");
 static_assert(COMBINE == 0 || (SPLITS >= 2 && SPLITS <= 8), "COMBINE 1: the 2 to 8 splits are a portable cluster");
+static_assert(COMBINE == 0 || (16 * HEAD_DIM) % SPLITS == 0, "COMBINE 1: the splits share the tile's elements evenly");
 
 #include "attention_mma.cuh"
 #include "online_softmax.cuh"

@@ -66,7 +66,7 @@ def test_grouped_forward_configs_are_correct(kernel, dtype, algo, d, device):
 def test_grouped_forward_equals_multi_head_with_repeated_kv(kernel, algo, shape, device, tmp_path):
     """The grouped kernels and the multi-head kernels on k and v repeated per query head compute each row with the
     same arithmetic: o and lse agree to fp32 rounding (a query head reading another's kv head differs by O(1)).
-    split_kv: with the group's rows packed, and several split counts."""
+    split_kv: with the group's rows packed, several split counts, and (Hopper) the splits combined in a cluster."""
     dtype = "float32" if algo == "simt" else "float16"
     space = get_space(kernel, dtype=dtype)
     if algo not in space.domain(ALGO) or space.algos[algo].unfit(shape, device):
@@ -76,12 +76,13 @@ def test_grouped_forward_equals_multi_head_with_repeated_kv(kernel, algo, shape,
     x = space.inputs(shape, np.random.default_rng(3))
     q, k, v = (x[n] for n in ("q", "k", "v"))
     kr, vr = (np.ascontiguousarray(np.repeat(a, h // hkv, axis=1)) for a in (k, v))
-    changes = [{}] if algo != "split_kv" else [{"SPLITS": 1}, {"SPLITS": 8, "WARPS": 2}, {"SPLITS": 64, "WARPS": 1}]
+    changes = [{}] if algo != "split_kv" else [{"SPLITS": 1}, {"SPLITS": 8, "WARPS": 2}, {"SPLITS": 64, "WARPS": 1},
+                                               {"SPLITS": 4, "WARPS": 2, "COMBINE": 1}]  # fmt: skip
     configs = [{ALGO: algo, **space.algos[algo].default_config, **change} for change in changes]
     configs = [c for c in configs if not space.violations(c, shape, device) and not space.violations(c, mha, device)]
     assert configs, "valid configurations at both shapes"
     for i, config in enumerate(configs):
-        change = {n: config[n] for n in ("SPLITS", "WARPS") if n in config}
+        change = {n: config[n] for n in ("SPLITS", "WARPS", "COMBINE") if n in config}
         o, lse = pinned(kernel, space, shape, config, device, tmp_path / f"gqa{i}.db")(q, k, v)
         o_ref, lse_ref = pinned(kernel, space, mha, config, device, tmp_path / f"mha{i}.db")(q, kr, vr)
         assert o.shape == o_ref.shape == (b, h, sq, d) and lse.shape == (b, h, sq)

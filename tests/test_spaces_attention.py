@@ -192,6 +192,7 @@ def test_split_kv_plan_and_constraints(h200):
     assert one.shared_bytes == main.shared_bytes, "the split's state fits where the rings were"
     assert space.describe(cluster).endswith("combine=cluster")
     assert "2 to 8" in space.violations({**cluster, "SPLITS": 16}, shape, h200)[0]
+    assert "only matters" in space.violations({**cluster, "COMBINE_THREADS": 256}, shape, h200)[0]
     ampere = dataclasses.replace(h200, name="NVIDIA A100", compute_capability=(8, 0), multiprocessors=108)
     assert any("clusters" in p for p in space.violations(cluster, shape, ampere))
 

@@ -85,6 +85,8 @@ class SplitKvAttention(Algorithm):
             problems.append(f"{g['tile_registers']} registers of tiles per thread would spill")
         if config["SWIZZLE"] and d not in SWIZZLE_DIMS:
             problems.append(f"SWIZZLE needs head_dim 64 or 128, not {d}")
+        if config["COMBINE"] and config["COMBINE_THREADS"] != self.default_config["COMBINE_THREADS"]:
+            problems.append("COMBINE_THREADS only matters with COMBINE=0 (the combine kernel)")
         if config["COMBINE"] and not 2 <= config["SPLITS"] <= MAX_CLUSTER:
             problems.append(f"COMBINE=1 makes the splits one cluster: 2 to {MAX_CLUSTER}, not {config['SPLITS']}")
         if config["COMBINE"] and tuple(device.compute_capability) < (9, 0):
