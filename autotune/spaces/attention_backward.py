@@ -9,9 +9,9 @@ natural-log row statistics (what ``attention`` returns). Outputs: dq, dk, dv in 
 v's shapes. Two kernel names, one family: ``attention_backward`` and ``attention_causal_backward``.
 
 Algorithms (``ALGO``): ``fa2`` (float16, bfloat16: FlashAttention-2's backward on mma.sync, see
-`autotune.spaces.attention_backward_fa2`; the default off Hopper), ``fa3`` (sm_90a, head_dim 64 and 128,
-multi-head: a Hopper backward on TMA and wgmma, `autotune.spaces.attention_backward_fa3`; the rule default where
-it fits).
+`autotune.spaces.attention_backward_fa2`; the default off Hopper and for grouped heads), ``fa3`` (sm_90a,
+head_dim 64 and 128, multi-head and grouped: a Hopper backward on TMA and wgmma,
+`autotune.spaces.attention_backward_fa3`; the rule default for multi-head attention where it fits).
 
 Reference: float64 gradients from the very (rounded) inputs, with P recomputed from q and k rather than taken from
 o and lse: P = softmax(S), dV = Pᵀ·dO, dP = dO·Vᵀ, dS = P∘(dP − rowsum(dP∘P)), dQ = dS·K·scale, dK = dSᵀ·Q·scale.
