@@ -51,3 +51,18 @@ def test_a_forward_set_on_the_instance_is_the_one_traced():
     ops = [n.target for n in trace_forward(module, True).nodes if n.op == "call_function"]
     assert ops == [__import__("operator").mul]
     assert forward_function(ModeFlag()) is ModeFlag.forward
+
+
+def test_a_trace_replaces_a_forward_only_where_both_modes_agree():
+    from autotune.torch.tracing import replace_forward, unsafe_to_replace
+
+    differing = NanoGptAttention(0.1)
+    assert "differs between train and eval" in unsafe_to_replace(differing, trace_forward(differing, True),
+                                                                 trace_forward(differing, False))  # fmt: skip
+    module = NanoGptAttention(0.0)
+    graph = trace_forward(module, True)
+    assert unsafe_to_replace(module, graph, trace_forward(module, False)) == ""
+    x = torch.randn(1, 2, 8, 16)
+    before = module(x)
+    replace_forward(module, graph)
+    assert "forward" in module.__dict__ and torch.equal(module(x), before)

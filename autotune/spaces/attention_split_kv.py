@@ -101,7 +101,7 @@ class SplitKvAttention(Algorithm):
         return p.b * p.hkv * ceil_div(p.group * p.sq, 16)
 
     def workspace(self, config: Config, shape: Shape) -> dict[str, BufferSpec]:
-        if self.local(config)["COMBINE"]:
+        if config["COMBINE"]:
             return {}
         b, h, hkv, sq, skv, d = attention_dims(shape)
         splits = config["SPLITS"]

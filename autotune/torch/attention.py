@@ -21,7 +21,6 @@ A module whose forward calls SDPA but cannot be traced that way keeps torch's, a
 from __future__ import annotations
 
 import math
-import types
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +31,13 @@ from autotune.errors import AutotuneError
 from autotune.spaces.attention import HEAD_DIMS
 from autotune.torch import functional
 from autotune.torch.modules import AUTOCAST_ELIGIBLE
-from autotune.torch.tracing import forward_function, has_attr, one_tensor_forward, same_code, trace_forward
+from autotune.torch.tracing import (
+    forward_function,
+    one_tensor_forward,
+    replace_forward,
+    trace_forward,
+    unsafe_to_replace,
+)
 
 if TYPE_CHECKING:
     from autotune.torch.patching import PatchReport
@@ -143,10 +148,9 @@ def _rewrite(parent: nn.Module, graph: fx.Graph, other: fx.Graph, report: PatchR
     calls = [n for n in graph.nodes if n.op == "call_function" and n.target in _SDPA]
     if not calls:
         return "its trace calls no scaled_dot_product_attention"
-    if not same_code(graph, other):
-        return "its forward differs between train and eval mode (a trace would freeze one)"
-    if any(n.op == "get_attr" and not has_attr(parent, n.target) for n in graph.nodes):
-        return "its trace holds constants of its own"
+    unsafe = unsafe_to_replace(parent, graph, other)
+    if unsafe:
+        return unsafe
     child = ScaledDotProductAttention()
     child.fallbacks = report.attention_fallbacks
     for node in calls:
@@ -154,13 +158,10 @@ def _rewrite(parent: nn.Module, graph: fx.Graph, other: fx.Graph, report: PatchR
             replacement = graph.call_module(CHILD, node.args, dict(node.kwargs))
         node.replace_all_uses_with(replacement)
         graph.erase_node(node)
-    graph.lint()
-    parent.add_module(CHILD, child)
+    parent.add_module(CHILD, child)  # before the rebuild, which looks the child up
     try:
-        code = fx.GraphModule(parent, graph)
+        replace_forward(parent, graph)
     except Exception as exc:  # noqa: BLE001 — a graph fx made but cannot rebuild: the module stays as it was
         delattr(parent, CHILD)
         return f"its traced forward could not be rebuilt ({type(exc).__name__}: {exc})"
-    # The traced code bound to the module itself: it calls the children the module holds when it runs.
-    parent.forward = types.MethodType(type(code).forward, parent)
     return ""

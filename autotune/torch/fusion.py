@@ -26,9 +26,7 @@ Every pass leaves a module with hooks alone: fused, they would see another tenso
 
 from __future__ import annotations
 
-import copy
 import operator
-import types
 from collections import Counter
 from typing import TYPE_CHECKING, Callable
 
@@ -36,14 +34,7 @@ import torch
 from torch import fx, nn
 
 from autotune.torch.modules import Linear, LinearGELU, LinearSwiGLU
-from autotune.torch.tracing import (
-    ChildrenAsLeaves,
-    has_attr,
-    has_hooks,
-    one_tensor_forward,
-    same_code,
-    trace_forward,
-)
+from autotune.torch.tracing import has_hooks, one_tensor_forward, replace_forward, trace_forward, unsafe_to_replace
 
 if TYPE_CHECKING:
     from autotune.torch.patching import PatchReport
@@ -53,8 +44,8 @@ if TYPE_CHECKING:
 def _traced_pairs(module: nn.Module) -> list[tuple[str, str]] | str:
     """The (Linear, GELU) children of ``module`` whose forward feeds the Linear's output to the GELU alone, each
     called once (nanoGPT's and timm's MLPs); or why the forward could not be followed."""
-    try:  # a shallow copy: what the forward sets on self while traced (a Proxy) stays off the model
-        graph = ChildrenAsLeaves().trace(copy.copy(module))
+    try:
+        graph = trace_forward(module, module.training)
     except Exception as exc:  # noqa: BLE001 — control flow on values, asserted shapes: fx cannot follow them
         return f"its forward could not be traced ({type(exc).__name__}); the Linear layers are swapped alone"
     calls = Counter(n.target for n in graph.nodes if n.op == "call_module")
@@ -265,13 +256,9 @@ def _rewrite(name: str, parent: nn.Module, graph: fx.Graph, other: fx.Graph, hel
             matches.append((node, match))
     if not matches:
         return set()
-    where = name or type(parent).__name__
-    if not same_code(graph, other):
-        report.skipped.append((where, "its forward differs between train and eval mode (a trace would freeze "
-                               "one); the Linear layers are swapped alone"))  # fmt: skip
-        return set()
-    if any(n.op == "get_attr" and not has_attr(parent, n.target) for n in graph.nodes):
-        report.skipped.append((where, "its trace holds constants of its own; the Linear layers are swapped alone"))
+    unsafe = unsafe_to_replace(parent, graph, other)
+    if unsafe:
+        report.skipped.append((name or type(parent).__name__, f"{unsafe}; the Linear layers are swapped alone"))
         return set()
     fused_here = []
     for node, (product, gone) in matches:
@@ -285,8 +272,7 @@ def _rewrite(name: str, parent: nn.Module, graph: fx.Graph, other: fx.Graph, hel
         fused_here.append(node.target)
     if not fused_here:
         return set()
-    graph.lint()
-    code = fx.GraphModule(parent, graph)
+    replace_forward(parent, graph)  # calls the children by name: those swapped below when it runs
     made = set()
     for target in fused_here:
         lin = parent.get_submodule(target)
@@ -296,6 +282,4 @@ def _rewrite(name: str, parent: nn.Module, graph: fx.Graph, other: fx.Graph, hel
         setattr(parent, target, fused)
         made.add(id(fused))
         report.swapped.append(f"{name + '.' if name else ''}{target} (Linear and SwiGLU, fused)")
-    # The traced code bound to the module itself: it calls the children the module holds when it runs.
-    parent.forward = types.MethodType(type(code).forward, parent)
     return made

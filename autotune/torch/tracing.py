@@ -102,3 +102,21 @@ def _same_argument(p: Any, q: Any, index: dict[fx.Node, int]) -> bool:
         return type(p) is type(q) and bool(p == q)
     except Exception:  # noqa: BLE001 — values without a plain equality (tensors): not known to be the same
         return False
+
+
+def unsafe_to_replace(module: nn.Module, graph: fx.Graph, other: fx.Graph) -> str:
+    """Why ``graph`` (``module``'s forward traced; ``other``: traced in the other mode) may not run in the forward's
+    place ("" where it may)."""
+    if not same_code(graph, other):
+        return "its forward differs between train and eval mode (a trace would freeze one)"
+    if any(n.op == "get_attr" and not has_attr(module, n.target) for n in graph.nodes):
+        return "its trace holds constants of its own"
+    return ""
+
+
+def replace_forward(module: nn.Module, graph: fx.Graph) -> None:
+    """Run ``graph`` as ``module``'s forward: fx's code bound to the module itself, so that it calls the children
+    the module holds when it runs. Raises what fx raises where it cannot rebuild the graph, the forward unchanged."""
+    graph.lint()
+    code = fx.GraphModule(module, graph)
+    module.forward = types.MethodType(type(code).forward, module)
