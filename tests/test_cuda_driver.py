@@ -2,15 +2,30 @@
 
 from __future__ import annotations
 
-from autotune.runtime.cuda_driver import CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, Driver
+import ctypes
+
+from autotune.runtime.cuda_driver import (
+    CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+    CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
+    CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH,
+    Driver,
+)
 
 
 class StandInLib:
-    def __init__(self) -> None:
+    def __init__(self, cluster_width: int = 0) -> None:
         self.attributes: list[tuple[int, int, int]] = []
+        self.cluster_width = cluster_width
 
     def cuFuncSetAttribute(self, function: int, attribute: int, value: int) -> int:
         self.attributes.append((function, attribute, value))
+        return 0
+
+    def cuFuncGetAttribute(self, value, attribute: int, function: int) -> int:  # noqa: ANN001 (a ctypes byref)
+        # A kernel compiled with __cluster_dims__(W, 1, 1) reports W, 1, 1; one without, 0, 0, 0.
+        width = self.cluster_width
+        ctypes.cast(value, ctypes.POINTER(ctypes.c_int))[0] = (
+            width if attribute == CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH else min(width, 1))
         return 0
 
 
@@ -24,3 +39,14 @@ def test_any_dynamic_shared_memory_is_allowed_explicitly():
         driver.allow_dynamic_shared(7, nbytes)
     attribute = CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
     assert driver.lib.attributes == [(7, attribute, 1024), (7, attribute, 48 * 1024), (7, attribute, 100 * 1024)]
+
+
+def test_a_cluster_past_the_portable_size_is_opted_in():
+    """A kernel compiled for a cluster of 16 blocks (split_kv's COMBINE=1 with 16 splits) launches only after
+    NON_PORTABLE_CLUSTER_SIZE_ALLOWED; one of 8 or none is left as it is."""
+    non_portable = (7, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
+    for width, opted in ((0, False), (8, False), (16, True)):
+        driver = Driver.__new__(Driver)
+        driver.lib = StandInLib(cluster_width=width)
+        driver.prepare(7, 0)
+        assert (non_portable in driver.lib.attributes) is opted, width

@@ -22,6 +22,10 @@ CUdeviceptr = ctypes.c_uint64
 
 # Enumerators used below (cuda.h).
 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH, CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT = 11, 12
+CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH = 13
+CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14
+PORTABLE_CLUSTER_SIZE = 8  # blocks; beyond it (16 on sm_90) a kernel must opt in
 CU_POINTER_ATTRIBUTE_CONTEXT = 1
 CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2
 CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9
@@ -60,6 +64,7 @@ def _signatures() -> dict[str, tuple]:
         "cuModuleGetFunction": (ctypes.POINTER(p), p, ctypes.c_char_p),
         "cuModuleUnload": (p,),
         "cuFuncSetAttribute": (p, i, i),
+        "cuFuncGetAttribute": (ctypes.POINTER(i), i, p),
         "cuLaunchKernel": (p, u, u, u, u, u, u, u, p, ctypes.POINTER(p), ctypes.POINTER(p)),
         "cuMemAlloc_v2": (ctypes.POINTER(CUdeviceptr), sz),
         "cuMemFree_v2": (CUdeviceptr,),
@@ -210,6 +215,24 @@ class Driver:
         (CUDA_ERROR_INVALID_VALUE): the attribute is set for any dynamic size."""
         if nbytes > 0:
             self.set_max_dynamic_shared(function, nbytes)
+
+    def function_attribute(self, function: int, attribute: int) -> int:
+        value = ctypes.c_int()
+        self.check(self.lib.cuFuncGetAttribute(ctypes.byref(value), attribute, function), "cuFuncGetAttribute")
+        return value.value
+
+    def prepare(self, function: int, shared_bytes: int) -> None:
+        """Ready a loaded kernel to launch as its plan says: ``shared_bytes`` of dynamic shared memory
+        (`allow_dynamic_shared`), and a cluster larger than the portable 8 blocks where it was compiled with one
+        (``__cluster_dims__``): without the opt-in such a launch fails (CUDA_ERROR_CLUSTER_OUT_OF_RESOURCES)."""
+        self.allow_dynamic_shared(function, shared_bytes)
+        cluster = 1
+        for attribute in (CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH, CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT,
+                          CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH):  # fmt: skip
+            cluster *= max(self.function_attribute(function, attribute), 1)
+        if cluster > PORTABLE_CLUSTER_SIZE:
+            code = self.lib.cuFuncSetAttribute(function, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
+            self.check(code, "cuFuncSetAttribute(NON_PORTABLE_CLUSTER_SIZE_ALLOWED)")
 
     def launch(self, function: int, grid: tuple[int, int, int], block: tuple[int, int, int], shared: int,
                stream: int, params: Any) -> None:  # fmt: skip

@@ -36,5 +36,5 @@ class KernelModules:
         if kernel not in functions:
             self._driver.make_current(self._context)
             functions[kernel] = self._driver.function(module, kernel)
-            self._driver.allow_dynamic_shared(functions[kernel], shared_bytes)
+            self._driver.prepare(functions[kernel], shared_bytes)
         return functions[kernel]

@@ -93,7 +93,7 @@ class GpuSession:
         def function_of(kernel: str, shared_bytes: int) -> int:
             if kernel not in functions:
                 functions[kernel] = driver.function(module, kernel)
-            driver.allow_dynamic_shared(functions[kernel], shared_bytes)
+            driver.prepare(functions[kernel], shared_bytes)
             return functions[kernel]
 
         try:
