@@ -19,7 +19,7 @@
 // one K/V read, G of the mma's 16 rows used, instead of G reads with one row each). Only the causal mask needs
 // each row's own query index. Multi-head attention is the case kv_group = 1 (rows of one head, as before).
 //
-// COMBINE 1 (sm_90, 2, 4 or 8 splits): the SPLITS blocks of a query tile are one thread block cluster. Each leaves
+// COMBINE 1 (sm_90, 2 to 16 splits): the SPLITS blocks of a query tile are one thread block cluster. Each leaves
 // its split's normalised state in its own shared memory (instead of the workspace); after a cluster barrier, block
 // r combines the r-th contiguous share of the tile's elements from all the splits' states (distributed shared
 // memory) and writes O and LSE itself: no workspace and no second launch, which is most of what a batch-1
@@ -69,7 +69,8 @@ static_assert(HEAD_DIM % 16 == 0 && HEAD_DIM >= 32 && HEAD_DIM <= 256, "HEAD_DIM
 static_assert(BC % 16 == 0 && BC >= 16, "BC is a multiple of 16");
 static_assert(STAGES >= 1 && STAGES <= 4, "STAGES is 1..4");
 static_assert(SPLITS >= 1, "SPLITS >= 1");
-static_assert(COMBINE == 0 || (SPLITS >= 2 && SPLITS <= 8), "COMBINE 1: the 2 to 8 splits are a portable cluster");
+// 16 is past the portable cluster size: the runtime opts the kernel in (Driver.prepare).
+static_assert(COMBINE == 0 || (SPLITS >= 2 && SPLITS <= 16), "COMBINE 1: the 2 to 16 splits are one cluster");
 static_assert(COMBINE == 0 || (16 * HEAD_DIM) % SPLITS == 0, "COMBINE 1: the splits share the tile's elements evenly");
 
 #include "attention_mma.cuh"

@@ -191,7 +191,8 @@ def test_split_kv_plan_and_constraints(h200):
     assert one.grid == (8, 32, 1) and one.args[3:5] == ("o", "lse") and one.args[5:] == main.args[5:]
     assert one.shared_bytes == main.shared_bytes, "the split's state fits where the rings were"
     assert space.describe(cluster).endswith("combine=cluster")
-    assert "2 to 8" in space.violations({**cluster, "SPLITS": 16}, shape, h200)[0]
+    assert space.violations({**cluster, "SPLITS": 16}, shape, h200) == []  # past the portable size: opted in
+    assert "2 to 16" in space.violations({**cluster, "SPLITS": 32}, shape, h200)[0]
     assert "only matters" in space.violations({**cluster, "COMBINE_THREADS": 256}, shape, h200)[0]
     ampere = dataclasses.replace(h200, name="NVIDIA A100", compute_capability=(8, 0), multiprocessors=108)
     assert any("clusters" in p for p in space.violations(cluster, shape, ampere))
@@ -251,14 +252,15 @@ def test_valid_configs_compile_without_spills_and_bad_ones_fail_static_asserts(h
 
 @pytest.mark.nvcc
 def test_split_kv_combined_in_a_cluster_compiles_to_one_kernel_without_spills(h200, cache_dir):
-    """COMBINE=1 (sm_90a): 2, 4 and 8 splits as a cluster, both head dims, causal, grouped; the kernel its plan
+    """COMBINE=1 (sm_90a): 2, 4, 8 and 16 splits as a cluster, both head dims, causal, grouped; the kernel its plan
     launches is built (and the combine kernel is not), with no spill."""
     from autotune.spaces import Launch
 
     jobs = []
     for kernel, dtype, shape, splits, warps in [("attention", "bfloat16", (1, 32, 8, 1, 8192, 128), 8, 4),
                                                 ("attention_causal", "float16", (2, 8, 3, 2000, 64), 2, 2),
-                                                ("attention", "float16", (4, 16, 1, 4096, 128), 4, 1)]:  # fmt: skip
+                                                ("attention", "float16", (4, 16, 1, 4096, 128), 4, 1),
+                                                ("attention", "bfloat16", (1, 32, 8, 1, 32768, 128), 16, 4)]:  # fmt: skip
         space = get_space(kernel, dtype=dtype)
         config = {ALGO: "split_kv", **space.algos["split_kv"].default_config, "SPLITS": splits, "WARPS": warps,
                   "COMBINE": 1}  # fmt: skip

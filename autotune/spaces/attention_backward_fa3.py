@@ -1,7 +1,6 @@
 """FlashAttention-3 style backward for Hopper (template: kernel_templates/attention_backward_fa3.cu, sm_90a only),
 float16 and bfloat16, head_dim 64 and 128, multi-head and grouped-query attention: the family's rule default on
-Hopper for multi-head attention where it fits (grouped heads keep fa2 there until fa3's grouped kernels have run on
-a GPU).
+Hopper where it fits.
 With dQ by fp32 atomics (the first version, docs/results/2026-11-26b/design_fa3_backward.md) it ran at about 0.58×
 cuDNN at 4K tokens; with dQ reduced by the copy engine over the block's keys (``DQ_MODE`` 2, each head_dim's
 default) at 0.92–1.07× (H200, 2026-11-29f).

@@ -3,8 +3,9 @@
 Short queries (seq_q ≤ `MAX_SEQ_Q`) over a long KV sequence: the KV tiles are split SPLITS ways so that
 B·H·ceil(seq_q/16)·SPLITS blocks fill the GPU; each block's warps interleave over its split's tiles (mma.sync,
 online softmax, as FlashAttention-2) and merge into one normalised fp32 (O, LSE) per split in the workspace; a
-second kernel combines the splits by their log-sum-exp. Or (``COMBINE`` 1, Hopper, 2 to 8 splits) a query tile's
-splits are one thread block cluster that combines them through distributed shared memory: no workspace, one launch.
+second kernel combines the splits by their log-sum-exp. Or (``COMBINE`` 1, Hopper, 2 to 16 splits) a query tile's
+splits are one thread block cluster that combines them through distributed shared memory: no workspace, one launch
+(16 is past the portable cluster size: the driver layer opts the kernel in, and a cluster must fit in one GPC).
 
 Grouped-query attention: a block's 16 query rows are drawn from every query head of one kv head's group (the
 group's G·seq_q rows of q are contiguous: (b, kv·G + j, i) is row j·seq_q + i of kv head (b, kv)), so one K/V
@@ -26,7 +27,7 @@ from autotune.spaces.attention_fa2 import SWIZZLE_DIMS
 from autotune.spaces.base import BufferSpec, Config, Launch, Param, Step, ceil_div
 
 MAX_SEQ_Q = 64  # beyond this the one-pass kernel has blocks enough
-MAX_CLUSTER = 8  # COMBINE=1: the splits of a query tile are one cluster, at most a portable one
+MAX_CLUSTER = 16  # COMBINE=1: the splits of a query tile are one cluster (16: sm_90's non-portable size)
 BLOCKS_PER_SM = 8  # more blocks than this many per SM add no parallelism, only partial results to combine
 # O + S (weighed twice: the scores and their packed P live together) + Q fragments; the template's static_assert.
 # Measured with ptxas (sm_90): 128 compiles without spills at every WARPS and STAGES, 160 and 176 spill.
