@@ -77,7 +77,8 @@ def test_grouped_forward_equals_multi_head_with_repeated_kv(kernel, algo, shape,
     q, k, v = (x[n] for n in ("q", "k", "v"))
     kr, vr = (np.ascontiguousarray(np.repeat(a, h // hkv, axis=1)) for a in (k, v))
     changes = [{}] if algo != "split_kv" else [{"SPLITS": 1}, {"SPLITS": 8, "WARPS": 2}, {"SPLITS": 64, "WARPS": 1},
-                                               {"SPLITS": 4, "WARPS": 2, "COMBINE": 1}]  # fmt: skip
+                                               {"SPLITS": 4, "WARPS": 2, "COMBINE": 1},
+                                               {"SPLITS": 16, "COMBINE": 1}]  # fmt: skip
     configs = [{ALGO: algo, **space.algos[algo].default_config, **change} for change in changes]
     configs = [c for c in configs if not space.violations(c, shape, device) and not space.violations(c, mha, device)]
     assert configs, "valid configurations at both shapes"
