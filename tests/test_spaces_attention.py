@@ -201,11 +201,21 @@ def test_split_kv_plan_and_constraints(h200):
 def test_rule_default_decodes_with_split_kv_sized_to_the_gpu(h200):
     space = get_space("attention", dtype="float16")
     one = space.rule_default((1, 32, 1, 65536, 128), h200)
-    assert one[ALGO] == "split_kv" and one["SPLITS"] > 1 and 32 * one["SPLITS"] <= 2 * h200.multiprocessors
+    assert one[ALGO] == "split_kv" and one["SPLITS"] == 4 and not one["COMBINE"], "about a block per SM"
     assert space.rule_default((16, 32, 1, 8192, 128), h200)["SPLITS"] == 1
+    # Grouped batch-1 decoding: 8 blocks per split. Short KV: 8 splits combined in their cluster (Hopper only);
+    # long KV: 16 splits (a block per SM) and the combine kernel.
+    short, long = (1, 32, 8, 1, 8192, 128), (1, 32, 8, 1, 131072, 128)
+    assert {n: space.rule_default(short, h200)[n] for n in ("SPLITS", "COMBINE", "STAGES")} == {
+        "SPLITS": 8, "COMBINE": 1, "STAGES": 3}
+    assert {n: space.rule_default(long, h200)[n] for n in ("SPLITS", "COMBINE")} == {"SPLITS": 16, "COMBINE": 0}
+    ampere = dataclasses.replace(h200, name="NVIDIA A100", compute_capability=(8, 0), multiprocessors=108)
+    assert space.rule_default(short, ampere)["COMBINE"] == 0, "no clusters before Hopper"
+    small = dataclasses.replace(h200, smem_per_block_optin=160 * 1024)  # three-stage rings of 213 KB do not fit
+    assert space.rule_default(short, small)["COMBINE"] == 0 and not space.violations(
+        space.rule_default(short, small), short, small)
     assert space.rule_default(SHAPE, h200)[ALGO] == "fa3", "prefill on Hopper"
     assert space.rule_default((2, 8, 512, 512, 32), h200)[ALGO] == "fa2", "fa3 has no head_dim 32"
-    ampere = dataclasses.replace(h200, name="NVIDIA A100", compute_capability=(8, 0), multiprocessors=108)
     assert space.rule_default(SHAPE, ampere)[ALGO] == "fa2"
     assert get_space("attention", dtype="float32").rule_default((1, 32, 1, 65536, 128), h200)[ALGO] == "simt"
 
@@ -260,7 +270,8 @@ def test_split_kv_combined_in_a_cluster_compiles_to_one_kernel_without_spills(h2
     for kernel, dtype, shape, splits, warps in [("attention", "bfloat16", (1, 32, 8, 1, 8192, 128), 8, 4),
                                                 ("attention_causal", "float16", (2, 8, 3, 2000, 64), 2, 2),
                                                 ("attention", "float16", (4, 16, 1, 4096, 128), 4, 1),
-                                                ("attention", "bfloat16", (1, 32, 8, 1, 32768, 128), 16, 4)]:  # fmt: skip
+                                                ("attention", "bfloat16", (1, 32, 8, 1, 32768, 128), 16, 4)
+                                                ]:  # fmt: skip
         space = get_space(kernel, dtype=dtype)
         config = {ALGO: "split_kv", **space.algos["split_kv"].default_config, "SPLITS": splits, "WARPS": warps,
                   "COMBINE": 1}  # fmt: skip

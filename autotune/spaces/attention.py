@@ -64,6 +64,8 @@ WIDE_SCALE = 8.0  # q, k uniform in ±8: logits with a standard deviation near 2
 O_TOLERANCE = {"float32": 5e-5, "float16": 2e-3, "bfloat16": 1.6e-2}
 LSE_TOLERANCE = {"float32": 1e-5, "float16": 1e-4, "bfloat16": 1e-4}
 DECODE_MAX_SQ = 16
+# The decoding rule's cluster combine (split_kv COMBINE=1): at most this many splits, each of at most this many keys.
+CLUSTER_SPLITS, CLUSTER_KEYS_PER_SPLIT = 8, 2048
 # Above this many score elements (B·H·SQ·SKV·D) the inputs repeat with a period of `HEAD_PERIOD` (batch, head)
 # pairs and the float64 reference computes one period: a 4x16x16384x16384x128 reference would otherwise take
 # hours. The ragged validation cases, checked before every target, keep every head distinct.
@@ -175,18 +177,33 @@ class AttentionSpace(KernelSpace):
             return dict(self.default_config)
         if "split_kv" not in self.domain(ALGO):
             return dict(self.default_config)
+        return self.decode_rule(shape, device)
+
+    def decode_rule(self, shape: Shape, device: DeviceInfo) -> Config:
+        """split_kv for decoding. Splits for about one block per SM, each of at least four KV tiles of the default
+        size (a block holds 16 query rows of one kv head's group: B·HKV·ceil(group·SQ / 16) blocks per split). On
+        Hopper, where that makes several splits of short KV, the splits are one cluster of at most 8 that combines
+        them itself (one launch, three-stage rings). H200, 1×32/8 heads bf16 (2026-11-29g, `decode_probe.py`): 16
+        splits through the combine kernel beat the 32 of two blocks per SM at 8K, 32K and 128K keys (25.3 / 53.0
+        / 148.4 against 30.7 / 62.0 / 156.8 µs); the cluster of 8 won at 8K (21.0 µs, 1.10x cuDNN), tied at 32K
+        and lost at 128K, where more splits read in parallel; 16 in a cluster ran slower than 8 (a GPC holds it)."""
+        p = attention_dims(shape)
         split_kv = self.algos["split_kv"]
         config = {ALGO: "split_kv", **split_kv.default_config}
-        # Enough splits for about two blocks per SM, at least four KV tiles of the default size each. A block
-        # holds 16 query rows of one kv head's group (split_kv packs the group's heads): B·H blocks per split
-        # for multi-head decoding, B·HKV·ceil(group·SQ / 16) for grouped.
         tiles = p.b * p.hkv * ceil_div(p.group * p.sq, 16)
         splits = 1
         for s in self.domain("split_kv.SPLITS"):
-            if tiles * s <= 2 * device.multiprocessors and s * 4 * config["BC"] <= p.skv:
+            if tiles * s <= device.multiprocessors and s * 4 * config["BC"] <= p.skv:
                 splits = s
-        config["SPLITS"] = splits
-        return config
+        cluster = min(splits, CLUSTER_SPLITS)
+        candidates = []
+        if tuple(device.compute_capability) >= (9, 0) and cluster >= 2 and p.skv <= cluster * CLUSTER_KEYS_PER_SPLIT:
+            candidates.append({**config, "SPLITS": cluster, "COMBINE": 1, "STAGES": 3})
+        candidates.append({**config, "SPLITS": splits})
+        for candidate in candidates:  # the first that fits (three stages of head_dim 256 do not)
+            if not self.violations(candidate, shape, device):
+                return candidate
+        return candidates[-1]
 
     # --- correctness ----------------------------------------------------------------------------------------
     def inputs(self, shape: Shape, rng: np.random.Generator, kind: str = UNIFORM) -> dict[str, np.ndarray]:
