@@ -208,7 +208,9 @@ def test_rule_default_decodes_with_split_kv_sized_to_the_gpu(h200):
     short, long = (1, 32, 8, 1, 8192, 128), (1, 32, 8, 1, 131072, 128)
     assert {n: space.rule_default(short, h200)[n] for n in ("SPLITS", "COMBINE", "STAGES")} == {
         "SPLITS": 8, "COMBINE": 1, "STAGES": 3}
-    assert {n: space.rule_default(long, h200)[n] for n in ("SPLITS", "COMBINE")} == {"SPLITS": 16, "COMBINE": 0}
+    assert {n: space.rule_default(long, h200)[n] for n in ("SPLITS", "COMBINE", "SWIZZLE")} == {
+        "SPLITS": 16, "COMBINE": 0, "SWIZZLE": 1}
+    assert space.rule_default((1, 32, 8, 1, 131072, 96), h200)["SWIZZLE"] == 0, "the swizzle needs head_dim 64/128"
     ampere = dataclasses.replace(h200, name="NVIDIA A100", compute_capability=(8, 0), multiprocessors=108)
     assert space.rule_default(short, ampere)["COMBINE"] == 0, "no clusters before Hopper"
     small = dataclasses.replace(h200, smem_per_block_optin=160 * 1024)  # three-stage rings of 213 KB do not fit

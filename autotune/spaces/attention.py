@@ -52,7 +52,7 @@ from autotune.spaces._attention import (
     check_heads,
     parse_attention_shape,
 )
-from autotune.spaces.attention_fa2 import Fa2Attention
+from autotune.spaces.attention_fa2 import SWIZZLE_DIMS, Fa2Attention
 from autotune.spaces.attention_fa3 import Fa3Attention
 from autotune.spaces.attention_simt import SimtAttention
 from autotune.spaces.attention_split_kv import SplitKvAttention
@@ -186,7 +186,10 @@ class AttentionSpace(KernelSpace):
         them itself (one launch, three-stage rings). H200, 1×32/8 heads bf16 (2026-11-29g, `decode_probe.py`): 16
         splits through the combine kernel beat the 32 of two blocks per SM at 8K, 32K and 128K keys (25.3 / 53.0
         / 148.4 against 30.7 / 62.0 / 156.8 µs); the cluster of 8 won at 8K (21.0 µs, 1.10x cuDNN), tied at 32K
-        and lost at 128K, where more splits read in parallel; 16 in a cluster ran slower than 8 (a GPC holds it)."""
+        and lost at 128K, where more splits read in parallel; 16 in a cluster ran slower than 8 (a GPC holds it).
+        Without the cluster, XOR-swizzled tiles where the head_dim allows: the 40-trial searches of issue 20's rows
+        kept them in 6 of 7 winners, and at batch 64 (8K and 32K keys) the winner was this rule's configuration
+        with them, 7-8% faster (0.93x to 1.00x cuDNN)."""
         p = attention_dims(shape)
         split_kv = self.algos["split_kv"]
         config = {ALGO: "split_kv", **split_kv.default_config}
@@ -199,8 +202,8 @@ class AttentionSpace(KernelSpace):
         candidates = []
         if tuple(device.compute_capability) >= (9, 0) and cluster >= 2 and p.skv <= cluster * CLUSTER_KEYS_PER_SPLIT:
             candidates.append({**config, "SPLITS": cluster, "COMBINE": 1, "STAGES": 3})
-        candidates.append({**config, "SPLITS": splits})
-        for candidate in candidates:  # the first that fits (three stages of head_dim 256 do not)
+        candidates.append({**config, "SPLITS": splits, "SWIZZLE": int(p.d in SWIZZLE_DIMS)})
+        for candidate in candidates:  # the first that fits (a GPU of less shared memory may not hold the cluster's)
             if not self.violations(candidate, shape, device):
                 return candidate
         return candidates[-1]
