@@ -3,6 +3,9 @@
 #   bash run_next.sh 1   the decoding rule with XOR-swizzled tiles on torch tensors and in issue 20's decoding rows
 #                        untuned (~150 s); issue 23's README job cold, then warm (~70 s); the tuned decoding rows that
 #                        call 5 did not reach, 16 and 64 x 128K keys (~200 s)
+#   bash run_next.sh 3   diagnosis: Nsight Compute on batch-1 decoding at 32K and 128K keys (split_kv's rule default
+#                        against cuDNN's kernel: ncu_decode.py), and where a bf16 GPT-2 step's host time goes
+#                        (2026-11-28c/host_profile.py) (~200 s)
 #   bash run_next.sh 2   issue 23's range row: benchmarks/range_search.py, fp32 1-8192x4096x4096, 600 trials over the
 #                        14 buckets against each bucket's own cold 200-trial search (~450 s; run again to go on)
 set -u
@@ -26,6 +29,12 @@ case "${1:-1}" in
   ;;
 2)
   cd benchmarks && TAILN=20 step range 560 python3 range_search.py --work /tmp/range-bench --out $OUT/range.json; cd ..
+  ;;
+3)
+  TAILN=80 step ncu 150 ncu --clock-control none --target-processes all -k "regex:attention_split_kv|cudnn|fmha|sm90" -c 6 \
+    --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy \
+    --section LaunchStats python3 docs/results/2026-11-29g/ncu_decode.py
+  TAILN=60 step host_profile 120 python3 docs/results/2026-11-28c/host_profile.py
   ;;
 esac
 cd $OUT && tar czf logs.tgz *.log *.json 2>/dev/null; rm -f *.log *.json
