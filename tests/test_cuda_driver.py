@@ -13,16 +13,20 @@ from autotune.runtime.cuda_driver import (
 
 
 class StandInLib:
-    def __init__(self, cluster_width: int = 0) -> None:
+    def __init__(self, cluster_width: int = 0, knows_clusters: bool = True) -> None:
         self.attributes: list[tuple[int, int, int]] = []
         self.cluster_width = cluster_width
+        self.knows_clusters = knows_clusters
 
     def cuFuncSetAttribute(self, function: int, attribute: int, value: int) -> int:
         self.attributes.append((function, attribute, value))
         return 0
 
     def cuFuncGetAttribute(self, value, attribute: int, function: int) -> int:  # noqa: ANN001 (a ctypes byref)
-        # A kernel compiled with __cluster_dims__(W, 1, 1) reports W, 1, 1; one without, 0, 0, 0.
+        # A kernel compiled with __cluster_dims__(W, 1, 1) reports W, 1, 1; one without, 0, 0, 0. A driver older
+        # than CUDA 11.8 has no such attributes: CUDA_ERROR_INVALID_VALUE.
+        if not self.knows_clusters:
+            return 1
         width = self.cluster_width
         ctypes.cast(value, ctypes.POINTER(ctypes.c_int))[0] = (
             width if attribute == CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH else min(width, 1))
@@ -50,3 +54,7 @@ def test_a_cluster_past_the_portable_size_is_opted_in():
         driver.lib = StandInLib(cluster_width=width)
         driver.prepare(7, 0)
         assert (non_portable in driver.lib.attributes) is opted, width
+    driver = Driver.__new__(Driver)
+    driver.lib = StandInLib(knows_clusters=False)
+    driver.prepare(7, 1024)  # an old driver: the dynamic shared memory as before, no cluster opt-in, no error
+    assert driver.lib.attributes == [(7, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 1024)]

@@ -97,7 +97,7 @@ def test_head_dims_32_and_96_are_left_to_fa2(space, h200, d):
 
 def test_grouped_shapes_run_a_block_per_kv_head_and_the_rule_takes_fa3(space, h200):
     """Grouped-query attention: one block per 128 keys of a kv head, the group size the main kernel's last argument;
-    k and v read as their own (fewer) heads. The rule takes fa3 there too (2.1-2.2x fa2's default on the H200); the
+    k and v read as their own (fewer) heads. The rule takes fa3 there too (2.1-2.6x fa2's default on the H200); the
     search offers both."""
     shape = (2, 32, 8, 1000, 1000, 128)
     assert space.algos[ALGORITHM].unfit(shape, h200) is None and space.violations(default(space), shape, h200) == []

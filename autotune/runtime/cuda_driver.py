@@ -216,21 +216,24 @@ class Driver:
         if nbytes > 0:
             self.set_max_dynamic_shared(function, nbytes)
 
-    def function_attribute(self, function: int, attribute: int) -> int:
-        value = ctypes.c_int()
-        self.check(self.lib.cuFuncGetAttribute(ctypes.byref(value), attribute, function), "cuFuncGetAttribute")
-        return value.value
+    def compiled_cluster_blocks(self, function: int) -> int:
+        """Blocks per cluster that ``function`` was compiled for (``__cluster_dims__``); 1 for none, and where the
+        driver does not know the attributes (older than CUDA 11.8: no clusters there either)."""
+        blocks = 1
+        for attribute in (CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH, CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT,
+                          CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH):  # fmt: skip
+            value = ctypes.c_int()
+            if self.lib.cuFuncGetAttribute(ctypes.byref(value), attribute, function):
+                return 1
+            blocks *= max(value.value, 1)
+        return blocks
 
     def prepare(self, function: int, shared_bytes: int) -> None:
         """Ready a loaded kernel to launch as its plan says: ``shared_bytes`` of dynamic shared memory
         (`allow_dynamic_shared`), and a cluster larger than the portable 8 blocks where it was compiled with one
         (``__cluster_dims__``): without the opt-in such a launch fails (CUDA_ERROR_CLUSTER_OUT_OF_RESOURCES)."""
         self.allow_dynamic_shared(function, shared_bytes)
-        cluster = 1
-        for attribute in (CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH, CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT,
-                          CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH):  # fmt: skip
-            cluster *= max(self.function_attribute(function, attribute), 1)
-        if cluster > PORTABLE_CLUSTER_SIZE:
+        if self.compiled_cluster_blocks(function) > PORTABLE_CLUSTER_SIZE:
             code = self.lib.cuFuncSetAttribute(function, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
             self.check(code, "cuFuncSetAttribute(NON_PORTABLE_CLUSTER_SIZE_ALLOWED)")
 

@@ -106,7 +106,7 @@ class AttentionBackwardSpace(AttentionSpace):
 
     def rule_default(self, shape: Shape, device: DeviceInfo) -> Config:
         """fa3 with its head_dim's default where it fits (Hopper, head_dim 64 or 128, over 16 query rows; grouped
-        heads too: 2.1-2.2x fa2's default there, 0.73-0.96x cuDNN, H200 2026-11-29g); else fa2's default, with 16
+        heads too: 2.1-2.6x fa2's default there, 0.73-1.03x cuDNN, H200 2026-11-29g); else fa2's default, with 16
         query rows or fewer in tiles of 16 rows (not fa3's 64 or 128), and where its shared memory does not fit
         (e.g. 99 KiB on sm_86/89) with smaller key blocks."""
         p = attention_dims(shape)
