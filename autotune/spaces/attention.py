@@ -52,11 +52,11 @@ from autotune.spaces._attention import (
     check_heads,
     parse_attention_shape,
 )
-from autotune.spaces.attention_fa2 import SWIZZLE_DIMS, Fa2Attention
+from autotune.spaces.attention_fa2 import Fa2Attention
 from autotune.spaces.attention_fa3 import Fa3Attention
 from autotune.spaces.attention_simt import SimtAttention
 from autotune.spaces.attention_split_kv import SplitKvAttention
-from autotune.spaces.base import ALGO, UNIFORM, BufferSpec, Config, KernelSpace, ceil_div
+from autotune.spaces.base import ALGO, UNIFORM, BufferSpec, Config, KernelSpace
 
 HEAD_DIMS = (32, 64, 96, 128)
 WIDE = "wide"
@@ -64,8 +64,6 @@ WIDE_SCALE = 8.0  # q, k uniform in ±8: logits with a standard deviation near 2
 O_TOLERANCE = {"float32": 5e-5, "float16": 2e-3, "bfloat16": 1.6e-2}
 LSE_TOLERANCE = {"float32": 1e-5, "float16": 1e-4, "bfloat16": 1e-4}
 DECODE_MAX_SQ = 16
-# The decoding rule's cluster combine (split_kv COMBINE=1): at most this many splits, each of at most this many keys.
-CLUSTER_SPLITS, CLUSTER_KEYS_PER_SPLIT = 8, 2048
 # Above this many score elements (B·H·SQ·SKV·D) the inputs repeat with a period of `HEAD_PERIOD` (batch, head)
 # pairs and the float64 reference computes one period: a 4x16x16384x16384x128 reference would otherwise take
 # hours. The ragged validation cases, checked before every target, keep every head distinct.
@@ -180,30 +178,9 @@ class AttentionSpace(KernelSpace):
         return self.decode_rule(shape, device)
 
     def decode_rule(self, shape: Shape, device: DeviceInfo) -> Config:
-        """split_kv for decoding. Splits for about one block per SM, each of at least four KV tiles of the default
-        size (a block holds 16 query rows of one kv head's group: B·HKV·ceil(group·SQ / 16) blocks per split). On
-        Hopper, where that makes several splits of short KV, the splits are one cluster of at most 8 that combines
-        them itself (one launch, three-stage rings). H200, 1×32/8 heads bf16 (2026-11-29g, `decode_probe.py`): 16
-        splits through the combine kernel beat the 32 of two blocks per SM at 8K, 32K and 128K keys (25.3 / 53.0
-        / 148.4 against 30.7 / 62.0 / 156.8 µs); the cluster of 8 won at 8K (21.0 µs, 1.10x cuDNN), tied at 32K
-        and lost at 128K, where more splits read in parallel; 16 in a cluster ran slower than 8 (a GPC holds it).
-        Without the cluster, XOR-swizzled tiles where the head_dim allows: the 40-trial searches of issue 20's rows
-        kept them in 6 of 7 winners, and at batch 64 (8K and 32K keys) the winner was this rule's configuration
-        with them, 7-8% faster (0.93x to 1.00x cuDNN)."""
-        p = attention_dims(shape)
-        split_kv = self.algos["split_kv"]
-        config = {ALGO: "split_kv", **split_kv.default_config}
-        tiles = p.b * p.hkv * ceil_div(p.group * p.sq, 16)
-        splits = 1
-        for s in self.domain("split_kv.SPLITS"):
-            if tiles * s <= device.multiprocessors and s * 4 * config["BC"] <= p.skv:
-                splits = s
-        cluster = min(splits, CLUSTER_SPLITS)
-        candidates = []
-        if tuple(device.compute_capability) >= (9, 0) and cluster >= 2 and p.skv <= cluster * CLUSTER_KEYS_PER_SPLIT:
-            candidates.append({**config, "SPLITS": cluster, "COMBINE": 1, "STAGES": 3})
-        candidates.append({**config, "SPLITS": splits, "SWIZZLE": int(p.d in SWIZZLE_DIMS)})
-        for candidate in candidates:  # the first that fits (a GPU of less shared memory may not hold the cluster's)
+        """split_kv's first rule configuration (`SplitKvAttention.rule_configs`) that fits the device."""
+        candidates = [{ALGO: "split_kv", **c} for c in self.algos["split_kv"].rule_configs(shape, device)]
+        for candidate in candidates:  # a GPU of less shared memory may not hold the cluster's rings
             if not self.violations(candidate, shape, device):
                 return candidate
         return candidates[-1]

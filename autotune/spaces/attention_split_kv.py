@@ -29,6 +29,8 @@ from autotune.spaces.base import BufferSpec, Config, Launch, Param, Step, ceil_d
 MAX_SEQ_Q = 64  # beyond this the one-pass kernel has blocks enough
 MAX_CLUSTER = 16  # COMBINE=1: the splits of a query tile are one cluster (16: sm_90's non-portable size)
 BLOCKS_PER_SM = 8  # more blocks than this many per SM add no parallelism, only partial results to combine
+# The rule's cluster combine (COMBINE=1): at most this many splits, each of at most this many keys.
+RULE_CLUSTER_SPLITS, RULE_CLUSTER_KEYS_PER_SPLIT = 8, 2048
 # O + S (weighed twice: the scores and their packed P live together) + Q fragments; the template's static_assert.
 # Measured with ptxas (sm_90): 128 compiles without spills at every WARPS and STAGES, 160 and 176 spill.
 MAX_TILE_REGISTERS = 128
@@ -126,6 +128,30 @@ class SplitKvAttention(Algorithm):
             Launch("attention_combine", (min(ceil_div(rows * d, threads), 16 * device.multiprocessors), 1, 1),
                    (threads, 1, 1), 0, ("o_part", "lse_part", "o", "lse", np.int32(rows))),
         ]  # fmt: skip
+
+    def rule_configs(self, shape: Shape, device: DeviceInfo) -> list[Config]:
+        """The decoding rule's configurations, best first (the family's rule takes the first that fits). Splits for
+        about one block per SM, each of at least four KV tiles of the default size (`row_tiles` blocks per split).
+        On Hopper, where that makes several splits of short KV, the splits are one cluster of at most 8 that
+        combines them itself (one launch, three-stage rings). H200, 1x32/8 heads bf16 (2026-11-29g,
+        `decode_probe.py`): 16 splits through the combine kernel beat the 32 of two blocks per SM at 8K, 32K and
+        128K keys (25.3 / 53.0 / 148.4 against 30.7 / 62.0 / 156.8 us); the cluster of 8 won at 8K (21.0 us, 1.10x
+        cuDNN), tied at 32K and lost at 128K, where more splits read in parallel; 16 in a cluster ran slower than
+        8 (a GPC holds it). Without the cluster, XOR-swizzled tiles where the head_dim allows: the 40-trial
+        searches of issue 20's rows kept them in 6 of 7 winners, and at batch 64 (8K and 32K keys) the winner was
+        this rule's configuration with them, 7-8% faster (0.93x to 1.00x cuDNN)."""
+        p = attention_dims(shape)
+        config = dict(self.default_config)
+        tiles = self.row_tiles(shape)
+        splits = 1
+        for s in self.space.domain("split_kv.SPLITS"):
+            if tiles * s <= device.multiprocessors and s * 4 * config["BC"] <= p.skv:
+                splits = s
+        cluster = min(splits, RULE_CLUSTER_SPLITS)
+        configs = []
+        if tuple(device.compute_capability) >= (9, 0) and cluster >= 2 and p.skv <= cluster * RULE_CLUSTER_KEYS_PER_SPLIT:
+            configs.append({**config, "SPLITS": cluster, "COMBINE": 1, "STAGES": 3})
+        return configs + [{**config, "SPLITS": splits, "SWIZZLE": int(p.d in SWIZZLE_DIMS)}]
 
     def describe(self, config: Config) -> str:
         c = self.local(config)
