@@ -54,6 +54,12 @@
 //              reduce-adds (tmap_dq over the accumulator as (HEAD_DIM, seq_q, B·H) fp32, boxes of 32 × 64); 2: as
 //              1, over the block's 128 keys, one m64n64 piece per consumer (BM 64 at HEAD_DIM 128: a column panel
 //              each; BM 128 at HEAD_DIM 64: 64 rows each)
+//   BLOCK_ORDER 0: blockIdx.x is the key block, y the kv head, z the batch (grid (ceil(seq_kv / 128), HKV, B));
+//              1: blockIdx.x runs over (key block, batch · kv head) with the heads fastest (grid (ceil(seq_kv / 128)
+//              · B · HKV)), so that blocks are dispatched key block by key block across every head: under a causal
+//              mask the first key blocks have the most query rows, so every head's heaviest blocks go first and the
+//              last wave holds light ones (longest first), where order 0 starts the heaviest blocks of later heads
+//              only after the first heads' blocks free their SMs
 // Problem constants (fixed by the shape): HEAD_DIM (64, 128), CAUSAL, DTYPE (1 fp16, 2 bf16).
 
 #include "attention_problem.cuh"
@@ -74,6 +80,9 @@
 #endif
 #ifndef DQ_MODE
 #define DQ_MODE 0
+#endif
+#ifndef BLOCK_ORDER
+#define BLOCK_ORDER 0
 #endif
 
 
@@ -99,6 +108,7 @@ static_assert(BM == 64 || BM == 128, "BM is 64 or 128 query rows");
 static_assert(Q_STAGES >= 2 && Q_STAGES <= 3, "Q_STAGES is 2 or 3");
 static_assert(DO_STAGES >= 1 && DO_STAGES <= Q_STAGES, "DO_STAGES is 1..Q_STAGES");
 static_assert(DQ_MODE >= 0 && DQ_MODE <= 2, "DQ_MODE is 0 (atomics), 1 or 2 (reduce-adds)");
+static_assert(BLOCK_ORDER == 0 || BLOCK_ORDER == 1, "BLOCK_ORDER is 0 (head by head) or 1 (key block by key block)");
 static_assert(DQ_MODE != 2 || BM * HEAD_DIM == 8192, "DQ_MODE 2: one m64n64 piece per consumer (BM·HEAD_DIM 8192)");
 static_assert(SMEM_BYTES <= 232448, "shared memory beyond the sm_90 limit of 227 KB per block");
 // Sᵀ and dPᵀ (BM/2 each) and dK and dV (HEAD_DIM/2 each) per consumer thread, under its 240 registers
@@ -312,8 +322,14 @@ extern "C" __global__ void __launch_bounds__(NT, 1)
   const uint32_t kv_full = dl_s + DO_STAGES * STAT_BYTES, q_full = kv_full + 8, q_empty = q_full + 8 * Q_STAGES;
   const uint32_t do_full = q_empty + 8 * Q_STAGES, do_empty = do_full + 8 * DO_STAGES;
 
+#if BLOCK_ORDER  // (key block, batch · kv head), the heads fastest: see BLOCK_ORDER above
+  const int kv_heads = (int)gridDim.x / ((seq_kv + BN - 1) / BN);  // B · HKV
+  const int n0 = ((int)blockIdx.x / kv_heads) * BN;
+  const int kv_head = (int)blockIdx.x % kv_heads;  // its query heads: kv_head·kv_group + gq
+#else
   const int n0 = blockIdx.x * BN;
   const int kv_head = (int)(blockIdx.z * gridDim.y + blockIdx.y);  // its query heads: kv_head·kv_group + gq
+#endif
   const int n_mblocks = (seq_q + BM - 1) / BM, m_begin = first_mblock(n0, seq_q, seq_kv);
   const int n_iter = n_mblocks - m_begin;
   const int wg = threadIdx.x / 128;

@@ -107,6 +107,8 @@ def test_grouped_shapes_run_a_block_per_kv_head_and_the_rule_takes_fa3(space, h2
     assert q.dims == do.dims == (128, 1000, 64) and k.dims == v.dims == (128, 1000, 16)
     mha = space.launches(default(space), (2, 32, 1000, 1000, 128), h200)[1]
     assert mha.grid == (math.ceil(1000 / 128), 32, 2) and not isinstance(mha.args[-1], np.int32), "no group argument"
+    keys_first = space.launches(default(space, BLOCK_ORDER=1), shape, h200)[1]  # heads and batch folded into x
+    assert keys_first.grid == (math.ceil(1000 / 128) * 2 * 8, 1, 1) and keys_first.args[4:] == main.args[4:]
     family = get_space(space.name, dtype=space.dtype)
     assert family.rule_default(shape, h200)[ALGO] == ALGORITHM
     assert family.for_problem(shape, h200).domain(ALGO) == ("fa2", "fa3")
@@ -145,9 +147,9 @@ def test_every_tile_fits_head_dim_64_and_head_dim_128_streams_64_rows(space, h20
     names = [p.name for p in algo.parameters]
     grid = [{ALGO: ALGORITHM, **dict(zip(names, v))} for v in itertools.product(*(p.values for p in algo.parameters))]
     valid = {d: [c for c in grid if not space.violations(c, (2, 4, 2048, 2048, d), h200)] for d in HEAD_DIMS}
-    assert len(grid) == 24 and len(valid[64]) == 20, "mode 2 needs BM 128 at head_dim 64"
+    assert len(grid) == 48 and len(valid[64]) == 40, "mode 2 needs BM 128 at head_dim 64"  # both block orders
     assert all(c["BM"] == 128 for c in valid[64] if c["DQ_MODE"] == 2)
-    assert len(valid[128]) == 12 and all(c["BM"] == 64 for c in valid[128]), "every dQ mode at BM 64"
+    assert len(valid[128]) == 24 and all(c["BM"] == 64 for c in valid[128]), "every dQ mode at BM 64"
 
 
 def test_launch_plan_tensor_maps_and_padded_workspaces(h200):

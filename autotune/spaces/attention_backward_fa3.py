@@ -19,7 +19,8 @@ of 64 columns × a tile's rows (128-byte swizzle): q and do BM rows, k and v 128
 
 Grouped-query attention (kv heads < heads, KV_GROUPED compiled in): a block per 128 keys of a kv head streams the
 m_blocks of each query head of its group in turn, so dK and dV sum over the group in registers (grid (ceil(seq_kv /
-128), HKV, B), the group size the kernel's last argument).
+128), HKV, B), the group size the kernel's last argument). ``BLOCK_ORDER`` 1 folds the heads and the batch into x,
+the heads fastest: a causal mask's heaviest key blocks of every head are dispatched first.
 """
 
 from __future__ import annotations
@@ -52,10 +53,10 @@ PREP_ROWS = 32  # rows per block of attention_bwd_fa3_prep (8 threads a row)
 MAX_TILE_REGISTERS = 192
 # The default per head_dim (the design's tiles): 128 query rows at head_dim 64, 64 at head_dim 128, dQ reduced by
 # the copy engine over the block's keys (DQ_MODE 2: 1.4-1.8x the atomics of mode 0 on an H200, 2026-11-29f).
-DEFAULTS = {64: {"BM": 128, "Q_STAGES": 2, "DO_STAGES": 2, "DQ_MODE": 2},
-            128: {"BM": 64, "Q_STAGES": 2, "DO_STAGES": 2, "DQ_MODE": 2}}
+DEFAULTS = {64: {"BM": 128, "Q_STAGES": 2, "DO_STAGES": 2, "DQ_MODE": 2, "BLOCK_ORDER": 0},
+            128: {"BM": 64, "Q_STAGES": 2, "DO_STAGES": 2, "DQ_MODE": 2, "BLOCK_ORDER": 0}}
 # The template's own defaults, valid at both head dims (DQ_MODE 2 ties BM to the head_dim).
-TEMPLATE_DEFAULTS = {"BM": 64, "Q_STAGES": 2, "DO_STAGES": 2, "DQ_MODE": 0}
+TEMPLATE_DEFAULTS = {"BM": 64, "Q_STAGES": 2, "DO_STAGES": 2, "DQ_MODE": 0, "BLOCK_ORDER": 0}
 DQ_STAGE = 64 * 64 * 4  # DQ_MODE 1 and 2: a consumer's staged m64n64 fp32 piece of dQ
 
 
@@ -72,6 +73,8 @@ class Fa3AttentionBackward(Algorithm):
         Param("DO_STAGES", (1, 2), "depth of the dO + Δ ring"),
         Param("DQ_MODE", (0, 1, 2), "dQ added by fp32 atomics (0), or staged and added by TMA reduce-adds over each "
               "consumer's keys (1) or the block's (2)"),
+        Param("BLOCK_ORDER", (0, 1), "blocks dispatched head by head (0), or key block by key block across every "
+              "head (1: a causal mask's heaviest blocks first)"),
     )
     default_config = TEMPLATE_DEFAULTS  # `default_for` gives each head_dim its own
 
@@ -151,14 +154,23 @@ class Fa3AttentionBackward(Algorithm):
         return [
             Launch("attention_bwd_fa3_prep", (ceil_div(rows, PREP_ROWS), 1, 1), (8 * PREP_ROWS, 1, 1), 0,
                    ("o", "do", "lse", "delta", "lse2", "dq_acc", np.int32(sq), np.int32(rows))),
-            Launch("attention_bwd_fa3", (ceil_div(skv, BN), p.hkv, b), (THREADS, 1, 1), g["smem_bytes"],
+            Launch("attention_bwd_fa3", self.grid(c, shape), (THREADS, 1, 1), g["smem_bytes"],
                    (*self.tensor_maps(c, shape), "lse2", "delta", "dk", "dv", "dq_acc", np.int32(sq), np.int32(skv),
                     np.float32(self.space.scale_log2(d)), scale, *kv_args(p))),
             Launch("attention_bwd_dq_store", (ceil_div(n, 8 * STORE_THREADS), 1, 1), (STORE_THREADS, 1, 1), 0,
                    ("dq_acc", "dq", np.int64(n), scale)),
         ]  # fmt: skip
 
+    @staticmethod
+    def grid(config: Config, shape: Shape) -> tuple[int, int, int]:
+        """The main kernel's grid: a block per 128 keys of each kv head (the template's BLOCK_ORDER)."""
+        p = attention_dims(shape)
+        if config["BLOCK_ORDER"]:
+            return (ceil_div(p.skv, BN) * p.b * p.hkv, 1, 1)
+        return (ceil_div(p.skv, BN), p.hkv, p.b)
+
     def describe(self, config: Config) -> str:
         c = self.local(config)
         dq = ("atomic", "bulk", "bulk-block")[c["DQ_MODE"]]
-        return f"fa3 BM={c['BM']} q{c['Q_STAGES']} do{c['DO_STAGES']} dq={dq}"
+        order = " keys-first" if c["BLOCK_ORDER"] else ""
+        return f"fa3 BM={c['BM']} q{c['Q_STAGES']} do{c['DO_STAGES']} dq={dq}{order}"

@@ -17,6 +17,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
 from _timing import interleaved_medians  # noqa: E402
 
 SHAPES = [(1, 32, 8, 4096, 4096, 128), (4, 32, 8, 2048, 2048, 128), (2, 32, 8, 4096, 4096, 64)]
+KERNELS = ("attention_backward", "attention_causal_backward")
+
+
+def variants(space, shape, device) -> dict:  # noqa: ANN001 (2026-11-29g's order_probe.py gives its own)
+    from autotune.spaces import ALGO
+
+    fa3 = {ALGO: "fa3", **space.algos["fa3"].default_for(shape[-1])}
+    return {"fa3 default": fa3, "fa3 atomic": {**fa3, "DQ_MODE": 0},
+            "fa2 (rule default)": space.rule_default(shape, device)}  # fmt: skip
 
 
 def main() -> None:
@@ -28,12 +37,12 @@ def main() -> None:
     from torch.nn.functional import scaled_dot_product_attention as sdpa
 
     from autotune.device import query_device
-    from autotune.spaces import ALGO, get_space
+    from autotune.spaces import get_space
     from autotune.tuning.evaluation.gpu import GpuEvaluator
 
     device = query_device()
     flush = torch.empty(max(2 * device.l2_bytes, 256 << 20), dtype=torch.uint8, device="cuda")
-    for kernel in ("attention_backward", "attention_causal_backward"):
+    for kernel in KERNELS:
         for shape in SHAPES:
             space = get_space(kernel, dtype="bfloat16")
             b, h, hkv, sq, skv, d = shape
@@ -60,9 +69,7 @@ def main() -> None:
             print(f"\n{kernel} bf16 {space.format_shape(shape)} on {device.name}: "
                   + ", ".join(f"{n} {t * 1e3:.0f} us" for n, t in medians.items())
                   + f"; fastest {fastest} ({work / (medians[fastest] * 1e-3):.0f} TFLOP/s)", flush=True)  # fmt: skip
-            fa3 = {ALGO: "fa3", **space.algos["fa3"].default_for(d)}
-            configs = {"fa3 default": fa3, "fa3 atomic": {**fa3, "DQ_MODE": 0},
-                       "fa2 (rule default)": space.rule_default(shape, device)}  # fmt: skip
+            configs = variants(space, shape, device)
             configs = {n: c for n, c in configs.items() if not space.violations(c, shape, device)}
             with GpuEvaluator(space, shape, seed=0, min_time_ms=50.0, max_reps=args.reps) as evaluator:
                 results = {n: f.result() for n, f in {n: evaluator.submit(c) for n, c in configs.items()}.items()}

@@ -3,6 +3,9 @@
 #   bash run_next.sh 1   the decoding rule with XOR-swizzled tiles on torch tensors and in issue 20's decoding rows
 #                        untuned (~150 s); issue 23's README job cold, then warm (~70 s); the tuned decoding rows that
 #                        call 5 did not reach, 16 and 64 x 128K keys (~200 s)
+#   bash run_next.sh 4   the fa3 backward's BLOCK_ORDER: its GPU tests (both orders; ~300 s), then order_probe.py (head by
+#                        head against key block by key block, causal and not, grouped and multi-head; ~200 s). If
+#                        keys first wins on causal shapes, take it in AttentionBackwardSpace.rule_default for causal
 #   bash run_next.sh 3   diagnosis: Nsight Compute on batch-1 decoding at 32K and 128K keys (split_kv's rule default
 #                        against cuDNN's kernel: ncu_decode.py), and where a bf16 GPT-2 step's host time goes
 #                        (2026-11-28c/host_profile.py) (~200 s)
@@ -29,6 +32,11 @@ case "${1:-1}" in
   ;;
 2)
   cd benchmarks && TAILN=20 step range 560 python3 range_search.py --work /tmp/range-bench --out $OUT/range.json; cd ..
+  ;;
+4)
+  TAILN=10 step tests 320 python3 -m pytest -n 14 -q -p no:cacheprovider -rf --tb=short -m gpu \
+    tests/test_gpu_attention_backward_fa3.py
+  TAILN=80 step order 230 python3 docs/results/2026-11-29g/order_probe.py
   ;;
 3)
   TAILN=80 step ncu 150 ncu --clock-control none --target-processes all -k "regex:attention_split_kv|cudnn|fmha|sm90" -c 6 \
