@@ -267,9 +267,9 @@ def main() -> None:
             row["case"] = label
             results.append(row)
             print(json.dumps(row), flush=True)
+            if args.out:  # after every case: a run cut at a machine's time limit keeps the cases it measured
+                args.out.write_text(json.dumps({"device": device.to_dict(), "attention": results}, indent=1))
     report(results, device)
-    if args.out:
-        args.out.write_text(json.dumps({"device": device.to_dict(), "attention": results}, indent=1))
 
 
 def report(results: list[dict], device: Any) -> None:
