@@ -127,6 +127,13 @@ def test_constraints_explain_themselves(space, h200, change, d, reason):
     assert any(reason in p for p in problems), problems
 
 
+def test_the_key_block_order_is_for_causal_attention(space, h200):
+    """BLOCK_ORDER 1 dispatches a causal mask's heaviest key blocks first; without a mask every block has the same
+    work, so the search is not offered it there."""
+    problems = space.violations(default(space, BLOCK_ORDER=1), (2, 4, 1000, 1000, 128), h200)
+    assert (problems == []) if space.causal else any("only matters for causal" in p for p in problems), problems
+
+
 def test_shared_memory_formula_and_the_device_limit(h200):
     space = fa3_space("attention_backward", "bfloat16")
     algo = space.algos[ALGORITHM]
@@ -147,9 +154,10 @@ def test_every_tile_fits_head_dim_64_and_head_dim_128_streams_64_rows(space, h20
     names = [p.name for p in algo.parameters]
     grid = [{ALGO: ALGORITHM, **dict(zip(names, v))} for v in itertools.product(*(p.values for p in algo.parameters))]
     valid = {d: [c for c in grid if not space.violations(c, (2, 4, 2048, 2048, d), h200)] for d in HEAD_DIMS}
-    assert len(grid) == 48 and len(valid[64]) == 40, "mode 2 needs BM 128 at head_dim 64"  # both block orders
+    orders = 2 if space.causal else 1  # BLOCK_ORDER 1 only matters under a causal mask
+    assert len(grid) == 48 and len(valid[64]) == 20 * orders, "mode 2 needs BM 128 at head_dim 64"
     assert all(c["BM"] == 128 for c in valid[64] if c["DQ_MODE"] == 2)
-    assert len(valid[128]) == 24 and all(c["BM"] == 64 for c in valid[128]), "every dQ mode at BM 64"
+    assert len(valid[128]) == 12 * orders and all(c["BM"] == 64 for c in valid[128]), "every dQ mode at BM 64"
 
 
 def test_launch_plan_tensor_maps_and_padded_workspaces(h200):

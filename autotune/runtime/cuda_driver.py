@@ -218,13 +218,16 @@ class Driver:
 
     def compiled_cluster_blocks(self, function: int) -> int:
         """Blocks per cluster that ``function`` was compiled for (``__cluster_dims__``); 1 for none, and where the
-        driver does not know the attributes (older than CUDA 11.8: no clusters there either)."""
+        driver does not know the attributes (CUDA_ERROR_INVALID_VALUE: older than CUDA 11.8, no clusters there
+        either); any other failure raises `DeviceError`."""
         blocks = 1
         for attribute in (CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH, CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT,
                           CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH):  # fmt: skip
             value = ctypes.c_int()
-            if self.lib.cuFuncGetAttribute(ctypes.byref(value), attribute, function):
+            code = self.lib.cuFuncGetAttribute(ctypes.byref(value), attribute, function)
+            if code == CUDA_ERROR_INVALID_VALUE:
                 return 1
+            self.check(code, "cuFuncGetAttribute(REQUIRED_CLUSTER_*)")
             blocks *= max(value.value, 1)
         return blocks
 

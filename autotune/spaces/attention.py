@@ -178,12 +178,13 @@ class AttentionSpace(KernelSpace):
         return self.decode_rule(shape, device)
 
     def decode_rule(self, shape: Shape, device: DeviceInfo) -> Config:
-        """split_kv's first rule configuration (`SplitKvAttention.rule_configs`) that fits the device."""
-        candidates = [{ALGO: "split_kv", **c} for c in self.algos["split_kv"].rule_configs(shape, device)]
-        for candidate in candidates:  # a GPU of less shared memory may not hold the cluster's rings
+        """split_kv's first rule configuration (`SplitKvAttention.rule_configs`) that fits the device (one of less
+        shared memory may not hold the cluster's rings); else the family's default, as where no rule applies."""
+        for candidate in self.algos["split_kv"].rule_configs(shape, device):
+            candidate = {ALGO: "split_kv", **candidate}
             if not self.violations(candidate, shape, device):
                 return candidate
-        return candidates[-1]
+        return dict(self.default_config)
 
     # --- correctness ----------------------------------------------------------------------------------------
     def inputs(self, shape: Shape, rng: np.random.Generator, kind: str = UNIFORM) -> dict[str, np.ndarray]:

@@ -120,6 +120,8 @@ class Fa3AttentionBackward(Algorithm):
         if config["DQ_MODE"] == 2 and config["BM"] * d != 64 * 128:
             problems.append(f"DQ_MODE=2 gives each consumer one m64n64 piece of dQ: BM 64 at head_dim 128 or BM 128 at "
                             f"head_dim 64 (BM={config['BM']}, head_dim {d})")
+        if config["BLOCK_ORDER"] and not self.space.causal:  # every key block as heavy: only L2 reuse would change
+            problems.append("BLOCK_ORDER=1 only matters for causal attention (its heaviest key blocks first)")
         if g["tile_registers"] > MAX_TILE_REGISTERS:
             problems.append(f"{g['tile_registers']} registers of Sᵀ, dPᵀ, dK and dV tiles per thread "
                             f"(> {MAX_TILE_REGISTERS}) would spill")  # fmt: skip
