@@ -1,6 +1,6 @@
 """The fa3 backward's BLOCK_ORDER (2026-11-29g, not yet run on a GPU): blocks head by head (0, the default) against
 key block by key block across every head (1: a causal mask's heaviest blocks first), on grouped (32 query heads over
-8 kv heads) and multi-head shapes, causal and not, each head_dim's default otherwise; fa2 and SDPA's backends (the
+8 kv heads) and multi-head causal shapes, each head_dim's default otherwise; fa2 and SDPA's backends (the
 fastest named) in the same process. 2026-11-29f/gqa_bwd_probe.py with these shapes and variants.
 
     python order_probe.py [--reps 20]
@@ -16,7 +16,7 @@ import gqa_bwd_probe  # noqa: E402
 
 gqa_bwd_probe.SHAPES = [(1, 32, 8, 4096, 4096, 128), (4, 32, 8, 2048, 2048, 128), (2, 32, 8, 4096, 4096, 64),
                         (4, 16, 16, 4096, 4096, 128), (8, 16, 16, 1024, 1024, 128)]  # fmt: skip
-gqa_bwd_probe.KERNELS = ("attention_causal_backward", "attention_backward")
+gqa_bwd_probe.KERNELS = ("attention_causal_backward",)  # BLOCK_ORDER 1 is offered only under a causal mask
 
 
 def variants(space, shape, device) -> dict:  # noqa: ANN001

@@ -4,7 +4,7 @@
 #                        untuned (~150 s); issue 23's README job cold, then warm (~70 s); the tuned decoding rows that
 #                        call 5 did not reach, 16 and 64 x 128K keys (~200 s)
 #   bash run_next.sh 4   the fa3 backward's BLOCK_ORDER: its GPU tests (both orders; ~300 s), then order_probe.py (head by
-#                        head against key block by key block, causal and not, grouped and multi-head; ~200 s). If
+#                        head against key block by key block, causal, grouped and multi-head; ~120 s). If
 #                        keys first wins on causal shapes, take it in AttentionBackwardSpace.rule_default for causal
 #   bash run_next.sh 3   diagnosis: Nsight Compute on batch-1 decoding at 32K and 128K keys (split_kv's rule default
 #                        against cuDNN's kernel: ncu_decode.py), and where a bf16 GPT-2 step's host time goes
