@@ -57,10 +57,16 @@ def test_offered_for_half_types_and_the_rule_picks_fa3_on_hopper_where_it_fits(h
         assert space.default_config[ALGO] == "fa2", "the space's first configuration runs on every GPU"
         for d in HEAD_DIMS:
             shape = (2, 8, 1024, 1024, d)
-            assert space.rule_default(shape, h200) == {ALGO: "fa3", **DEFAULTS[d]}
+            keys_first = int(space.causal)  # 128 blocks: under one wave of the H200's 132 SMs
+            assert space.rule_default(shape, h200) == {ALGO: "fa3", **DEFAULTS[d], "BLOCK_ORDER": keys_first}
             assert DEFAULTS[d]["DQ_MODE"] == 2, "dQ reduced over the block's keys: the measured fastest"
             assert space.rule_default(shape, ada)[ALGO] == "fa2"
         assert space.rule_default((2, 8, 2, 1024, 1024, 128), h200)[ALGO] == "fa3", "grouped heads too"
+        many_waves = (8, 16, 1024, 1024, 128)  # 1024 blocks, 7.8 waves: head by head keeps L2 reuse
+        assert space.rule_default(many_waves, h200)["BLOCK_ORDER"] == 0
+        four_waves = (4, 32, 8, 2048, 2048, 128)  # 512 blocks of 132 SMs
+        assert space.rule_default(four_waves, h200)["BLOCK_ORDER"] == int(space.causal)
+        assert space.violations(space.rule_default(four_waves, h200), four_waves, h200) == []
         assert space.rule_default((2, 8, 1024, 1024, 96), h200)[ALGO] == "fa2", "head_dim 96"
 
 
