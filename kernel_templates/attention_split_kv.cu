@@ -354,15 +354,22 @@ extern "C" __global__ void __launch_bounds__(COMBINE_THREADS)
   for (long long i = (long long)blockIdx.x * COMBINE_THREADS + threadIdx.x; i < total;
        i += (long long)gridDim.x * COMBINE_THREADS) {
     const int row = (int)(i / HEAD_DIM), d = (int)(i % HEAD_DIM);
-    float mx = -INFINITY;
-#pragma unroll 4
-    for (int s = 0; s < SPLITS; ++s) mx = fmaxf(mx, lse_part[(size_t)s * rows + row]);
-    float sum = 0.f, acc = 0.f;
-#pragma unroll 4
+    // Unrolled whole, every split's LSE and O is loaded at once: one memory latency, not one per split (a
+    // batch-1 decoding step waits for this kernel).
+    float lse[SPLITS], part[SPLITS], mx = -INFINITY;
+#pragma unroll
     for (int s = 0; s < SPLITS; ++s) {
-      const float w = __expf(lse_part[(size_t)s * rows + row] - mx);  // 0 for empty splits (−inf)
+      lse[s] = lse_part[(size_t)s * rows + row];
+      part[s] = o_part[((size_t)s * rows + row) * HEAD_DIM + d];
+    }
+#pragma unroll
+    for (int s = 0; s < SPLITS; ++s) mx = fmaxf(mx, lse[s]);
+    float sum = 0.f, acc = 0.f;
+#pragma unroll
+    for (int s = 0; s < SPLITS; ++s) {
+      const float w = __expf(lse[s] - mx);  // 0 for empty splits (−inf)
       sum += w;
-      acc += w * o_part[((size_t)s * rows + row) * HEAD_DIM + d];
+      acc += w * part[s];
     }
     O[i] = from_f32<elem_t>(acc / sum);
     if (d == 0) LSE[row] = mx + __logf(sum);
