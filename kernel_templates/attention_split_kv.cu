@@ -25,6 +25,9 @@
 // memory) and writes O and LSE itself: no workspace and no second launch, which is most of what a batch-1
 // decoding step waits for.
 //
+// SPLITS 1 (without COMBINE): the one split is the whole row, so the block writes O and LSE itself, without a
+// workspace or the combine kernel (batch 16-64 decoding fills the GPU without splitting).
+//
 // Tunables: SPLITS (KV splits), WARPS (warps per block, interleaved over the split's tiles), BC (keys per tile),
 // STAGES (per-warp cp.async ring depth), SWIZZLE (XOR-swizzled or padded shared rows), COMBINE_THREADS (the
 // combine kernel's block), COMBINE (0: the attention_combine kernel; 1: in the cluster).
@@ -61,6 +64,7 @@
 #endif
 
 #define NT (32 * WARPS)
+#define WRITES_OUTPUT (COMBINE || SPLITS == 1)  // the kernel writes O and LSE (else the splits' states)
 #define KT (HEAD_DIM / 16)
 #define DN (HEAD_DIM / 8)
 #define SN (BC / 8)
@@ -101,8 +105,8 @@ __device__ __forceinline__ float ld_cluster_f32(uint32_t addr, uint32_t rank) {
 #endif
 
 // COMBINE 0: each split's (O normalised, LSE) into the fp32 workspace (out0 = o_part, out1 = lse_part), for
-// attention_combine. COMBINE 1: O (the input type) and LSE themselves (out0 = O, out1 = LSE).
-#if COMBINE
+// attention_combine. COMBINE 1, or one split: O (the input type) and LSE themselves (out0 = O, out1 = LSE).
+#if WRITES_OUTPUT
 #define SPLIT_OUTPUTS elem_t* __restrict__ O, float* __restrict__ LSE
 #else
 #define SPLIT_OUTPUTS float* __restrict__ o_part, float* __restrict__ lse_part
@@ -295,6 +299,9 @@ extern "C" __global__ void __launch_bounds__(NT, 1) SPLIT_CLUSTER
     for (int w = 0; w < WARPS; ++w) mx = fmaxf(mx, cm[w * 16 + r]);
 #if COMBINE
     float *o_out = so + i, *lse_out = slse + r;
+#elif SPLITS == 1
+    elem_t* o_elem = O + (head * rows_q + q0 + r) * HEAD_DIM + d;  // rounded as the combine kernel rounds it
+    float o_value, *o_out = &o_value, *lse_out = LSE + head * rows_q + q0 + r;
 #else
     const size_t row = (size_t)split * gridDim.z * gridDim.y * rows_q + head * rows_q + q0 + r;
     float *o_out = o_part + row * HEAD_DIM + d, *lse_out = lse_part + row;
@@ -302,6 +309,9 @@ extern "C" __global__ void __launch_bounds__(NT, 1) SPLIT_CLUSTER
     if (mx == -INFINITY) {  // this split holds no key this row sees
       *o_out = 0.f;
       if (d == 0) *lse_out = -INFINITY;
+#if !COMBINE && SPLITS == 1
+      *o_elem = from_f32<elem_t>(0.f);
+#endif
       continue;
     }
     float sum = 0.f, acc = 0.f;
@@ -313,6 +323,9 @@ extern "C" __global__ void __launch_bounds__(NT, 1) SPLIT_CLUSTER
     }
     *o_out = acc / sum;
     if (d == 0) *lse_out = (mx + __log2f(sum)) * LN2;
+#if !COMBINE && SPLITS == 1
+    *o_elem = from_f32<elem_t>(o_value);
+#endif
   }
 #if COMBINE
   // Every split's state is in its block's shared memory (release) and visible to the cluster (acquire); block
@@ -345,7 +358,7 @@ extern "C" __global__ void __launch_bounds__(NT, 1) SPLIT_CLUSTER
 #endif
 }
 
-#if !COMBINE
+#if !WRITES_OUTPUT
 // O[row, d] = Σ_s w_s·o_part[s, row, d] / Σ_s w_s, w_s = exp(lse_part[s, row] − max_s lse_part); LSE likewise.
 extern "C" __global__ void __launch_bounds__(COMBINE_THREADS)
     attention_combine(const float* __restrict__ o_part, const float* __restrict__ lse_part, elem_t* __restrict__ O,

@@ -196,6 +196,12 @@ def test_split_kv_plan_and_constraints(h200):
     assert "only matters" in space.violations({**cluster, "COMBINE_THREADS": 256}, shape, h200)[0]
     ampere = dataclasses.replace(h200, name="NVIDIA A100", compute_capability=(8, 0), multiprocessors=108)
     assert any("clusters" in p for p in space.violations(cluster, shape, ampere))
+    single = {**config, "SPLITS": 1}  # the one split writes o and lse itself: no workspace, no combine kernel
+    assert space.violations(single, shape, h200) == [] and space.workspace(single, shape) == {}
+    (alone,) = space.launches(single, shape, h200)
+    assert alone.grid == (1, 32, 1) and alone.args[3:5] == ("o", "lse") and alone.args[5:] == main.args[5:]
+    assert space.describe(single).endswith("combine=none")
+    assert "only matters" in space.violations({**single, "COMBINE_THREADS": 64}, shape, h200)[0]
 
 
 def test_rule_default_decodes_with_split_kv_sized_to_the_gpu(h200):

@@ -88,8 +88,8 @@ class SplitKvAttention(Algorithm):
             problems.append(f"{g['tile_registers']} registers of tiles per thread would spill")
         if config["SWIZZLE"] and d not in SWIZZLE_DIMS:
             problems.append(f"SWIZZLE needs head_dim 64 or 128, not {d}")
-        if config["COMBINE"] and config["COMBINE_THREADS"] != self.default_config["COMBINE_THREADS"]:
-            problems.append("COMBINE_THREADS only matters with COMBINE=0 (the combine kernel)")
+        if self.writes_output(config) and config["COMBINE_THREADS"] != self.default_config["COMBINE_THREADS"]:
+            problems.append("COMBINE_THREADS only matters with the combine kernel (COMBINE=0, SPLITS > 1)")
         if config["COMBINE"] and not 2 <= config["SPLITS"] <= MAX_CLUSTER:
             problems.append(f"COMBINE=1 makes the splits one cluster: 2 to {MAX_CLUSTER}, not {config['SPLITS']}")
         if config["COMBINE"] and tuple(device.compute_capability) < (9, 0):
@@ -103,8 +103,13 @@ class SplitKvAttention(Algorithm):
         p = attention_dims(shape)
         return p.b * p.hkv * ceil_div(p.group * p.sq, 16)
 
+    @staticmethod
+    def writes_output(config: Config) -> bool:
+        """The main kernel writes O and LSE itself: its splits combined in their cluster, or a single split."""
+        return bool(config["COMBINE"]) or config["SPLITS"] == 1
+
     def workspace(self, config: Config, shape: Shape) -> dict[str, BufferSpec]:
-        if config["COMBINE"]:
+        if self.writes_output(config):
             return {}
         b, h, hkv, sq, skv, d = attention_dims(shape)
         splits = config["SPLITS"]
@@ -119,7 +124,7 @@ class SplitKvAttention(Algorithm):
         scale = np.float32(self.space.scale_log2(d))
         grid = (ceil_div(p.group * sq, 16) * config["SPLITS"], p.hkv, b)
         sizes = (np.int32(sq), np.int32(skv), scale, *kv_args(p))
-        if config["COMBINE"]:  # the cluster writes o and lse itself
+        if self.writes_output(config):  # no combine kernel
             return [Launch("attention_split_kv", grid, (g["threads"], 1, 1), g["smem_bytes"],
                            ("q", "k", "v", "o", "lse", *sizes))]  # fmt: skip
         return [
@@ -149,12 +154,13 @@ class SplitKvAttention(Algorithm):
                 splits = s
         cluster = min(splits, RULE_CLUSTER_SPLITS)
         configs = []
-        if tuple(device.compute_capability) >= (9, 0) and cluster >= 2 and p.skv <= cluster * RULE_CLUSTER_KEYS_PER_SPLIT:
+        short_kv = p.skv <= cluster * RULE_CLUSTER_KEYS_PER_SPLIT
+        if tuple(device.compute_capability) >= (9, 0) and cluster >= 2 and short_kv:
             configs.append({**config, "SPLITS": cluster, "COMBINE": 1, "STAGES": 3})
         return configs + [{**config, "SPLITS": splits, "SWIZZLE": int(p.d in SWIZZLE_DIMS)}]
 
     def describe(self, config: Config) -> str:
         c = self.local(config)
-        combine = "cluster" if c["COMBINE"] else c["COMBINE_THREADS"]
+        combine = "cluster" if c["COMBINE"] else "none" if c["SPLITS"] == 1 else c["COMBINE_THREADS"]
         return (f"split_kv splits={c['SPLITS']} warps={c['WARPS']} BC={c['BC']} stages={c['STAGES']} "
                 f"{'swz' if c['SWIZZLE'] else 'pad'} combine={combine}")  # fmt: skip
