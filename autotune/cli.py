@@ -88,7 +88,9 @@ DB_HELP = "database: a path or a SQLAlchemy URL (default: $AUTOTUNE_DB, else stu
 def search(
     kernel: Optional[str] = typer.Argument(None, help="kernel to tune: " + ", ".join(kernel_names())),
     trials: int = typer.Option(200, "--trials", "-n", help="measured trials the study holds at the end"),
-    dtype: Optional[str] = typer.Option(None, help="element type: float32, float16, bfloat16 (default: the kernel's first)"),
+    dtype: Optional[str] = typer.Option(
+        None, help="element type: float32, float16, bfloat16 (default: the kernel's first)"
+    ),
     shape: Optional[List[str]] = typer.Option(
         None, "--shape", "-s", help="problem shape, e.g. 4096x4096x4096 or 4096,4096,4096; repeat for several"
     ),
@@ -146,32 +148,43 @@ def search(
 
         groups = host_devices(devices)  # GPUs of one model share a study; other models get their own
     ranges_shown: set[str] = set()
-    for problem, group in [(p, g) for p in problems for g in groups]:
-        space = get_space(problem.kernel, dtype=problem.dtype)
-        shape_t = problem.shape
-        label = space.format_shape(shape_t) if shape_t else "(replay)" if replay else space.format_shape(space.default_shape)
-        budget = problem.trials(trials)
-        if problem.range_of is not None and problem.range_of not in ranges_shown:
-            ranges_shown.add(problem.range_of)
-            console.print(f"range {problem.range_of}: {problem.buckets} buckets (its ends and the powers of two "
-                          f"between), {budget} trials each, smallest first", soft_wrap=True)  # fmt: skip
-        bar, show = progress_bar(f"{space.name} {label} {space.dtype}", budget, space.metric_unit)
-        try:
-            # The kernel as the user named it: a file reference (./my_space.py:MySpace) is how tune() and the
-            # GPU workers find a kernel of one's own; its `name` resolves only among the library's kernels.
-            report = tune(
-                problem.kernel, shape_t, trials=budget, dtype=problem.dtype, db=db, sampler=sampler, seed=seed,
-                timeout_s=timeout, hot_cache=hot_cache, on_progress=show, replay=replay, warm_start=warm_start,
-                from_study=from_study, devices=group, racing=race, compile_batch=compile_batch,
-            )  # fmt: skip
-        finally:
-            if bar.live.is_started:
-                bar.stop()
-        print_report(report, top, get_space(problem.kernel, dtype=report.dtype))  # a replay's dtype is its own
-        if profile:
-            for line in report.profile.lines():
-                console.print(line, markup=False, soft_wrap=True)
-        console.print(f"stored in {resolve_url(db).removeprefix('sqlite:///')}")
+    handoff = None
+    if len(problems) > 1 and devices is None and replay is None:
+        from autotune.tuning.evaluation.gpu import WorkerHandoff
+
+        handoff = WorkerHandoff()  # one GPU worker for every shape, set up again for each, not started anew
+    try:
+        for problem, group in [(p, g) for p in problems for g in groups]:
+            space = get_space(problem.kernel, dtype=problem.dtype)
+            shape_t = problem.shape
+            default_label = "(replay)" if replay else space.format_shape(space.default_shape)
+            label = space.format_shape(shape_t) if shape_t else default_label
+            budget = problem.trials(trials)
+            if problem.range_of is not None and problem.range_of not in ranges_shown:
+                ranges_shown.add(problem.range_of)
+                console.print(f"range {problem.range_of}: {problem.buckets} buckets (its ends and the powers of two "
+                              f"between), {budget} trials each, smallest first", soft_wrap=True)  # fmt: skip
+            bar, show = progress_bar(f"{space.name} {label} {space.dtype}", budget, space.metric_unit)
+            try:
+                # The kernel as the user named it: a file reference (./my_space.py:MySpace) is how tune() and the
+                # GPU workers find a kernel of one's own; its `name` resolves only among the library's kernels.
+                report = tune(
+                    problem.kernel, shape_t, trials=budget, dtype=problem.dtype, db=db, sampler=sampler, seed=seed,
+                    timeout_s=timeout, hot_cache=hot_cache, on_progress=show, replay=replay, warm_start=warm_start,
+                    from_study=from_study, devices=group, racing=race, compile_batch=compile_batch,
+                    handoff=handoff,
+                )  # fmt: skip
+            finally:
+                if bar.live.is_started:
+                    bar.stop()
+            print_report(report, top, get_space(problem.kernel, dtype=report.dtype))  # a replay's dtype is its own
+            if profile:
+                for line in report.profile.lines():
+                    console.print(line, markup=False, soft_wrap=True)
+            console.print(f"stored in {resolve_url(db).removeprefix('sqlite:///')}")
+    finally:
+        if handoff is not None:
+            handoff.close()
 
 
 @app.command()

@@ -95,3 +95,20 @@ def test_a_candidate_over_the_race_line_is_validated_then_timed_twice(tmp_path):
     with GpuEvaluator(space, space.default_shape, racing=False, cache_dir=tmp_path) as evaluator:
         full = evaluator.submit(good).result()
     assert full.ok and not full.raced and full.timing.reps >= 5
+
+
+def test_a_handed_on_worker_measures_the_next_shape(tmp_path):
+    """The buckets of a range share one GPU worker: the second search starts no process (its start-up has no
+    worker time) and measures as the first did."""
+    from autotune.tuning.evaluation.gpu import WorkerHandoff
+
+    handoff = WorkerHandoff()
+    try:
+        reports = [tune("gemm", shape, trials=8, db=str(tmp_path / "h.db"), seed=0, handoff=handoff)
+                   for shape in ("256x256x256", "512x256x256")]  # fmt: skip
+    finally:
+        handoff.close()
+    for report in reports:
+        assert report.measured_total == 8 and report.best is not None, report.failure_examples
+        assert not {k for k in report.failures if k in ("wrong", "crash", "timeout", "worker")}, report.failures
+    assert reports[0].profile.startup["worker"] > 10 * reports[1].profile.startup["worker"]

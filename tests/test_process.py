@@ -115,3 +115,57 @@ def test_a_fresh_workers_first_request_gets_the_longer_default_timeout():
     evaluator.timeout_s = 3.0
     evaluator._request("evaluate", {})
     assert worker._conn.timeouts[-1] == 3.0
+
+
+class _Script:
+    """A parent's end of a worker's connection that sends ``requests`` in turn and keeps what comes back."""
+
+    def __init__(self, requests: list[tuple]) -> None:
+        self.requests, self.sent = list(requests), []
+
+    def recv(self) -> tuple:
+        if not self.requests:
+            raise EOFError
+        return self.requests.pop(0)
+
+    def send(self, message: tuple) -> None:
+        self.sent.append(message)
+
+
+def test_a_second_setup_replaces_the_session_in_the_same_worker(monkeypatch):
+    """The next shape of a command (a range's buckets) sets the running worker up again: the old session is
+    closed, the new one answers; a set-up that fails answers "fatal" and ends the worker with no session open."""
+    from autotune.tuning.evaluation import worker
+    from autotune.tuning.evaluation.base import Measurement, Timing
+
+    sessions = []
+
+    class Session:
+        class cuda:  # noqa: N801 (pycuda's module, as the worker uses it)
+            Error = RuntimeError
+
+        def __init__(self, setup, info, ordinal) -> None:
+            if setup.shape == (0,):
+                raise ValueError("no such shape")
+            self.shape, self.closed = setup.shape, False
+            sessions.append(self)
+
+        def evaluate(self, config, cubin, race_ms):
+            return Measurement(ok=True, timing=Timing(*(float(self.shape[0]),) * 5, 3))
+
+        def close(self) -> None:
+            self.closed = True
+
+    monkeypatch.setattr(worker, "GpuSession", Session)
+    setup = {"space_ref": "gemm", "seed": 0, "dtype": "float32", "compare_cubin": "", "cache_dir": "/tmp"}
+    evaluate = ("evaluate", {"config": {}, "cubin": ""})
+    conn = _Script([evaluate, ("setup", {**setup, "shape": (2,)}), evaluate, ("stop", None)])
+    worker._serve(conn, Session(worker.Setup(**setup, shape=(1,)), None, 0), None, 0)
+    assert [m[0] for m in conn.sent] == ["result", "ready", "result"]
+    assert [m[1]["timing"]["median"] for m in conn.sent if m[0] == "result"] == [1.0, 2.0]
+    assert [s.closed for s in sessions] == [True, True]
+
+    conn = _Script([("setup", {**setup, "shape": (0,)}), evaluate])
+    worker._serve(conn, Session(worker.Setup(**setup, shape=(3,)), None, 0), None, 0)
+    assert [m[0] for m in conn.sent] == ["fatal"] and "no such shape" in conn.sent[0][1]
+    assert conn.requests == [evaluate], "the worker ended" and sessions[-1].closed

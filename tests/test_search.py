@@ -360,3 +360,44 @@ def test_compiles_in_batches_ask_far_enough_ahead_for_units_to_form():
     assert candidates_in_flight(16, 1) == 18, "unbatched: every job busy, two compiled candidates for the GPU"
     assert candidates_in_flight(16, 1, compile_batch=4) == 66
     assert candidates_in_flight(64, 4, compile_batch=2) - 2 * 4 == 2 * 64
+
+
+def test_searches_of_one_command_hand_their_gpu_worker_on(tmp_path, monkeypatch):
+    """With a handoff, the second search's evaluator starts from the worker the first one released (set up
+    again, not spawned), and what is still kept at the end is stopped."""
+    from autotune.runtime import compiler
+    from autotune.tuning.evaluation import gpu
+
+    recording = make_recording(tmp_path / "rec.json")
+    made = []
+
+    class Worker:
+        stopped = False
+
+        def stop(self) -> None:
+            self.stopped = True
+
+    class HandedOn(ReplayEvaluator):
+        def __init__(self, space, shape, *, device_ordinal=0, started=None, **options) -> None:
+            super().__init__(recording)
+            self.device_ordinal, self.started = device_ordinal, started
+            self.worker = started[0] if started else Worker()
+            made.append(self)
+
+        def release_worker(self):
+            worker, self.worker = self.worker, None
+            return worker, self.device
+
+        def close(self) -> None:
+            assert self.worker is None, "released before close: the worker stays up"
+
+    monkeypatch.setattr(gpu, "GpuEvaluator", HandedOn)
+    monkeypatch.setattr(compiler, "find_nvcc", lambda: "nvcc")
+    handoff = gpu.WorkerHandoff()
+    for seed in (0, 1):
+        tune("gemm", SHAPE, trials=4, db=str(tmp_path / f"h{seed}.db"), seed=seed, domains=DOMAINS, handoff=handoff)
+    assert made[0].started is None and made[1].started is not None
+    kept = made[1].started[0]
+    assert not kept.stopped, "alive between the searches"
+    handoff.close()
+    assert kept.stopped and handoff.take(0) is None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import optuna
 
@@ -24,6 +24,9 @@ from autotune.tuning.ranking import winner_entry
 from autotune.tuning.samplers import DEFAULT_SAMPLER, make_sampler
 from autotune.tuning.search import Search
 from autotune.tuning.search_report import Progress, SearchReport, SearchSettings
+
+if TYPE_CHECKING:
+    from autotune.tuning.evaluation.gpu import WorkerHandoff  # imported where a GPU searches, as GpuEvaluator is
 
 
 def check_trials(trials: int) -> None:
@@ -62,6 +65,7 @@ def tune(
     devices: Sequence[int] | None = None,
     racing: bool = True,
     compile_batch: int = 1,
+    handoff: "WorkerHandoff | None" = None,
 ) -> SearchReport:
     """Search the configurations of ``kernel`` at ``shape`` and store the fastest valid one.
 
@@ -71,6 +75,8 @@ def tune(
     ``racing``: a candidate clearly slower than the fastest so far is timed by two runs only
     (`autotune.tuning.evaluation.racing`). ``compile_batch``: candidates that wait for a compile thread together
     share one nvcc front end, up to this many (`autotune.runtime.compiler.Compiler`; 1: each its own).
+    ``handoff``: where a one-GPU search takes its GPU worker from and leaves it for the next search of the same
+    command (`autotune.tuning.evaluation.gpu.WorkerHandoff`), instead of starting and stopping one.
 
     Everything is checked before anything is written: bad arguments, the database location, nvcc and the GPU.
     ``domains`` narrows parameters to subsets of their values. ``replay``: a recording file
@@ -134,7 +140,9 @@ def tune(
 
             evaluator = MultiGpuEvaluator(space, shape_t, devices, **options)
         else:
-            evaluator = GpuEvaluator(space, shape_t, device_ordinal=devices[0] if devices else 0, **options)
+            ordinal = devices[0] if devices else 0
+            started = handoff.take(ordinal) if handoff is not None else None
+            evaluator = GpuEvaluator(space, shape_t, device_ordinal=ordinal, started=started, **options)
     elif template_hash is None:
         template_hash = space.template_hash()
     try:
@@ -175,6 +183,8 @@ def tune(
             database.close()
     finally:
         if owned:
+            if handoff is not None and hasattr(evaluator, "release_worker"):
+                handoff.keep(evaluator.device_ordinal, evaluator.release_worker())
             evaluator.close()
 
 

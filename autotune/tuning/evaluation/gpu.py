@@ -232,14 +232,45 @@ class GpuEvaluator(Evaluator):
     def code_hash(self, config: Config) -> str | None:
         return self.compiler.code_hash(self.space.template_for(config), self.space.compile_defines(config, self.shape))
 
-    def close(self) -> None:
-        if getattr(self, "_queue", None) is not None and self._owns_queue:
+    def _stop_feeding(self) -> None:
+        if getattr(self, "_queue", None) is not None and self._owns_queue and self._feeder.is_alive():
             self._queue.put(None)
             self._feeder.join(60)
+
+    def release_worker(self) -> "tuple[WorkerProcess, DeviceInfo] | None":
+        """Stop feeding the worker and hand it over alive, for the next problem's evaluator (``started``, which
+        sets it up again); None where it is gone. `close` then leaves it running."""
+        self._stop_feeding()
+        worker, self.worker = getattr(self, "worker", None), None
+        return (worker, self.device) if worker is not None and worker.alive() else None
+
+    def close(self) -> None:
+        self._stop_feeding()
         if getattr(self, "worker", None) is not None:
             self.worker.stop()
         if getattr(self, "compiler", None) is not None and self._owns_compiler:
             self.compiler.close()
+
+
+class WorkerHandoff:
+    """GPU workers kept between the searches of one command (the buckets of a range, the shapes of a list): the
+    next search's evaluator takes this GPU's worker and sets it up for its problem, instead of starting a process
+    (`autotune.tuning.tune`'s ``handoff``). `close` stops those still kept."""
+
+    def __init__(self) -> None:
+        self._kept: dict[int, tuple[WorkerProcess, DeviceInfo]] = {}
+
+    def take(self, device_ordinal: int) -> "tuple[WorkerProcess, DeviceInfo] | None":
+        return self._kept.pop(device_ordinal, None)
+
+    def keep(self, device_ordinal: int, started: "tuple[WorkerProcess, DeviceInfo] | None") -> None:
+        if started is not None:
+            self._kept[device_ordinal] = started
+
+    def close(self) -> None:
+        for worker, _ in self._kept.values():
+            worker.stop()
+        self._kept.clear()
 
 
 def build_checkers(compiler: Compiler, space: KernelSpace, shape: Shape,

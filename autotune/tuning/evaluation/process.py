@@ -87,6 +87,7 @@ class WorkerProcess:
     def configure(self, setup: Setup) -> None:
         """Send the setup (again to every restarted worker) and wait until the worker is ready."""
         self._setup = setup
+        self.answered = 0  # the first request after a set-up draws its validation data again
         self._conn.send(("setup", asdict(setup)))
         msg = self._receive(START_TIMEOUT_S, "set up")
         if msg[0] != "ready":

@@ -11,7 +11,11 @@ Protocol over a multiprocessing connection, pickled tuples:
     worker → parent   ("ready", None) | ("fatal", one-line message)
     parent → worker   ("evaluate", {"config", "cubin", "race_ms"}) → ("result", Measurement dict, sticky)
                       ("retime", {"items": [(config, cubin)], "rounds"}) → ("retimed", [samples | None], sticky)
+                      ("setup", Setup dict) → ("ready", None) | ("fatal", …): the next problem, same process
                       ("stop", None)
+
+A later "setup" replaces the session (the primary context is kept): the next shape of one command (a range's
+buckets, `GpuEvaluator.release_worker`) reuses the process instead of starting one.
 
 ``sticky`` means the context is broken (illegal address, …): the worker exits after answering.
 """
@@ -85,6 +89,13 @@ def main(conn: Any, device_ordinal: int = 0) -> None:
         return
     if kind != "setup":
         return
+    session = _set_up(conn, payload, info, device_ordinal)
+    if session is not None:
+        _serve(conn, session, info, device_ordinal)
+
+
+def _set_up(conn: Any, payload: dict, info: Any, device_ordinal: int) -> GpuSession | None:
+    """A session for the setup, answered "ready"; None (answered "fatal", the context stack left empty) if it fails."""
     try:
         session = GpuSession(Setup(**payload), info, device_ordinal)
     except Exception as exc:
@@ -96,47 +107,58 @@ def main(conn: Any, device_ordinal: int = 0) -> None:
                 cuda.Context.pop()
         except Exception:
             pass
-        return
+        return None
     conn.send(("ready", None))
+    return session
+
+
+def _serve(conn: Any, session: GpuSession, info: Any, device_ordinal: int) -> None:
+    """Answer requests until "stop", a closed connection or a sticky error; the session is closed on the way out."""
+    current: GpuSession | None = session
     try:
-        _serve(conn, session)
+        while current is not None:
+            try:
+                kind, payload = conn.recv()
+            except EOFError:
+                return
+            if kind == "stop":
+                return
+            if kind == "setup":  # the next problem: a new session in this process
+                current.close()
+                current = _set_up(conn, payload, info, device_ordinal)
+            elif _answer(conn, current, kind, payload):
+                return
     finally:
-        session.close()
+        if current is not None:
+            current.close()
 
 
-def _serve(conn: Any, session: GpuSession) -> None:
+def _answer(conn: Any, session: GpuSession, kind: str, payload: Any) -> bool:
+    """Answer one request; True where the context broke (sticky: the worker exits after answering)."""
     cuda = session.cuda
-    while True:
-        try:
-            kind, payload = conn.recv()
-        except EOFError:
-            return
-        if kind == "stop":
-            return
-        sticky = False
-        try:
-            if kind == "evaluate":
-                answer: Any = asdict(session.evaluate(payload["config"], payload["cubin"], payload.get("race_ms")))
-            elif kind == "retime":
-                answer = session.retime(payload["items"], payload["rounds"])
-            else:
-                raise ValueError(f"unknown request {kind!r}")
-        except CandidateFailed as failure:
-            answer = asdict(Measurement.failed(failure.kind, failure.reason))
-        except (cuda.Error, DeviceError) as exc:
-            failure_kind, sticky = classify_cuda_error(str(exc))
-            if not sticky and not session.healthy():
-                failure_kind, sticky = "crash", True
-            answer = asdict(Measurement.failed(failure_kind, _one_line(exc)))
-        except Exception as exc:  # a bug in autotune or in a space: report it, and start afresh
-            tb = traceback.extract_tb(exc.__traceback__)[-1]
-            where = f"{Path(tb.filename).name}:{tb.lineno}"
-            answer = asdict(Measurement.failed("worker", f"{_one_line(exc)} at {where}"))
-            sticky = not session.healthy()
-        reply = "retimed" if kind == "retime" and isinstance(answer, list) else "result"
-        conn.send((reply, answer, sticky))
-        if sticky:
-            return
+    sticky = False
+    try:
+        if kind == "evaluate":
+            answer: Any = asdict(session.evaluate(payload["config"], payload["cubin"], payload.get("race_ms")))
+        elif kind == "retime":
+            answer = session.retime(payload["items"], payload["rounds"])
+        else:
+            raise ValueError(f"unknown request {kind!r}")
+    except CandidateFailed as failure:
+        answer = asdict(Measurement.failed(failure.kind, failure.reason))
+    except (cuda.Error, DeviceError) as exc:
+        failure_kind, sticky = classify_cuda_error(str(exc))
+        if not sticky and not session.healthy():
+            failure_kind, sticky = "crash", True
+        answer = asdict(Measurement.failed(failure_kind, _one_line(exc)))
+    except Exception as exc:  # a bug in autotune or in a space: report it, and start afresh
+        tb = traceback.extract_tb(exc.__traceback__)[-1]
+        where = f"{Path(tb.filename).name}:{tb.lineno}"
+        answer = asdict(Measurement.failed("worker", f"{_one_line(exc)} at {where}"))
+        sticky = not session.healthy()
+    reply = "retimed" if kind == "retime" and isinstance(answer, list) else "result"
+    conn.send((reply, answer, sticky))
+    return sticky
 
 
 def _watch_parent(parent: int) -> None:
