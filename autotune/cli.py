@@ -163,7 +163,8 @@ def search(
             if problem.range_of is not None and problem.range_of not in ranges_shown:
                 ranges_shown.add(problem.range_of)
                 console.print(f"range {problem.range_of}: {problem.buckets} buckets (its ends and the powers of two "
-                              f"between), {budget} trials each, smallest first", soft_wrap=True)  # fmt: skip
+                              f"between), {budget} trials each, the ends first, then each gap's middle",
+                              soft_wrap=True)  # fmt: skip
             bar, show = progress_bar(f"{space.name} {label} {space.dtype}", budget, space.metric_unit)
             try:
                 # The kernel as the user named it: a file reference (./my_space.py:MySpace) is how tune() and the

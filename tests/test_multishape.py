@@ -75,19 +75,24 @@ def test_cli_refuses_a_bad_shapes_file_in_one_line(tmp_path):
 
 
 def test_a_range_is_its_buckets_sharing_one_budget(tmp_path):
-    """``--shape 1-8192x4096x4096``: the buckets smallest first, each with an even share of --trials (at least
+    """``--shape 1-8192x4096x4096``: the buckets in bisection order (the ends, then each gap's middle: every
+    bucket but the ends starts from tuned neighbours on both sides), each with an even share of --trials (at least
     MIN_BUCKET_TRIALS); a range in a shapes file too; a plain shape keeps the whole budget."""
     from autotune.tuning.multishape import MIN_BUCKET_TRIALS
 
     problems = plan("gemm", "float16", ["1-8192x4096x4096", "512x512x512"])
     ranged = [p for p in problems if p.range_of]
-    assert [p.shape[0] for p in ranged] == [2**i for i in range(14)] and {p.buckets for p in ranged} == {14}
+    assert [p.shape[0].bit_length() - 1 for p in ranged] == [13, 0, 6, 3, 9, 1, 4, 7, 11, 2, 5, 8, 10, 12]
+    assert {p.buckets for p in ranged} == {14}
+    for i, p in enumerate(ranged[2:], 2):
+        done = [q.shape[0] for q in ranged[:i]]
+        assert min(done) < p.shape[0] < max(done), "tuned neighbours on both sides"
     assert ranged[0].trials(200) == 14 and ranged[0].trials(20) == MIN_BUCKET_TRIALS
     assert problems[-1].shape == (512, 512, 512) and problems[-1].trials(200) == 200
     listed = tmp_path / "shapes.txt"
     listed.write_text("# a range and a shape\n100-300x64x64\n256x256x256\n")
     assert [p.shape for p in plan("gemm", None, shapes_file=str(listed))] == [
-        (100, 64, 64), (128, 64, 64), (256, 64, 64), (300, 64, 64), (256, 256, 256)]  # fmt: skip
+        (300, 64, 64), (100, 64, 64), (128, 64, 64), (256, 64, 64), (256, 256, 256)]  # fmt: skip
 
 
 def test_the_cli_tunes_a_range_bucket_by_bucket(tmp_path, monkeypatch):
@@ -107,7 +112,7 @@ def test_the_cli_tunes_a_range_bucket_by_bucket(tmp_path, monkeypatch):
                                       "--db", str(tmp_path / "r.db")])  # fmt: skip
     assert isinstance(result.exception, Stop), result.output
     assert "range 1-4x1024x1024: 3 buckets" in result.output and "30 trials each" in result.output
-    assert calls == [((1, 1024, 1024), 30)]
+    assert calls == [((4, 1024, 1024), 30)], "the largest bucket first"
     replayed = CliRunner().invoke(app, ["search", "gemm", "--shape", "1-4x1024x1024", "--replay", "x.json",
                                         "--db", str(tmp_path / "r.db")])  # fmt: skip
     assert replayed.exit_code == 2 and "range 1-4x1024x1024 has several" in replayed.output
