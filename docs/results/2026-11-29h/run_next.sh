@@ -9,11 +9,7 @@
 #                        range wall 5.92x a bucket's own search)
 #   bash run_next.sh 3   issue 19's bf16 nine shapes, 100 trials for 4096^3 and 60 for the others (~400 s), against
 #                        cuBLAS in the same process: not re-measured since the skinny and one-wave rules changed
-set -u
-export PYTHONUNBUFFERED=1 PYTHONWARNINGS=ignore
-T0=$(date +%s)
-TIMEFORMAT="process wall %R s, user %U s, sys %S s"
-step() { local name=$1 limit=$2; shift 2; echo "=== $name ($(date +%T))"; { time timeout --signal=INT --kill-after=10 $limit "$@" > $OUT/$name.log 2>&1; } 2>> $OUT/$name.log; echo "rc=$? at $(( $(date +%s) - T0 )) s"; tail -n ${TAILN:-25} $OUT/$name.log; }
+source "$(dirname "$0")/../steps.sh"
 export AUTOTUNE_CACHE_DIR=/tmp/cache AUTOTUNE_DB=/tmp/none.db
 TAILN=4 step build 150 python3 -c "import autotune.torch as att; from autotune.runtime import torch_native as n; print('native', n.unavailable_reason())"
 case "${1:-1}" in
