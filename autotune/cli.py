@@ -149,7 +149,7 @@ def search(
         groups = host_devices(devices)  # GPUs of one model share a study; other models get their own
     ranges_shown: set[str] = set()
     handoff = None
-    if len(problems) > 1 and devices is None and replay is None:
+    if len(problems) > 1 and replay is None:  # used where a search measures on one GPU
         from autotune.tuning.evaluation.gpu import WorkerHandoff
 
         handoff = WorkerHandoff()  # one GPU worker for every shape, set up again for each, not started anew

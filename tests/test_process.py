@@ -145,6 +145,7 @@ def test_a_second_setup_replaces_the_session_in_the_same_worker(monkeypatch):
             Error = RuntimeError
 
         def __init__(self, setup, info, ordinal) -> None:
+            assert all(s.closed for s in sessions), "the old session is freed before the next is built"
             if setup.shape == (0,):
                 raise ValueError("no such shape")
             self.shape, self.closed = setup.shape, False
@@ -168,4 +169,71 @@ def test_a_second_setup_replaces_the_session_in_the_same_worker(monkeypatch):
     conn = _Script([("setup", {**setup, "shape": (0,)}), evaluate])
     worker._serve(conn, Session(worker.Setup(**setup, shape=(3,)), None, 0), None, 0)
     assert [m[0] for m in conn.sent] == ["fatal"] and "no such shape" in conn.sent[0][1]
-    assert conn.requests == [evaluate], "the worker ended" and sessions[-1].closed
+    assert conn.requests == [evaluate], "the worker ended"
+    assert sessions[-1].closed
+
+
+class _Worker:
+    """A stand-in `WorkerProcess`: alive or not, refusing its set-up or not; records what was asked of it."""
+
+    def __init__(self, device_ordinal: int = 0, alive: bool = True, refuses: bool = False) -> None:
+        self._alive, self.refuses, self.calls = alive, refuses, []
+
+    def alive(self) -> bool:
+        return self._alive
+
+    def spawn(self) -> str:
+        self.calls.append("spawn")
+        return "device"
+
+    def configure(self, setup) -> None:
+        self.calls.append("configure")
+        if self.refuses:
+            from autotune.errors import DeviceError
+
+            raise DeviceError("GPU worker setup failed: out of memory")
+
+    def kill(self) -> None:
+        self.calls.append("kill")
+        self._alive = False
+
+    def stop(self) -> None:
+        self.calls.append("stop")
+        self._alive = False
+
+
+def test_a_released_worker_stays_up_and_a_handed_on_one_that_fails_is_replaced(monkeypatch):
+    """`GpuEvaluator.release_worker` stops feeding and hands the live worker on (its `close` then leaves it
+    running; a dead one is not handed on). A handed-on worker that refuses its set-up is killed and replaced by a
+    fresh process, once."""
+    import queue
+    import threading
+
+    from autotune.tuning.evaluation import gpu
+
+    def evaluator_with(worker):
+        evaluator = gpu.GpuEvaluator.__new__(gpu.GpuEvaluator)
+        evaluator._owns_queue, evaluator._owns_compiler, evaluator._queue = True, False, queue.Queue()
+        evaluator._feeder = threading.Thread(target=evaluator._feed, daemon=True)
+        evaluator._feeder.start()
+        evaluator.worker, evaluator.device, evaluator.device_ordinal = worker, "device", 0
+        return evaluator
+
+    live = _Worker()
+    evaluator = evaluator_with(live)
+    assert evaluator.release_worker() == (live, "device")
+    evaluator.close()
+    assert live.calls == [] and not evaluator._feeder.is_alive()
+    assert evaluator_with(_Worker(alive=False)).release_worker() is None
+
+    fresh = []
+    monkeypatch.setattr(gpu, "WorkerProcess", lambda ordinal: fresh.append(_Worker(ordinal)) or fresh[-1])
+    evaluator = gpu.GpuEvaluator.__new__(gpu.GpuEvaluator)
+    evaluator.worker, evaluator.device_ordinal, evaluator._setup = _Worker(refuses=True), 0, "setup"
+    handed = evaluator.worker
+    evaluator._set_up_worker(handed_on=True)
+    assert handed.calls == ["configure", "kill"] and fresh[0].calls == ["spawn", "configure"]
+    assert evaluator.worker is fresh[0]
+    evaluator.worker = _Worker(refuses=True)
+    with pytest.raises(Exception, match="out of memory"):
+        evaluator._set_up_worker(handed_on=False)  # a worker of its own: the failure is the search's

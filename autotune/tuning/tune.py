@@ -183,9 +183,11 @@ def tune(
             database.close()
     finally:
         if owned:
-            if handoff is not None and hasattr(evaluator, "release_worker"):
-                handoff.keep(evaluator.device_ordinal, evaluator.release_worker())
-            evaluator.close()
+            try:
+                if handoff is not None and hasattr(evaluator, "release_worker"):
+                    handoff.keep(evaluator.device_ordinal, evaluator.release_worker())
+            finally:
+                evaluator.close()
 
 
 def run_study(

@@ -83,9 +83,25 @@ class GpuEvaluator(Evaluator):
             self.worker = WorkerProcess(device_ordinal)
             self.device = self.worker.spawn()
         t_spawned = time.perf_counter()
+        try:
+            self._prepare(space, seed, flush_l2, min_time_ms, max_reps, jobs, cache_dir, compiler, compile_batch)
+            t_built = time.perf_counter()
+            self._set_up_worker(handed_on=started is not None)
+        except BaseException:
+            self.worker.kill()  # taken from a handoff or spawned here: nobody else would stop it
+            raise
+        # Where the start-up went, before any candidate (`Profile.startup`; issue 23 asks for it to shrink).
+        self.startup = {"worker": t_spawned - t0, "build": t_built - t_spawned, "setup": time.perf_counter() - t_built}
+
+        self._queue: "queue.Queue[tuple | None]" = work_queue if work_queue is not None else queue.Queue()
+        self._feeder = threading.Thread(target=self._feed, name="gpu-feeder", daemon=True)
+        self._feeder.start()
+
+    def _prepare(self, space: KernelSpace, seed: int, flush_l2: bool, min_time_ms: float, max_reps: int,
+                 jobs: int | None, cache_dir: Path | None, compiler: Compiler | None, compile_batch: int) -> None:
+        """The compiler, the checkers' cubins and the worker's `Setup`, once the device is known."""
         needed = space.device_bytes(space.default_config, self.shape)
         if needed > 0.9 * self.device.total_memory:
-            self.worker.kill()
             raise InvalidArgument(
                 f"shape {format_shape(self.shape)} needs {needed / 2**30:.1f} GiB of GPU memory; "
                 f"{self.device.name} has {self.device.total_memory / 2**30:.1f} GiB"
@@ -94,12 +110,7 @@ class GpuEvaluator(Evaluator):
                                              deadline=CompileDeadline(), batch=compile_batch)  # fmt: skip
         self.toolchain = Toolchain(nvcc=self.compiler.version, flags=list(self.compiler.flags))
         baseline = space.baseline_config()
-        try:
-            compare_cubin, baseline_cubin = build_checkers(self.compiler, space, self.shape, baseline)
-        except DeviceError:
-            self.worker.kill()
-            raise
-        t_built = time.perf_counter()
+        compare_cubin, baseline_cubin = build_checkers(self.compiler, space, self.shape, baseline)
         self._setup = Setup(
             space_ref=type(space).ref(),
             shape=self.shape,
@@ -113,13 +124,19 @@ class GpuEvaluator(Evaluator):
             min_time_ms=min_time_ms,
             max_reps=max_reps,
         )
-        self.worker.configure(self._setup)
-        # Where the start-up went, before any candidate (`Profile.startup`; issue 23 asks for it to shrink).
-        self.startup = {"worker": t_spawned - t0, "build": t_built - t_spawned, "setup": time.perf_counter() - t_built}
 
-        self._queue: "queue.Queue[tuple | None]" = work_queue if work_queue is not None else queue.Queue()
-        self._feeder = threading.Thread(target=self._feed, name="gpu-feeder", daemon=True)
-        self._feeder.start()
+    def _set_up_worker(self, handed_on: bool) -> None:
+        """Send the worker its set-up. A handed-on worker that cannot take it (it died since, or its last
+        problem left it unable) is replaced by a fresh one, once: a new process would have been started anyway."""
+        try:
+            self.worker.configure(self._setup)
+        except (DeviceError, OSError):  # OSError: the pipe of a worker that has died
+            if not handed_on:
+                raise
+            self.worker.kill()
+            self.worker = WorkerProcess(self.device_ordinal)
+            self.worker.spawn()
+            self.worker.configure(self._setup)
 
     # --- the worker -----------------------------------------------------------------------------------------
     @property  # type: ignore[override]
@@ -242,7 +259,12 @@ class GpuEvaluator(Evaluator):
         sets it up again); None where it is gone. `close` then leaves it running."""
         self._stop_feeding()
         worker, self.worker = getattr(self, "worker", None), None
-        return (worker, self.device) if worker is not None and worker.alive() else None
+        if worker is None:
+            return None
+        if self._feeder.is_alive():  # still inside a request: its answer would meet the next set-up
+            worker.kill()
+            return None
+        return (worker, self.device) if worker.alive() else None
 
     def close(self) -> None:
         self._stop_feeding()

@@ -225,10 +225,16 @@ class GpuSession:
         return results
 
     def close(self) -> None:
-        """Leave the context stack empty (pycuda aborts the process at exit otherwise)."""
-        cases = getattr(self, "cases", None)
-        if cases is not None:
-            cases.free()
+        """Free what the session holds on the GPU and leave the context stack empty (pycuda aborts the process at
+        exit otherwise). A worker set up again for the next shape (`worker`) must not hold two problems' data."""
+        for data in (getattr(self, "cases", None), getattr(self, "target", None)):
+            if data is not None:
+                data.free()
+        baseline = getattr(self, "baseline", None)
+        if baseline is not None:
+            self._unload(baseline[1])
+        # The cases hold a bound method of the session: dropped, nothing keeps the timer's and checker's buffers.
+        self.cases = self.target = self.baseline = self.timer = self.checker = None
         try:
             self.context.pop()
         except Exception:

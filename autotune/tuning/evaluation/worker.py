@@ -22,6 +22,7 @@ buckets, `GpuEvaluator.release_worker`) reuses the process instead of starting o
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import sys
@@ -123,8 +124,10 @@ def _serve(conn: Any, session: GpuSession, info: Any, device_ordinal: int) -> No
                 return
             if kind == "stop":
                 return
-            if kind == "setup":  # the next problem: a new session in this process
+            if kind == "setup":  # the next problem: a new session in this process, once the old one is freed
                 current.close()
+                current = None
+                gc.collect()  # pycuda frees device memory when its allocations are collected
                 current = _set_up(conn, payload, info, device_ordinal)
             elif _answer(conn, current, kind, payload):
                 return
