@@ -6,8 +6,11 @@ import ctypes
 
 from autotune.runtime.cuda_driver import (
     CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+    CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
     CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
     CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH,
+    CUlaunchAttribute,
+    CUlaunchConfig,
     Driver,
 )
 
@@ -58,3 +61,33 @@ def test_a_cluster_past_the_portable_size_is_opted_in():
     driver.lib = StandInLib(knows_clusters=False)
     driver.prepare(7, 1024)  # an old driver: the dynamic shared memory as before, no cluster opt-in, no error
     assert driver.lib.attributes == [(7, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 1024)]
+
+
+def test_a_dependent_launch_is_cuLaunchKernelEx_with_programmatic_serialization():
+    """`Launch.overlaps_previous` reaches libcuda as cuLaunchKernelEx with one attribute,
+    PROGRAMMATIC_STREAM_SERIALIZATION = 1, the geometry and the call's stream; a driver without cuLaunchKernelEx
+    (older than CUDA 11.8) launches plainly. The structures have cuda.h's layout (CUDA 13, LP64)."""
+    assert (ctypes.sizeof(CUlaunchAttribute), ctypes.sizeof(CUlaunchConfig)) == (72, 56)
+    assert (CUlaunchConfig.stream.offset, CUlaunchConfig.attrs.offset, CUlaunchConfig.count.offset) == (32, 40, 48)
+    seen = []
+
+    def launch_ex(config, function, params, extra):
+        c = config._obj  # what ctypes.byref points at
+        attribute = c.attrs[0]
+        seen.append((tuple(c.grid), tuple(c.block), c.shared, c.stream, c.count, attribute.id, attribute.value[0],
+                     function.value, params))
+        return 0
+
+    def plain(function, *rest):
+        seen.append(("plain", function.value))
+        return 0
+
+    driver = Driver.__new__(Driver)
+    driver._launch, driver._launch_ex = plain, launch_ex
+    call = driver.launcher(7, (16, 1, 1), (128, 1, 1), 0, overlaps_previous=True)
+    assert call(0xABC, "params") == 0
+    assert seen == [((16, 1, 1), (128, 1, 1), 0, 0xABC, 1, CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, 1,
+                     7, "params")]  # fmt: skip
+    driver._launch_ex = None
+    driver.launcher(7, (16, 1, 1), (128, 1, 1), 0, overlaps_previous=True)(0, None)
+    assert seen[-1] == ("plain", 7)

@@ -17,9 +17,11 @@ class StandInDriver:
     and tensor-map encodings."""
 
     def __init__(self):
-        self.launched, self.zeroed, self.encoded = [], [], []
+        self.launched, self.zeroed, self.encoded, self.dependent = [], [], [], []
 
-    def launcher(self, function, grid, block, shared):
+    def launcher(self, function, grid, block, shared, overlaps_previous=False):
+        self.dependent.append(overlaps_previous)
+
         def call(stream, params):
             self.launched.append((function, grid, block, shared, stream, params))
             return 0
@@ -110,8 +112,22 @@ def test_describe_gives_another_executor_the_same_launches():
     plan = LaunchPlan(driver, steps, lambda kernel, shared: 0xF00, ("x", "acc"), {"acc": 256})
     zero, launch = plan.describe()
     assert zero == ("zero", 1, 256)
-    kind, kernel, function, grid, block, shared, args = launch
+    kind, kernel, function, grid, block, shared, args, overlaps = launch
     assert (kind, kernel, function, grid, block, shared) == ("launch", "k", 0xF00, (4, 1, 2), (128, 1, 1), 1024)
+    assert overlaps is False and driver.dependent == [False]
     assert args[0] == ("ptr", 0) and args[3] == ("ptr", 1)
     assert args[1] == ("value", np.int32(7).tobytes()) and args[4] == ("value", np.float32(0.5).tobytes())
     assert args[2] == ("tmap", 0, 6, (64, 32), (128,), (64, 16), 3), "float16 is CUtensorMapDataType 6; 128B swizzle 3"
+
+
+def test_a_dependent_launch_reaches_the_driver_and_the_description():
+    """A step marked ``overlaps_previous`` (a programmatic dependent launch) is launched so by the ctypes path and
+    described so for the C++ launcher; the step before it is not."""
+    driver = StandInDriver()
+    steps = [Launch("split", (8, 1, 1), (128, 1, 1), 0, ("x",)),
+             Launch("combine", (2, 1, 1), (64, 1, 1), 0, ("x",), overlaps_previous=True)]  # fmt: skip
+    plan = LaunchPlan(driver, steps, lambda kernel, shared: 1, ("x",), {})
+    assert driver.dependent == [False, True]
+    assert [d[-1] for d in plan.describe()] == [False, True]
+    plan.launch([0x1000], 0)
+    assert [grid for _, grid, *_ in driver.launched] == [(8, 1, 1), (2, 1, 1)], "in order, on one stream"

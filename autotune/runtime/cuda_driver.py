@@ -41,6 +41,21 @@ CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR = 81
 CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR = 82
 CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97
 CU_TENSOR_MAP_L2_PROMOTION_L2_256B = 3
+CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6
+
+
+class CUlaunchAttribute(ctypes.Structure):
+    """cuda.h's CUlaunchAttribute: an attribute id, padding to 8 bytes, a 64-byte value union."""
+
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", ctypes.c_int * 16)]
+
+
+class CUlaunchConfig(ctypes.Structure):
+    """cuda.h's CUlaunchConfig, what cuLaunchKernelEx takes."""
+
+    _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("shared", ctypes.c_uint),
+                ("stream", ctypes.c_void_p), ("attrs", ctypes.POINTER(CUlaunchAttribute)),
+                ("count", ctypes.c_uint)]  # fmt: skip
 CUDA_ERROR_INVALID_VALUE = 1
 CUDA_ERROR_NOT_INITIALIZED = 3
 
@@ -104,6 +119,11 @@ def load_libcuda() -> ctypes.CDLL:
         u64p, u32p = ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint32)
         encode_tiled.argtypes = [p, i, u, p, u64p, u64p, u32p, u32p, i, i, i, i]
         encode_tiled.restype = CUresult
+    launch_ex = getattr(lib, "cuLaunchKernelEx", None)  # CUDA 11.8 drivers and newer
+    if launch_ex is not None:
+        p = ctypes.c_void_p
+        launch_ex.argtypes = [ctypes.POINTER(CUlaunchConfig), p, ctypes.POINTER(p), ctypes.POINTER(p)]
+        launch_ex.restype = CUresult
     return lib
 
 
@@ -117,6 +137,7 @@ class Driver:
         self.lib = load_libcuda()
         self._launch = self.lib.cuLaunchKernel
         self._encode_tiled = getattr(self.lib, "cuTensorMapEncodeTiled", None)  # None: a driver older than CUDA 12
+        self._launch_ex = getattr(self.lib, "cuLaunchKernelEx", None)  # None: older than CUDA 11.8
         self.check(self.lib.cuInit(0), "cuInit")
 
     @classmethod
@@ -247,14 +268,33 @@ class Driver:
             self.check(code, "cuLaunchKernel")
 
     def launcher(self, function: int, grid: tuple[int, int, int], block: tuple[int, int, int],
-                 shared: int) -> Any:  # fmt: skip
-        """cuLaunchKernel with everything but (stream, params, extra) converted once: the per-call path."""
+                 shared: int, overlaps_previous: bool = False) -> Any:  # fmt: skip
+        """cuLaunchKernel with everything but (stream, params, extra) converted once: the per-call path. With
+        ``overlaps_previous``, cuLaunchKernelEx as a programmatic dependent launch (`Launch`), where the driver
+        has it; a plain launch otherwise, which the kernel's griddepcontrol.wait does not need."""
+        if overlaps_previous and self._launch_ex is not None:
+            return self._dependent_launcher(function, grid, block, shared)
         fixed = (ctypes.c_void_p(function), *(ctypes.c_uint(v) for v in (*grid, *block, shared)))
         launch = self._launch
 
         def call(stream: int, params: Any) -> int:
             return launch(*fixed, stream, params, None)
 
+        return call
+
+    def _dependent_launcher(self, function: int, grid: tuple[int, int, int], block: tuple[int, int, int],
+                            shared: int) -> Any:  # fmt: skip
+        attribute = CUlaunchAttribute(id=CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)
+        attribute.value[0] = 1  # programmaticStreamSerializationAllowed
+        config = CUlaunchConfig(grid=(ctypes.c_uint * 3)(*grid), block=(ctypes.c_uint * 3)(*block), shared=shared,
+                                attrs=ctypes.pointer(attribute), count=1)  # fmt: skip
+        handle, launch_ex, by_ref = ctypes.c_void_p(function), self._launch_ex, ctypes.byref(config)
+
+        def call(stream: int, params: Any) -> int:
+            config.stream = stream  # the launch plan's lock serialises its calls
+            return launch_ex(by_ref, handle, params, None)
+
+        call.keep = (attribute, config)  # type: ignore[attr-defined]  (what the config points at lives as long)
         return call
 
     # --- memory ---------------------------------------------------------------------------------------------

@@ -130,12 +130,12 @@ class LaunchPlan:
             self._keep.append(params)
             self._runs.append(self._launch(function, step, params))
             self._described.append(("launch", step.kernel, function, step.grid, step.block, step.shared_bytes,
-                                    described))  # fmt: skip
+                                    described, step.overlaps_previous))  # fmt: skip
 
     def describe(self) -> list[tuple]:
         """The bound launches as plain data, for another executor of the same plan (the torch operators' C++
         launcher, `autotune.torch.native`): per step ``("zero", buffer, nbytes)`` or ``("launch", kernel,
-        CUfunction, grid, block, shared_bytes, args)``, each argument ``("ptr", buffer)``, ``("value", bytes)``
+        CUfunction, grid, block, shared_bytes, args, overlaps_previous)``, each argument ``("ptr", buffer)``, ``("value", bytes)``
         or ``("tmap", buffer, CUtensorMapDataType, dims, byte strides, box, CUtensorMapSwizzle)``; a buffer is
         its position in ``names``."""
         return list(self._described)
@@ -145,7 +145,7 @@ class LaunchPlan:
         return lambda pointers, stream: zero(pointers[position], nbytes, stream)
 
     def _launch(self, function: int, step: Launch, params: Any) -> Callable[[Sequence[int], int], None]:
-        call = self._driver.launcher(function, step.grid, step.block, step.shared_bytes)
+        call = self._driver.launcher(function, step.grid, step.block, step.shared_bytes, step.overlaps_previous)
         check, what = self._driver.check, f"cuLaunchKernel({step.kernel})"
 
         def run(pointers: Sequence[int], stream: int) -> None:

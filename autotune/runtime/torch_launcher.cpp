@@ -47,8 +47,25 @@ using EncodeFn = int (*)(void*, int, unsigned, void*, const uint64_t*, const uin
 using MemsetFn = int (*)(uint64_t, unsigned char, size_t, void*);
 using ErrorNameFn = int (*)(int, const char**);
 
+// cuda.h's CUlaunchAttribute and CUlaunchConfig (same members in the same order), for cuLaunchKernelEx.
+struct LaunchAttribute {
+  int id;
+  char pad[4];
+  int value[16];  // the 64-byte value union
+};
+struct LaunchConfig {
+  unsigned grid_x, grid_y, grid_z, block_x, block_y, block_z, shared;
+  void* stream;
+  LaunchAttribute* attrs;
+  unsigned count;
+};
+static_assert(sizeof(LaunchAttribute) == 72 && sizeof(LaunchConfig) == 56, "cuda.h's layout (LP64)");
+using LaunchExFn = int (*)(const LaunchConfig*, void*, void**, void**);
+constexpr int PROGRAMMATIC_STREAM_SERIALIZATION = 6;  // CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+
 struct Driver {
   LaunchFn launch = nullptr;
+  LaunchExFn launch_ex = nullptr;  // null: a driver older than CUDA 11.8 (dependent steps launch plainly)
   EncodeFn encode = nullptr;
   MemsetFn memset = nullptr;
   ErrorNameFn error_name = nullptr;
@@ -84,6 +101,7 @@ struct Step {
   void* function = nullptr;
   std::array<unsigned, 3> grid{}, block{};
   unsigned shared = 0;
+  bool overlaps_previous = false;  // a programmatic dependent launch (Launch.overlaps_previous)
   std::vector<char> raw;  // parameter storage, 64-byte aligned slots
   std::vector<void*> params;
   std::vector<std::pair<char*, int>> pointers;  // (slot, buffer index)
@@ -122,6 +140,16 @@ struct Plan {
                             driver.l2_promotion, 0),
               "cuTensorMapEncodeTiled");
         map.bound = pointer;
+      }
+      if (step.overlaps_previous && driver.launch_ex != nullptr) {
+        LaunchAttribute attribute{};
+        attribute.id = PROGRAMMATIC_STREAM_SERIALIZATION;
+        attribute.value[0] = 1;
+        const LaunchConfig config{step.grid[0], step.grid[1], step.grid[2], step.block[0], step.block[1],
+                                  step.block[2], step.shared, stream, &attribute, 1};
+        check(driver.launch_ex(&config, step.function, step.params.data(), nullptr),
+              "cuLaunchKernelEx(" + step.kernel + ")");
+        continue;
       }
       check(driver.launch(step.function, step.grid[0], step.grid[1], step.grid[2], step.block[0], step.block[1],
                           step.block[2], step.shared, stream, step.params.data(), nullptr),
@@ -163,7 +191,8 @@ Op* op_of(const c10::OperatorHandle& handle) {
 
 size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
-// Step from its description: ("zero", buffer, nbytes) or ("launch", kernel, function, grid, block, shared, args),
+// Step from its description: ("zero", buffer, nbytes) or ("launch", kernel, function, grid, block, shared, args,
+// overlaps_previous),
 // args: ("ptr", buffer) | ("value", bytes) | ("tmap", buffer, dtype, dims, strides, box, swizzle).
 Step make_step(const py::tuple& d) {
   Step step;
@@ -181,6 +210,7 @@ Step make_step(const py::tuple& d) {
   std::copy(grid.begin(), grid.end(), step.grid.begin());
   std::copy(block.begin(), block.end(), step.block.begin());
   step.shared = d[5].cast<unsigned>();
+  step.overlaps_previous = d.size() > 7 && d[7].cast<bool>();
   const py::list args = d[6].cast<py::list>();
   // Every argument in its own 64-byte aligned slot of 128 bytes (a tensor map is 128 bytes, 64-byte aligned).
   step.raw.assign(args.size() * 128 + 64, 0);
@@ -376,8 +406,10 @@ Op* op_named(const std::string& name) {
 
 }  // namespace
 
-void init(uintptr_t launch, uintptr_t encode, uintptr_t memset, uintptr_t error_name, int l2_promotion) {
+void init(uintptr_t launch, uintptr_t launch_ex, uintptr_t encode, uintptr_t memset, uintptr_t error_name,
+          int l2_promotion) {
   driver.launch = reinterpret_cast<LaunchFn>(launch);
+  driver.launch_ex = reinterpret_cast<LaunchExFn>(launch_ex);
   driver.encode = reinterpret_cast<EncodeFn>(encode);
   driver.memset = reinterpret_cast<MemsetFn>(memset);
   driver.error_name = reinterpret_cast<ErrorNameFn>(error_name);

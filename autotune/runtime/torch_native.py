@@ -89,8 +89,8 @@ def _load() -> Any:
 
     if not address("cuTensorMapEncodeTiled"):
         log.info("autotune.torch: this driver has no cuTensorMapEncodeTiled: TMA configurations will fail to launch")
-    extension.init(address("cuLaunchKernel"), address("cuTensorMapEncodeTiled"), address("cuMemsetD8Async"),
-                   address("cuGetErrorName"), CU_TENSOR_MAP_L2_PROMOTION_L2_256B)  # fmt: skip
+    extension.init(address("cuLaunchKernel"), address("cuLaunchKernelEx"), address("cuTensorMapEncodeTiled"),
+                   address("cuMemsetD8Async"), address("cuGetErrorName"), CU_TENSOR_MAP_L2_PROMOTION_L2_256B)  # fmt: skip
     call_log.on_recording(extension.set_recording)
     return extension
 

@@ -73,13 +73,18 @@ class Param:
 @dataclass(frozen=True)
 class Launch:
     """One kernel launch. ``args`` are buffer names (str), numpy scalars (np.int32(n), np.float32(x), …) or
-    tensor maps over a buffer (`TensorMap`)."""
+    tensor maps over a buffer (`TensorMap`).
+
+    ``overlaps_previous`` (compute capability 9.0 and newer): a programmatic dependent launch. The kernel may be
+    scheduled while the previous launch of the plan drains, and must run ``griddepcontrol.wait`` before it reads
+    what that launch wrote (a no-op where the driver launched it plainly): its launch latency is hidden."""
 
     kernel: str
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     shared_bytes: int
     args: tuple[Any, ...]
+    overlaps_previous: bool = False
 
 
 @dataclass(frozen=True)
