@@ -25,6 +25,11 @@
 // memory) and writes O and LSE itself: no workspace and no second launch, which is most of what a batch-1
 // decoding step waits for.
 //
+// COMBINE 0 on sm_90: attention_combine is a programmatic dependent launch (the space's Launch.overlaps_previous).
+// The split kernel lets it be scheduled from its start (griddepcontrol.launch_dependents: its blocks then wait,
+// resident, in griddepcontrol.wait until every split has finished and its writes are visible), so the combine's
+// launch latency is spent while the splits still read K and V.
+//
 // SPLITS 1 (without COMBINE): the one split is the whole row, so the block writes O and LSE itself, without a
 // workspace or the combine kernel (batch 16-64 decoding fills the GPU without splitting).
 //
@@ -116,6 +121,9 @@ extern "C" __global__ void __launch_bounds__(NT, 1) SPLIT_CLUSTER
     attention_split_kv(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t* __restrict__ V,
                        SPLIT_OUTPUTS, int seq_q, int seq_kv, float scale_log2 KV_GROUP_PARAM) {
   extern __shared__ __align__(128) unsigned char smem[];
+#if !WRITES_OUTPUT && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");  // attention_combine may be scheduled now
+#endif
   constexpr uint32_t TILE_BYTES = BC * ROW * 2;
   const uint32_t q_tile = smem_addr(smem);
   const uint32_t ring_base = q_tile + 16 * ROW * 2;
@@ -363,6 +371,9 @@ extern "C" __global__ void __launch_bounds__(NT, 1) SPLIT_CLUSTER
 extern "C" __global__ void __launch_bounds__(COMBINE_THREADS)
     attention_combine(const float* __restrict__ o_part, const float* __restrict__ lse_part, elem_t* __restrict__ O,
                       float* __restrict__ LSE, int rows) {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");  // every split written (a no-op in a plain launch)
+#endif
   const long long total = (long long)rows * HEAD_DIM;
   for (long long i = (long long)blockIdx.x * COMBINE_THREADS + threadIdx.x; i < total;
        i += (long long)gridDim.x * COMBINE_THREADS) {

@@ -182,6 +182,7 @@ def test_split_kv_plan_and_constraints(h200):
     main, combine = space.launches(config, shape, h200)
     assert main.grid == (32, 32, 1) and main.args[3:5] == ("o_part", "lse_part")
     assert combine.args[:4] == ("o_part", "lse_part", "o", "lse") and int(combine.args[4]) == 32
+    assert combine.overlaps_previous and not main.overlaps_previous, "the combine waits on the splits in-kernel"
     assert "decoding" in space.violations(config, (1, 32, 1000, 65536, 128), h200)[0]
     assert "blocks" in space.violations({**config, "SPLITS": 128}, (16, 32, 1, 65536, 128), h200)[0]
     assert "would spill" in space.violations({**config, "BC": 64}, shape, h200)[0]
@@ -196,6 +197,7 @@ def test_split_kv_plan_and_constraints(h200):
     assert "only matters" in space.violations({**cluster, "COMBINE_THREADS": 256}, shape, h200)[0]
     ampere = dataclasses.replace(h200, name="NVIDIA A100", compute_capability=(8, 0), multiprocessors=108)
     assert any("clusters" in p for p in space.violations(cluster, shape, ampere))
+    assert not space.launches(config, shape, ampere)[1].overlaps_previous, "programmatic launches need sm_90"
     single = {**config, "SPLITS": 1}  # the one split writes o and lse itself: no workspace, no combine kernel
     assert space.violations(single, shape, h200) == [] and space.workspace(single, shape) == {}
     (alone,) = space.launches(single, shape, h200)

@@ -131,7 +131,8 @@ class SplitKvAttention(Algorithm):
             Launch("attention_split_kv", grid, (g["threads"], 1, 1), g["smem_bytes"],
                    ("q", "k", "v", "o_part", "lse_part", *sizes)),
             Launch("attention_combine", (min(ceil_div(rows * d, threads), 16 * device.multiprocessors), 1, 1),
-                   (threads, 1, 1), 0, ("o_part", "lse_part", "o", "lse", np.int32(rows))),
+                   (threads, 1, 1), 0, ("o_part", "lse_part", "o", "lse", np.int32(rows)),
+                   overlaps_previous=tuple(device.compute_capability) >= (9, 0)),  # see the template
         ]  # fmt: skip
 
     def rule_configs(self, shape: Shape, device: DeviceInfo) -> list[Config]:
