@@ -150,7 +150,7 @@ def search(
     ranges_shown: set[str] = set()
     handoff = None
     if len(problems) > 1 and replay is None:  # used where a search measures on one GPU
-        from autotune.tuning.evaluation.gpu import WorkerHandoff
+        from autotune.tuning.evaluation.worker_start import WorkerHandoff
 
         handoff = WorkerHandoff()  # one GPU worker for every shape, set up again for each, not started anew
     try:

@@ -200,6 +200,7 @@ def test_eight_gpus_start_side_by_side_and_none_idles_while_work_waits(monkeypat
     from autotune.tuning.evaluation.multi import MultiGpuEvaluator
 
     monkeypatch.setattr(gpu, "WorkerProcess", StandInWorker)
+    monkeypatch.setattr(gpu, "parent_device", lambda ordinal: StandInWorker(ordinal).spawn())
     monkeypatch.setattr(multi, "WorkerProcess", StandInWorker)
     monkeypatch.setattr(gpu, "Compiler", StandInCompiler)
     monkeypatch.setattr(StandInWorker, "log", [])
@@ -214,7 +215,7 @@ def test_eight_gpus_start_side_by_side_and_none_idles_while_work_waits(monkeypat
         assert max(spawns.values()) < readies[0]  # every worker process started while the first was set up
         assert setups[0] < readies[0] <= min(setups[o] for o in range(1, 8))  # the first alone, then the rest
         assert max(setups[o] for o in range(1, 8)) < min(readies[o] for o in range(1, 8))  # side by side
-        assert set(multi.startup) == {"worker", "build", "setup", "others"}  # for --profile
+        assert set(multi.startup) == {"device", "worker", "build", "setup", "others"}  # for --profile
         assert multi.startup["setup"] >= StandInWorker.SETUP_S and multi.startup["others"] >= StandInWorker.SETUP_S
         start = time.perf_counter()
         costs = [1 + (i * 7) % 10 for i in range(160)]  # uneven candidates: 1..10 steps each
@@ -264,6 +265,7 @@ def test_the_leaders_are_retimed_on_every_gpu_with_the_rounds_split(monkeypatch,
     from autotune.tuning.evaluation.multi import MultiGpuEvaluator
 
     monkeypatch.setattr(gpu, "WorkerProcess", RetimingStandIn)
+    monkeypatch.setattr(gpu, "parent_device", lambda ordinal: RetimingStandIn(ordinal).spawn())
     monkeypatch.setattr(multi, "WorkerProcess", RetimingStandIn)
     monkeypatch.setattr(gpu, "Compiler", StandInCompiler)
     monkeypatch.setattr(RetimingStandIn, "log", [])

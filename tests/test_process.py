@@ -177,7 +177,7 @@ class _Worker:
     """A stand-in `WorkerProcess`: alive or not, refusing its set-up or not; records what was asked of it."""
 
     def __init__(self, device_ordinal: int = 0, alive: bool = True, refuses: bool = False) -> None:
-        self._alive, self.refuses, self.calls = alive, refuses, []
+        self._alive, self.refuses, self.calls, self.answered, self.restarts = alive, refuses, [], 0, 0
 
     def alive(self) -> bool:
         return self._alive
@@ -217,6 +217,7 @@ def test_a_released_worker_stays_up_and_a_handed_on_one_that_fails_is_replaced(m
         evaluator._feeder = threading.Thread(target=evaluator._feed, daemon=True)
         evaluator._feeder.start()
         evaluator.worker, evaluator.device, evaluator.device_ordinal = worker, "device", 0
+        evaluator._start = _Start(up=True)
         return evaluator
 
     live = _Worker()
@@ -226,14 +227,118 @@ def test_a_released_worker_stays_up_and_a_handed_on_one_that_fails_is_replaced(m
     assert live.calls == [] and not evaluator._feeder.is_alive()
     assert evaluator_with(_Worker(alive=False)).release_worker() is None
 
-    fresh = []
-    monkeypatch.setattr(gpu, "WorkerProcess", lambda ordinal: fresh.append(_Worker(ordinal)) or fresh[-1])
-    evaluator = gpu.GpuEvaluator.__new__(gpu.GpuEvaluator)
-    evaluator.worker, evaluator.device_ordinal, evaluator._setup = _Worker(refuses=True), 0, "setup"
-    handed = evaluator.worker
-    evaluator._set_up_worker(handed_on=True)
-    assert handed.calls == ["configure", "kill"] and fresh[0].calls == ["spawn", "configure"]
-    assert evaluator.worker is fresh[0]
-    evaluator.worker = _Worker(refuses=True)
+    # A release before the worker came up (its start failed) hands nothing on.
+    failed = evaluator_with(_Worker())
+    failed._start = _Start(up=False)
+    assert failed.release_worker() is None
+
+
+class _Start:
+    """A stand-in `WorkerStart` whose worker came up (or did not)."""
+
+    def __init__(self, up: bool) -> None:
+        self.up = up
+
+    def join(self) -> None:
+        pass
+
+    def ready(self) -> bool:
+        return self.up
+
+
+def test_a_handed_on_worker_that_refuses_its_set_up_is_started_afresh_once():
+    """`WorkerStart`: a handed-on worker whose set-up fails (it died, or cannot hold the next problem) is killed,
+    started again and set up once more; a worker of the search's own that fails is the search's failure."""
+    from autotune.tuning.evaluation.worker_start import WorkerStart
+
+    class Refusing(_Worker):
+        def configure(self, setup) -> None:
+            self.calls.append("configure")
+            if self.calls.count("configure") == 1:
+                from autotune.errors import DeviceError
+
+                raise DeviceError("GPU worker setup failed: out of memory")
+
+    start = WorkerStart.__new__(WorkerStart)
+    start.worker, start.handed_on, start.setup = Refusing(), True, "setup"
+    start._configure()
+    assert start.worker.calls == ["configure", "kill", "spawn", "configure"]
+    start.worker, start.handed_on = Refusing(), False
     with pytest.raises(Exception, match="out of memory"):
-        evaluator._set_up_worker(handed_on=False)  # a worker of its own: the failure is the search's
+        start._configure()
+
+
+def test_the_worker_comes_up_beside_the_first_compiles(monkeypatch):
+    """The evaluator returns once the parent knows the GPU: its compiler takes candidates while the worker
+    starts and is set up in a thread; the first measurement waits for the worker. A worker that cannot be set up
+    fails the candidates' futures with its `DeviceError` (the search stops with it), and is not left running."""
+    import threading
+
+    from conftest import H200
+
+    from autotune.errors import DeviceError
+    from autotune.spaces import get_space
+    from autotune.tuning.evaluation import gpu
+
+    class SlowWorker(_Worker):
+        refuse = False
+        may_start = threading.Event()  # the test lets the worker start only once the evaluator has returned
+
+        def spawn(self):
+            assert self.may_start.wait(10), "the evaluator waited for its worker before returning"
+            self.calls.append("spawn")
+            return H200
+
+        def configure(self, setup) -> None:
+            self.calls.append("configure")
+            if self.refuse:
+                raise DeviceError("GPU worker setup failed: out of memory")
+
+        def request(self, kind, payload, timeout):
+            self.answered += 1
+            timing = {"median": 1.0, "minimum": 1.0, "q1": 1.0, "q3": 1.0, "maximum": 1.0, "reps": 1}
+            return ("result", {"ok": True, "timing": timing, "evaluate_s": 0.01}, False)
+
+    class Compiler:
+        version, flags, jobs = "stand-in", (), 2
+
+        def __init__(self, arch, **_):
+            pass
+
+        def submit(self, template, defines, varying=()):
+            from concurrent.futures import Future
+
+            from autotune.runtime.compiler import CompileResult
+
+            future = Future()
+            future.set_result(CompileResult(ok=True, key="k", cubin="/nonexistent.cubin"))
+            return future
+
+        def close(self):
+            pass
+
+    made = []
+    monkeypatch.setattr(gpu, "WorkerProcess", lambda ordinal: made.append(SlowWorker()) or made[-1])
+    monkeypatch.setattr(gpu, "parent_device", lambda ordinal: H200)
+    monkeypatch.setattr(gpu, "Compiler", Compiler)
+    space = get_space("gemm")
+    evaluator = gpu.GpuEvaluator(space, (256, 256, 256))  # returns with the worker not started
+    try:
+        pending = evaluator.submit(space.default_config)
+        assert made[0].calls == [] and not pending.done()
+        SlowWorker.may_start.set()
+        measurement = pending.result(timeout=10)
+        assert measurement.ok and made[0].calls == ["spawn", "configure"]
+        assert set(evaluator.beside) == {"worker", "build", "setup"}
+    finally:
+        evaluator.close()
+    assert made[0].calls[-1] == "stop"
+
+    SlowWorker.refuse = True
+    evaluator = gpu.GpuEvaluator(space, (256, 256, 256))
+    try:
+        with pytest.raises(DeviceError, match="out of memory"):
+            evaluator.submit(space.default_config).result(timeout=10)
+        assert "kill" in made[1].calls and not made[1].alive()
+    finally:
+        evaluator.close()

@@ -26,6 +26,11 @@ if TYPE_CHECKING:
     from autotune.tuning.search_report import FinishedTrial
 
 
+# The start-up phases' names in the report (`Evaluator.startup`, `Evaluator.beside`).
+PHASE_NAMES = {"device": "the driver's description of the GPU", "worker": "GPU worker",
+               "build": "validation kernel and baseline", "setup": "inputs and references", "others": "the other GPUs"}
+
+
 @dataclass
 class Profile:
     wall_s: float = 0.0
@@ -40,6 +45,7 @@ class Profile:
     optuna_s: float = 0.0
     retime_s: float = 0.0
     startup: dict[str, float] = field(default_factory=dict)  # the evaluator's start-up phases (`Evaluator.startup`)
+    beside: dict[str, float] = field(default_factory=dict)  # its worker's, beside the first compiles (`.beside`)
 
     def add(self, m: Measurement) -> None:
         self.measured += 1
@@ -86,11 +92,11 @@ class Profile:
             ("retime leaders", self.retime_s, ""),
         ]
         out = [f"profile: {self.measured} candidates in {self.wall_s:.1f} s wall; GPU busy {100 * self.gpu_busy:.0f}%"]
-        if self.startup:
-            names = {"worker": "GPU worker", "build": "validation kernel and baseline", "setup": "inputs and references",
-                     "others": "the other GPUs"}  # fmt: skip
-            phases = ", ".join(f"{names.get(k, k)} {v:.1f} s" for k, v in self.startup.items())
-            out.append(f"  start-up before the search {sum(self.startup.values()):.1f} s: {phases}")
+        for title, phases in (("start-up before the search", self.startup),
+                              ("beside the first compiles", self.beside)):  # fmt: skip
+            if phases:
+                named = ", ".join(f"{PHASE_NAMES.get(k, k)} {v:.1f} s" for k, v in phases.items())
+                out.append(f"  {title} {sum(phases.values()):.1f} s: {named}")
         for name, total, note in rows:
             out.append(f"  {name:<22} {total:8.2f} s  {1000 * total / n:8.1f} ms/candidate  {note}".rstrip())
         return out

@@ -26,7 +26,7 @@ from autotune.tuning.search import Search
 from autotune.tuning.search_report import Progress, SearchReport, SearchSettings
 
 if TYPE_CHECKING:
-    from autotune.tuning.evaluation.gpu import WorkerHandoff  # imported where a GPU searches, as GpuEvaluator is
+    from autotune.tuning.evaluation.worker_start import WorkerHandoff
 
 
 def check_trials(trials: int) -> None:
@@ -76,7 +76,7 @@ def tune(
     (`autotune.tuning.evaluation.racing`). ``compile_batch``: candidates that wait for a compile thread together
     share one nvcc front end, up to this many (`autotune.runtime.compiler.Compiler`; 1: each its own).
     ``handoff``: where a one-GPU search takes its GPU worker from and leaves it for the next search of the same
-    command (`autotune.tuning.evaluation.gpu.WorkerHandoff`), instead of starting and stopping one.
+    command (`autotune.tuning.evaluation.worker_start.WorkerHandoff`), instead of starting and stopping one.
 
     Everything is checked before anything is written: bad arguments, the database location, nvcc and the GPU.
     ``domains`` narrows parameters to subsets of their values. ``replay``: a recording file

@@ -104,9 +104,11 @@ class Evaluator(ABC):
     device: DeviceInfo
     toolchain: Toolchain
     restarts: int = 0  # GPU worker restarts so far (crashes, hangs)
-    # Seconds of start-up before the first candidate, by phase (a GPU evaluator's: "worker" process and context,
-    # "build" of the validation kernel and baseline, "setup" of the inputs and float64 references); {} for none.
+    # Seconds of start-up, by phase: ``startup`` before the first compile (a GPU evaluator's "device", asked of the
+    # driver), ``beside`` during the first compiles (its "worker" process and context, "build" of the validation
+    # kernel and baseline, "setup" of the inputs and float64 references); {} for none.
     startup: dict[str, float] = {}
+    beside: dict[str, float] = {}
 
     @abstractmethod
     def submit(self, config: Config) -> "Future[Measurement]":

@@ -8,8 +8,12 @@
 The compile deadline is `autotune.runtime.compiler.CompileDeadline`, the race line
 `autotune.tuning.evaluation.racing.RaceLine` (shared by every GPU of a search).
 
-A candidate never raises: every outcome is a `Measurement`. Only a worker that cannot start at all (no GPU,
-no pycuda) raises `DeviceError`, since no search can go on then.
+The worker comes up beside the first compiles (`autotune.tuning.evaluation.worker_start`): no GPU or no pycuda
+is found by the parent before anything is written; a worker that then cannot be set up fails the first
+candidate's future with `DeviceError`, and the search with it.
+
+A candidate never raises: every outcome is a `Measurement`. Only a worker that cannot start at all raises
+`DeviceError`, since no search can go on then.
 """
 
 from __future__ import annotations
@@ -22,14 +26,16 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from autotune.device import DeviceInfo
-from autotune.errors import DeviceError, InvalidArgument
+from autotune.errors import InvalidArgument
 from autotune.runtime.compiler import CompileDeadline, Compiler, CompileResult, cache_root
 from autotune.shape import Shape, format_shape
 from autotune.spaces.base import Config, KernelSpace, Launch
 from autotune.tuning.evaluation.base import Evaluator, Measurement, Timing, Toolchain
-from autotune.tuning.evaluation.gpu_session import Setup
 from autotune.tuning.evaluation.process import WorkerProcess
 from autotune.tuning.evaluation.racing import RaceLine
+from autotune.tuning.evaluation.worker_start import WorkerHandoff, WorkerStart, parent_device
+
+__all__ = ["GpuEvaluator", "WorkerHandoff", "pool_shares"]
 
 MIN_TIMEOUT_S = 10.0
 # Least default timeout of a fresh worker's first request: it draws the validation cases' inputs and float64
@@ -75,33 +81,17 @@ class GpuEvaluator(Evaluator):
         self._slowest_ok = 0.0
         self._cache_dir = cache_dir or cache_root()
 
-        # The worker tells us which GPU this is; only then do we know the architecture to compile for.
+        # The parent asks the driver which GPU this is (the architecture to compile for): compiles start at once,
+        # while the worker comes up beside them (`WorkerStart`); the first candidate to reach the GPU waits for it.
         t0 = time.perf_counter()
         if started is not None:
             self.worker, self.device = started
         else:
+            self.device = parent_device(device_ordinal)
             self.worker = WorkerProcess(device_ordinal)
-            self.device = self.worker.spawn()
-        t_spawned = time.perf_counter()
-        try:
-            self._prepare(space, seed, flush_l2, min_time_ms, max_reps, jobs, cache_dir, compiler, compile_batch)
-            t_built = time.perf_counter()
-            self._set_up_worker(handed_on=started is not None)
-        except BaseException:
-            self.worker.kill()  # taken from a handoff or spawned here: nobody else would stop it
-            raise
-        # Where the start-up went, before any candidate (`Profile.startup`; issue 23 asks for it to shrink).
-        self.startup = {"worker": t_spawned - t0, "build": t_built - t_spawned, "setup": time.perf_counter() - t_built}
-
-        self._queue: "queue.Queue[tuple | None]" = work_queue if work_queue is not None else queue.Queue()
-        self._feeder = threading.Thread(target=self._feed, name="gpu-feeder", daemon=True)
-        self._feeder.start()
-
-    def _prepare(self, space: KernelSpace, seed: int, flush_l2: bool, min_time_ms: float, max_reps: int,
-                 jobs: int | None, cache_dir: Path | None, compiler: Compiler | None, compile_batch: int) -> None:
-        """The compiler, the checkers' cubins and the worker's `Setup`, once the device is known."""
         needed = space.device_bytes(space.default_config, self.shape)
         if needed > 0.9 * self.device.total_memory:
+            self.worker.kill()
             raise InvalidArgument(
                 f"shape {format_shape(self.shape)} needs {needed / 2**30:.1f} GiB of GPU memory; "
                 f"{self.device.name} has {self.device.total_memory / 2**30:.1f} GiB"
@@ -109,34 +99,26 @@ class GpuEvaluator(Evaluator):
         self.compiler = compiler or Compiler(self.device.compile_arch, cache_dir=cache_dir, jobs=jobs,
                                              deadline=CompileDeadline(), batch=compile_batch)  # fmt: skip
         self.toolchain = Toolchain(nvcc=self.compiler.version, flags=list(self.compiler.flags))
-        baseline = space.baseline_config()
-        compare_cubin, baseline_cubin = build_checkers(self.compiler, space, self.shape, baseline)
-        self._setup = Setup(
-            space_ref=type(space).ref(),
-            shape=self.shape,
-            seed=seed,
-            dtype=space.dtype,
-            compare_cubin=compare_cubin,
-            cache_dir=str(self._cache_dir),
-            flush_l2=flush_l2,
-            baseline_config=baseline,
-            baseline_cubin=baseline_cubin,
-            min_time_ms=min_time_ms,
-            max_reps=max_reps,
-        )
+        fields = dict(space_ref=type(space).ref(), shape=self.shape, seed=seed, dtype=space.dtype,
+                      cache_dir=str(self._cache_dir), flush_l2=flush_l2, min_time_ms=min_time_ms, max_reps=max_reps)
+        self._start = WorkerStart(self.worker, self.compiler, space, self.shape, fields, handed_on=started is not None)
+        # What the search waited for before its first compile (`Profile.startup`); the worker's own phases,
+        # beside the compiles, are `beside` once it is up.
+        self.startup = {"device": time.perf_counter() - t0}
 
-    def _set_up_worker(self, handed_on: bool) -> None:
-        """Send the worker its set-up. A handed-on worker that cannot take it (it died since, or its last
-        problem left it unable) is replaced by a fresh one, once: a new process would have been started anyway."""
-        try:
-            self.worker.configure(self._setup)
-        except (DeviceError, OSError):  # OSError: the pipe of a worker that has died
-            if not handed_on:
-                raise
-            self.worker.kill()
-            self.worker = WorkerProcess(self.device_ordinal)
-            self.worker.spawn()
-            self.worker.configure(self._setup)
+        self._queue: "queue.Queue[tuple | None]" = work_queue if work_queue is not None else queue.Queue()
+        self._feeder = threading.Thread(target=self._feed, name="gpu-feeder", daemon=True)
+        self._feeder.start()
+
+    @property
+    def beside(self) -> dict[str, float]:
+        """The worker's start-up phases (process, checkers, set-up), which ran beside the first compiles."""
+        return dict(self._start.phases)
+
+    def wait_started(self) -> None:
+        """Block until the worker is set up; raise what stopped it. `MultiGpuEvaluator` waits for its first GPU
+        (whose set-up writes the shape's references to the disk cache) before the others start theirs."""
+        self._start.wait()
 
     # --- the worker -----------------------------------------------------------------------------------------
     @property  # type: ignore[override]
@@ -186,6 +168,7 @@ class GpuEvaluator(Evaluator):
             kind = item[0]
             future = item[3]
             try:
+                self._start.wait()  # the worker comes up beside the first compiles: raises what stopped it
                 if kind == "evaluate":
                     queued = time.perf_counter() - item[4]
                     measurement = self._evaluate(item[1], item[2])
@@ -240,7 +223,7 @@ class GpuEvaluator(Evaluator):
         if not items:
             return []
         # An evaluation times about max_reps runs; a retime runs rounds × len(items).
-        scale = rounds * len(items) / max(1, self._setup.max_reps)
+        scale = rounds * len(items) / max(1, self._start.setup.max_reps)  # set up: the feeder waited
         reply = self._request("retime", {"items": items, "rounds": rounds}, scale)
         if isinstance(reply, Measurement) or reply[0] != "retimed":
             return [None] * len(items)
@@ -250,6 +233,8 @@ class GpuEvaluator(Evaluator):
         return self.compiler.code_hash(self.space.template_for(config), self.space.compile_defines(config, self.shape))
 
     def _stop_feeding(self) -> None:
+        if getattr(self, "_start", None) is not None:
+            self._start.join()  # a worker still coming up is stopped or handed on only once it is
         if getattr(self, "_queue", None) is not None and self._owns_queue and self._feeder.is_alive():
             self._queue.put(None)
             self._feeder.join(60)
@@ -261,7 +246,7 @@ class GpuEvaluator(Evaluator):
         worker, self.worker = getattr(self, "worker", None), None
         if worker is None:
             return None
-        if self._feeder.is_alive():  # still inside a request: its answer would meet the next set-up
+        if self._feeder.is_alive() or not self._start.ready():  # mid-request, or never set up: not reusable
             worker.kill()
             return None
         return (worker, self.device) if worker.alive() else None
@@ -272,46 +257,6 @@ class GpuEvaluator(Evaluator):
             self.worker.stop()
         if getattr(self, "compiler", None) is not None and self._owns_compiler:
             self.compiler.close()
-
-
-class WorkerHandoff:
-    """GPU workers kept between the searches of one command (the buckets of a range, the shapes of a list): the
-    next search's evaluator takes this GPU's worker and sets it up for its problem, instead of starting a process
-    (`autotune.tuning.tune`'s ``handoff``). `close` stops those still kept."""
-
-    def __init__(self) -> None:
-        self._kept: dict[int, tuple[WorkerProcess, DeviceInfo]] = {}
-
-    def take(self, device_ordinal: int) -> "tuple[WorkerProcess, DeviceInfo] | None":
-        return self._kept.pop(device_ordinal, None)
-
-    def keep(self, device_ordinal: int, started: "tuple[WorkerProcess, DeviceInfo] | None") -> None:
-        if started is not None:
-            self._kept[device_ordinal] = started
-
-    def close(self) -> None:
-        for worker, _ in self._kept.values():
-            worker.stop()
-        self._kept.clear()
-
-
-def build_checkers(compiler: Compiler, space: KernelSpace, shape: Shape,
-                   baseline: Config | None) -> tuple[str, str | None]:  # fmt: skip
-    """The cubins of the validation kernel and of the baseline configuration that sets tolerances (None without
-    one), compiled side by side (one nvcc's time, not two, before a search); `DeviceError` if either fails."""
-    compare_job = compiler.submit(Path(__file__).with_name("compare.cu"), {})
-    baseline_job = None
-    if baseline is not None:
-        baseline_job = compiler.submit(space.template_for(baseline), space.compile_defines(baseline, shape))
-    compare = compare_job.result()
-    if not compare.ok or not compare.cubin:
-        raise DeviceError(f"cannot build the validation kernel: {compare.error}")
-    if baseline_job is None:
-        return compare.cubin, None
-    built = baseline_job.result()
-    if not built.ok or not built.cubin:
-        raise DeviceError(f"cannot build the baseline configuration that sets tolerances: {built.error}")
-    return compare.cubin, built.cubin
 
 
 def pool_shares(shares: list[list[list[float] | None]], count: int) -> list[list[float] | None]:

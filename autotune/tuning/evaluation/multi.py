@@ -107,6 +107,7 @@ class MultiGpuEvaluator(Evaluator):
             # two workers' time, not one per GPU (eight 8192³ set-ups in a row took minutes).
             first = GpuEvaluator(space, shape, device_ordinal=ordinals[0], work_queue=self._queue, **options)
             self.evaluators.append(first)
+            first.wait_started()
             t_others = time.perf_counter()
             starting = [pool.submit(_set_up, spawned, space, shape, ordinal, self._queue, first.compiler, options)
                         for spawned, ordinal in zip(spawning, others)]  # fmt: skip
@@ -134,7 +135,7 @@ class MultiGpuEvaluator(Evaluator):
         self.device = first.device
         self.toolchain = first.toolchain
         # The first GPU's phases; "others": the other GPUs' set-up after it, side by side (their wall time).
-        self.startup = dict(first.startup, others=others_s)
+        self.startup = dict(first.startup, **first.beside, others=others_s)
         self.compiler = first.compiler  # shared; the first evaluator closes it
 
     @property  # type: ignore[override]
@@ -175,5 +176,11 @@ def _set_up(spawned: "Future[tuple[WorkerProcess, DeviceInfo]]", space: KernelSp
             work_queue: "queue.Queue[tuple | None]", compiler: Any, options: dict) -> "GpuEvaluator":  # fmt: skip
     from autotune.tuning.evaluation.gpu import GpuEvaluator
 
-    return GpuEvaluator(space, shape, device_ordinal=ordinal, work_queue=work_queue, compiler=compiler,
-                        started=spawned.result(), **options)  # fmt: skip
+    evaluator = GpuEvaluator(space, shape, device_ordinal=ordinal, work_queue=work_queue, compiler=compiler,
+                             started=spawned.result(), **options)  # fmt: skip
+    try:
+        evaluator.wait_started()
+    except BaseException:
+        evaluator.close()
+        raise
+    return evaluator
