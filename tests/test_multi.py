@@ -283,3 +283,31 @@ def test_the_leaders_are_retimed_on_every_gpu_with_the_rounds_split(monkeypatch,
     assert len(RetimingStandIn.asked) >= 2, RetimingStandIn.asked  # shared by the free GPUs, side by side
     assert [t.median for t in timings] == [2.0, 3.0, 5.0]
     assert {t.reps for t in timings} == ({15} if fail_second else {20})
+
+
+def test_a_gpu_that_cannot_be_set_up_stops_the_start_and_leaves_no_feeder(monkeypatch):
+    """Four stand-in GPUs, the third refusing its set-up: the evaluator raises that GPU's `DeviceError`, every
+    worker is stopped, and no feeder thread stays behind on the shared queue (a feeder starts only once its
+    worker is up)."""
+    from autotune.spaces import get_space
+    from autotune.tuning.evaluation import gpu, multi
+    from autotune.tuning.evaluation.multi import MultiGpuEvaluator
+
+    class Refusing(StandInWorker):
+        SETUP_S = 0.05
+
+        def configure(self, setup) -> None:
+            if self.device_ordinal == 2:
+                raise DeviceError("GPU worker setup failed: out of memory")
+            super().configure(setup)
+
+    monkeypatch.setattr(gpu, "WorkerProcess", Refusing)
+    monkeypatch.setattr(multi, "WorkerProcess", Refusing)
+    monkeypatch.setattr(gpu, "parent_device", lambda ordinal: Refusing(ordinal).spawn())
+    monkeypatch.setattr(gpu, "Compiler", StandInCompiler)
+    monkeypatch.setattr(StandInWorker, "log", [])
+    before = {t for t in threading.enumerate() if t.name == "gpu-feeder"}
+    with pytest.raises(DeviceError, match="out of memory"):
+        MultiGpuEvaluator(get_space("gemm"), (256, 256, 256), [0, 1, 2, 3])
+    left = {t for t in threading.enumerate() if t.name == "gpu-feeder" and t.is_alive()} - before
+    assert not left, left

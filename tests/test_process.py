@@ -202,10 +202,9 @@ class _Worker:
         self._alive = False
 
 
-def test_a_released_worker_stays_up_and_a_handed_on_one_that_fails_is_replaced(monkeypatch):
+def test_a_released_worker_stays_up_and_only_a_live_set_up_one_is_handed_on():
     """`GpuEvaluator.release_worker` stops feeding and hands the live worker on (its `close` then leaves it
-    running; a dead one is not handed on). A handed-on worker that refuses its set-up is killed and replaced by a
-    fresh process, once."""
+    running); a dead one, or one whose start failed, is not handed on."""
     import queue
     import threading
 
@@ -245,6 +244,9 @@ class _Start:
     def ready(self) -> bool:
         return self.up
 
+    def cancel(self) -> None:
+        pass
+
 
 def test_a_handed_on_worker_that_refuses_its_set_up_is_started_afresh_once():
     """`WorkerStart`: a handed-on worker whose set-up fails (it died, or cannot hold the next problem) is killed,
@@ -260,12 +262,16 @@ def test_a_handed_on_worker_that_refuses_its_set_up_is_started_afresh_once():
                 raise DeviceError("GPU worker setup failed: out of memory")
 
     start = WorkerStart.__new__(WorkerStart)
-    start.worker, start.handed_on, start.setup = Refusing(), True, "setup"
+    start.worker, start.handed_on, start.setup, start._cancelled = Refusing(), True, "setup", False
     start._configure()
     assert start.worker.calls == ["configure", "kill", "spawn", "configure"]
     start.worker, start.handed_on = Refusing(), False
     with pytest.raises(Exception, match="out of memory"):
         start._configure()
+    start.worker, start.handed_on, start._cancelled = Refusing(), True, True
+    with pytest.raises(Exception, match="out of memory"):
+        start._configure()  # the search has ended: no new process
+    assert start.worker.calls == ["configure"]
 
 
 def test_the_worker_comes_up_beside_the_first_compiles(monkeypatch):

@@ -290,6 +290,7 @@ class Compiler:
         self.cache_dir = (cache_dir or cache_root()) / "cubin"
         self.jobs = jobs or max(1, os.cpu_count() or 1)
         self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()  # submitted from several threads (a search's, its worker's start)
         self.units: UnitCompiles | None = None
         if batch > 1:
             from autotune.runtime.compile_units import UnitCompiles
@@ -384,15 +385,17 @@ class Compiler:
                varying: Collection[str] = ()) -> "Future[CompileResult]":  # fmt: skip
         """Compile in the pool. ``varying``: the defines in which configurations of this template differ (its
         tunables); with ``batch`` > 1, those that wait together share a front end where the template allows."""
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="nvcc")
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="nvcc")
+            pool = self._pool
         defines = dict(defines)
         group = self.units.group(template, defines, varying) if self.units is not None and not self.flags else None
         key = self.key(template, defines) if group is not None else None
         if key is None or self.cached(key) is not None:
-            return self._pool.submit(self.compile, template, defines)  # extra flags may be ptxas's: never in a unit
+            return pool.submit(self.compile, template, defines)  # extra flags may be ptxas's: never in a unit
         future = self.units.wait(group, template, defines, key)  # type: ignore[union-attr,arg-type]
-        self._pool.submit(self.units.take)  # type: ignore[union-attr]
+        pool.submit(self.units.take)  # type: ignore[union-attr]
         return future
 
     def close(self) -> None:

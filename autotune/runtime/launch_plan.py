@@ -135,9 +135,9 @@ class LaunchPlan:
     def describe(self) -> list[tuple]:
         """The bound launches as plain data, for another executor of the same plan (the torch operators' C++
         launcher, `autotune.torch.native`): per step ``("zero", buffer, nbytes)`` or ``("launch", kernel,
-        CUfunction, grid, block, shared_bytes, args, overlaps_previous)``, each argument ``("ptr", buffer)``, ``("value", bytes)``
-        or ``("tmap", buffer, CUtensorMapDataType, dims, byte strides, box, CUtensorMapSwizzle)``; a buffer is
-        its position in ``names``."""
+        CUfunction, grid, block, shared_bytes, args, overlaps_previous)``, each argument ``("ptr", buffer)``,
+        ``("value", bytes)`` or ``("tmap", buffer, CUtensorMapDataType, dims, byte strides, box,
+        CUtensorMapSwizzle)``; a buffer is its position in ``names``."""
         return list(self._described)
 
     def _zero(self, position: int, nbytes: int) -> Callable[[Sequence[int], int], None]:
@@ -146,7 +146,8 @@ class LaunchPlan:
 
     def _launch(self, function: int, step: Launch, params: Any) -> Callable[[Sequence[int], int], None]:
         call = self._driver.launcher(function, step.grid, step.block, step.shared_bytes, step.overlaps_previous)
-        check, what = self._driver.check, f"cuLaunchKernel({step.kernel})"
+        entry = "cuLaunchKernelEx" if step.overlaps_previous else "cuLaunchKernel"
+        check, what = self._driver.check, f"{entry}({step.kernel})"
 
         def run(pointers: Sequence[int], stream: int) -> None:
             code = call(stream, params)

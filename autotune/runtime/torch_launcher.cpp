@@ -48,7 +48,7 @@ using MemsetFn = int (*)(uint64_t, unsigned char, size_t, void*);
 using ErrorNameFn = int (*)(int, const char**);
 
 // cuda.h's CUlaunchAttribute and CUlaunchConfig (same members in the same order), for cuLaunchKernelEx.
-struct LaunchAttribute {
+struct alignas(8) LaunchAttribute {
   int id;
   char pad[4];
   int value[16];  // the 64-byte value union

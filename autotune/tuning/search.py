@@ -151,7 +151,7 @@ class Search:
         self.sync.refresh()
         self.sync.fail_stale()
         self.profile.wall_s = time.perf_counter() - start
-        self.profile.beside = dict(self.evaluator.beside)  # the worker is up by now: its phases are final
+        self.profile.beside = dict(self.evaluator.beside)  # the worker's start-up phases, those it has finished
         retime_start = time.perf_counter()
         rank_into(self.report, self.study, self.ledger.known.values(), self.space, self.shape, self.evaluator,
                   self.settings.retime_top, self.settings.retime_rounds)  # fmt: skip

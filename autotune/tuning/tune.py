@@ -1,7 +1,9 @@
 """`tune`: a kernel name, a shape and a database wired to a `Search`, which the command line and the Python API both
 call; `run_study` searches an opened study to its target and stores its winner (`tune`, and hosts joining a study).
 
-Everything is checked before anything is written: bad arguments, the database location, nvcc and the GPU.
+Everything is checked before anything is written: bad arguments, the database location, nvcc, the GPU and pycuda.
+The GPU worker then comes up beside the first compiles: one that fails its set-up stops the search as a crash
+would (its trials in flight recorded as interrupted).
 """
 
 from __future__ import annotations
@@ -78,7 +80,8 @@ def tune(
     ``handoff``: where a one-GPU search takes its GPU worker from and leaves it for the next search of the same
     command (`autotune.tuning.evaluation.worker_start.WorkerHandoff`), instead of starting and stopping one.
 
-    Everything is checked before anything is written: bad arguments, the database location, nvcc and the GPU.
+    Everything is checked before anything is written: bad arguments, the database location, nvcc, the GPU and
+    pycuda (the worker's set-up, beside the first compiles, may still fail: the search then stops as on a crash).
     ``domains`` narrows parameters to subsets of their values. ``replay``: a recording file
     (`autotune.tuning.evaluation.RecordedMeasurements`) answers instead of the GPU — a simulation over the recorded,
     narrowed space. ``evaluator`` replaces the GPU outright; ``template_hash`` then names the template it measured.

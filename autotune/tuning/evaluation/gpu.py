@@ -89,24 +89,34 @@ class GpuEvaluator(Evaluator):
         else:
             self.device = parent_device(device_ordinal)
             self.worker = WorkerProcess(device_ordinal)
-        needed = space.device_bytes(space.default_config, self.shape)
-        if needed > 0.9 * self.device.total_memory:
-            self.worker.kill()
-            raise InvalidArgument(
-                f"shape {format_shape(self.shape)} needs {needed / 2**30:.1f} GiB of GPU memory; "
-                f"{self.device.name} has {self.device.total_memory / 2**30:.1f} GiB"
-            )
-        self.compiler = compiler or Compiler(self.device.compile_arch, cache_dir=cache_dir, jobs=jobs,
-                                             deadline=CompileDeadline(), batch=compile_batch)  # fmt: skip
-        self.toolchain = Toolchain(nvcc=self.compiler.version, flags=list(self.compiler.flags))
-        fields = dict(space_ref=type(space).ref(), shape=self.shape, seed=seed, dtype=space.dtype,
-                      cache_dir=str(self._cache_dir), flush_l2=flush_l2, min_time_ms=min_time_ms, max_reps=max_reps)
+        try:
+            needed = space.device_bytes(space.default_config, self.shape)
+            if needed > 0.9 * self.device.total_memory:
+                raise InvalidArgument(
+                    f"shape {format_shape(self.shape)} needs {needed / 2**30:.1f} GiB of GPU memory; "
+                    f"{self.device.name} has {self.device.total_memory / 2**30:.1f} GiB"
+                )
+            self.compiler = compiler or Compiler(self.device.compile_arch, cache_dir=cache_dir, jobs=jobs,
+                                                 deadline=CompileDeadline(), batch=compile_batch)  # fmt: skip
+            self.toolchain = Toolchain(nvcc=self.compiler.version, flags=list(self.compiler.flags))
+            fields = dict(space_ref=type(space).ref(), shape=self.shape, seed=seed, dtype=space.dtype,
+                          cache_dir=str(self._cache_dir), flush_l2=flush_l2, min_time_ms=min_time_ms,
+                          max_reps=max_reps)  # fmt: skip
+        except BaseException:
+            self.worker.kill()  # spawned here or handed on: nobody else would stop it
+            raise
         self._start = WorkerStart(self.worker, self.compiler, space, self.shape, fields, handed_on=started is not None)
         # What the search waited for before its first compile (`Profile.startup`); the worker's own phases,
         # beside the compiles, are `beside` once it is up.
         self.startup = {"device": time.perf_counter() - t0}
 
         self._queue: "queue.Queue[tuple | None]" = work_queue if work_queue is not None else queue.Queue()
+        self._feeder: threading.Thread | None = None
+        if self._owns_queue:  # a shared queue's owner starts each feeder once its worker is up (`MultiGpuEvaluator`)
+            self.start_feeding()
+
+    def start_feeding(self) -> None:
+        """Start taking compiled candidates from the queue (each waits, if need be, for the worker to be up)."""
         self._feeder = threading.Thread(target=self._feed, name="gpu-feeder", daemon=True)
         self._feeder.start()
 
@@ -232,10 +242,13 @@ class GpuEvaluator(Evaluator):
     def code_hash(self, config: Config) -> str | None:
         return self.compiler.code_hash(self.space.template_for(config), self.space.compile_defines(config, self.shape))
 
+    def _feeding(self) -> bool:
+        return getattr(self, "_feeder", None) is not None and self._feeder.is_alive()
+
     def _stop_feeding(self) -> None:
         if getattr(self, "_start", None) is not None:
             self._start.join()  # a worker still coming up is stopped or handed on only once it is
-        if getattr(self, "_queue", None) is not None and self._owns_queue and self._feeder.is_alive():
+        if self._owns_queue and self._feeding():
             self._queue.put(None)
             self._feeder.join(60)
 
@@ -246,12 +259,14 @@ class GpuEvaluator(Evaluator):
         worker, self.worker = getattr(self, "worker", None), None
         if worker is None:
             return None
-        if self._feeder.is_alive() or not self._start.ready():  # mid-request, or never set up: not reusable
+        if self._feeding() or not self._start.ready():  # mid-request, or never set up: not reusable
             worker.kill()
             return None
         return (worker, self.device) if worker.alive() else None
 
     def close(self) -> None:
+        if getattr(self, "_start", None) is not None:
+            self._start.cancel()  # a start still under way (Ctrl-C, a failed search) ends now, not after set-up
         self._stop_feeding()
         if getattr(self, "worker", None) is not None:
             self.worker.stop()

@@ -108,6 +108,7 @@ class MultiGpuEvaluator(Evaluator):
             first = GpuEvaluator(space, shape, device_ordinal=ordinals[0], work_queue=self._queue, **options)
             self.evaluators.append(first)
             first.wait_started()
+            first.start_feeding()
             t_others = time.perf_counter()
             starting = [pool.submit(_set_up, spawned, space, shape, ordinal, self._queue, first.compiler, options)
                         for spawned, ordinal in zip(spawning, others)]  # fmt: skip
@@ -158,9 +159,10 @@ class MultiGpuEvaluator(Evaluator):
         return self.evaluators[0].code_hash(config)  # one compiler for every GPU
 
     def close(self) -> None:
-        for _ in self.evaluators:  # one stop per feeder: each takes one and ends
+        feeding = [e for e in self.evaluators if e._feeder is not None]
+        for _ in feeding:  # one stop per feeder: each takes one and ends
             self._queue.put(None)
-        for e in self.evaluators:
+        for e in feeding:
             e._feeder.join(60)
         for e in reversed(self.evaluators):  # the first owns the shared compiler: closed last
             e.close()
@@ -181,6 +183,7 @@ def _set_up(spawned: "Future[tuple[WorkerProcess, DeviceInfo]]", space: KernelSp
     try:
         evaluator.wait_started()
     except BaseException:
-        evaluator.close()
+        evaluator.close()  # it never took from the shared queue: no feeder to stop
         raise
+    evaluator.start_feeding()
     return evaluator

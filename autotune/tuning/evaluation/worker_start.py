@@ -76,6 +76,7 @@ class WorkerStart:
         self.setup: Setup | None = None
         self.phases: dict[str, float] = {}
         self._error: BaseException | None = None
+        self._cancelled = False
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, args=(compiler, space, shape, setup), name="gpu-start",
                                         daemon=True)  # fmt: skip
@@ -87,6 +88,8 @@ class WorkerStart:
             baseline = space.baseline_config()
             jobs = submit_checkers(compiler, space, shape, baseline)
             if not self.handed_on:
+                if self._cancelled:
+                    raise DeviceError("the search ended before its GPU worker started")
                 self.worker.spawn()
                 self.phases["worker"] = time.perf_counter() - began
             mark = time.perf_counter()
@@ -109,7 +112,7 @@ class WorkerStart:
         try:
             self.worker.configure(self.setup)
         except (DeviceError, OSError):  # OSError: the pipe of a worker that has died
-            if not self.handed_on:
+            if not self.handed_on or self._cancelled:
                 raise
             self.worker.kill()
             self.worker.spawn()
@@ -117,6 +120,12 @@ class WorkerStart:
 
     def ready(self) -> bool:
         return self._done.is_set() and self._error is None
+
+    def cancel(self) -> None:
+        """End a start still under way: its worker is killed (a finished start is left as it is)."""
+        if not self._done.is_set():
+            self._cancelled = True
+            self.worker.kill()
 
     def wait(self) -> None:
         """Block until the worker is set up; raise what stopped it (`DeviceError`, mostly)."""

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # For the next session's first calls (written 2026-11-29h, not yet run): what landed after this session's device time.
-#   bash run_next.sh 1   the GPU tests of the late changes (~250 s): one split writing O itself (split_kv SPLITS=1,
-#                        the batch 16-64 decoding rule), the search's worker handed from shape to shape
-#                        (test_gpu_search.py, the process tests); then issue 20's decoding rows untuned (~25 s) and
-#                        issue 23's README job cold (~25 s)
+#   bash run_next.sh 1   the GPU tests of the late changes (~300 s): one split writing O itself (split_kv SPLITS=1,
+#                        the batch 16-64 decoding rule); the combine kernel as a programmatic dependent launch
+#                        (cuLaunchKernelEx, in the ctypes path and the rebuilt C++ launcher); the search's worker
+#                        coming up beside the first compiles and handed from shape to shape (test_gpu_search.py);
+#                        then issue 20's decoding rows untuned (~25 s: batch 1 with the dependent combine) and issue
+#                        23's README job cold (~25 s: the start-up now beside the compiles; was 22.3 s)
 #   bash run_next.sh 2   issue 23's range row again (benchmarks/range_search.py, ~420 s): buckets in bisection order,
 #                        one GPU worker for the whole range; against this session's call 4 (worst bucket 0.825x,
 #                        range wall 5.92x a bucket's own search)
@@ -15,7 +17,8 @@ TAILN=4 step build 150 python3 -c "import autotune.torch as att; from autotune.r
 case "${1:-1}" in
 1)
   TAILN=12 step tests 330 python3 -m pytest -n 16 -q -p no:cacheprovider -rf --tb=short -m gpu \
-    tests/test_gpu_search.py tests/test_process.py tests/test_gpu_attention_gqa.py "tests/test_gpu_attention.py::test_dispatch_on_torch_tensors"
+    tests/test_gpu_search.py tests/test_gpu_attention_gqa.py tests/test_torch_gpu.py tests/test_gpu_dispatch.py \
+    tests/test_gpu_reliability.py "tests/test_gpu_attention.py::test_dispatch_on_torch_tensors"
   TAILN=14 step untuned 110 python3 benchmarks/attention_vs_torch.py --no-prefill --dtypes bfloat16 --untuned --db /tmp/untuned.db --out $OUT/untuned.json
   rm -rf /tmp/cache-readme /tmp/readme.db
   TAILN=30 step readme_cold 60 env AUTOTUNE_CACHE_DIR=/tmp/cache-readme AUTOTUNE_DB=/tmp/readme.db python3 -m autotune search gemm --trials 200 --seed 7 --profile
