@@ -209,6 +209,23 @@ def test_cuda_graph_capture_of_forward_and_backward(att):
     assert rel(model.ln.weight.grad, eager.ln.weight.grad) < 1e-4
 
 
+def test_cuda_graph_capture_of_decoding_with_a_dependent_combine(att):
+    """Batch-1 grouped decoding over 32K keys runs split_kv's splits and, on sm_90, its combine kernel as a
+    programmatic dependent launch (`Launch.overlaps_previous`): captured in a CUDA graph and replayed on new
+    queries, it gives the eager call's answer bit for bit."""
+    q = cuda(1, 32, 1, 128, seed=0).bfloat16()
+    k, v = (cuda(1, 8, 32768, 128, seed=i).bfloat16() for i in (1, 2))
+    att.functional.attention(q, k, v)  # warm-up: the plan built, its kernels compiled and loaded
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static = att.functional.attention(q, k, v)
+    q.copy_(cuda(1, 32, 1, 128, seed=7).bfloat16())
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(static, att.functional.attention(q, k, v))
+
+
 def test_bad_input_on_the_gpu(att):
     x, w, b = CASES["layernorm"]()
     with pytest.raises(att.NotContiguous, match="x is not contiguous"):
