@@ -161,3 +161,22 @@ def test_the_code_hash_ignores_a_comment_but_not_the_code(tmp_path):
     assert compiler.code_hash(source, {"V": 4}) != before
     header.write_text("#define SCALE 3.0f\n")
     assert compiler.code_hash(source, {"V": 3}) != before
+
+
+def test_closing_a_searchs_compiler_stops_its_running_compiles(tmp_path):
+    """At a search's end its compile threads still hold candidates asked ahead of need: closing its compiler (one
+    with a deadline) stops them, not waits for them (a range's buckets each waited up to an nvcc at their end),
+    and nothing of them is cached."""
+    source = tmp_path / "k.cu"
+    source.write_text("// any source\n")
+    compiler = Compiler("sm_90", cache_dir=tmp_path / "cache", nvcc=_slow_nvcc(tmp_path, 30),
+                        deadline=CompileDeadline(), jobs=2)  # fmt: skip
+    running = [compiler.submit(source, {"V": v}) for v in (1, 2)]
+    for _ in range(100):  # both nvcc started
+        if len(compiler.deadline._running) == 2:
+            break
+        time.sleep(0.05)
+    compiler.close()
+    results = [future.result(timeout=10) for future in running]
+    assert all(not r.ok and "the search had ended" in r.error for r in results), results
+    assert not list((tmp_path / "cache").rglob("*.json")), "a stopped compile is not cached"

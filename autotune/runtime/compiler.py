@@ -168,6 +168,7 @@ class CompileDeadline:
         self._stopped: set[subprocess.Popen] = set()
         self._watcher: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._ended = False  # `stop_all` was called: the search is over
 
     def record(self, seconds: float) -> None:
         """A compile of this search that finished (from nvcc, not the cache)."""
@@ -185,6 +186,8 @@ class CompileDeadline:
         return min(COMPILE_TIMEOUT_S, max(self.floor_s, self.factor * median))
 
     def reason(self, seconds: float) -> str:
+        if self._ended:
+            return f"error: stopped after {seconds:.1f} s: the search had ended"
         median = self.median()
         if median is None:
             return f"error: nvcc ran over {seconds:.0f} s (the limit is {COMPILE_TIMEOUT_S} s)"
@@ -206,6 +209,17 @@ class CompileDeadline:
             stopped = proc in self._stopped
             self._stopped.discard(proc)
             return stopped
+
+    def stop_all(self) -> None:
+        """Stop every compile still running: the search is over, and what they compile was asked ahead of need
+        (its compile threads, one per nvcc job, each held one)."""
+        with self._lock:
+            self._ended = True
+            running = list(self._running)
+            self._stopped.update(running)
+            self._running.clear()
+        for proc in running:
+            _stop(proc)
 
     def _watch(self) -> None:
         while True:
@@ -399,6 +413,8 @@ class Compiler:
         return future
 
     def close(self) -> None:
+        if self.deadline is not None:  # a search's compiler: its compiles still running will not be measured
+            self.deadline.stop_all()
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
