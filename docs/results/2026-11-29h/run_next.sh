@@ -7,8 +7,9 @@
 #                        then issue 20's decoding rows untuned (~25 s: batch 1 with the dependent combine) and issue
 #                        23's README job cold (~25 s: the start-up now beside the compiles; was 22.3 s)
 #   bash run_next.sh 2   issue 23's range row again (benchmarks/range_search.py, ~420 s): buckets in bisection order,
-#                        one GPU worker for the whole range; against this session's call 4 (worst bucket 0.825x,
-#                        range wall 5.92x a bucket's own search)
+#                        one GPU worker for the whole range, set up beside each bucket's first compiles, compiles
+#                        asked ahead stopped at each bucket's end; against this session's call 4 (worst bucket
+#                        0.825x, range wall 5.92x a bucket's own search)
 #   bash run_next.sh 3   issue 19's bf16 nine shapes, 100 trials for 4096^3 and 60 for the others (~400 s), against
 #                        cuBLAS in the same process: not re-measured since the skinny and one-wave rules changed
 source "$(dirname "$0")/../steps.sh"
