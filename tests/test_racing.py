@@ -55,6 +55,7 @@ def test_every_gpu_of_a_search_races_against_one_line(monkeypatch, racing):
     monkeypatch.setattr(gpu, "WorkerProcess", TimedStandIn)
     monkeypatch.setattr(multi, "WorkerProcess", TimedStandIn)
     monkeypatch.setattr(gpu, "Compiler", StandInCompiler)
+    monkeypatch.setattr(gpu, "parent_device", lambda ordinal: TimedStandIn(ordinal).spawn())
     monkeypatch.setattr(TimedStandIn, "log", [])
     monkeypatch.setattr(TimedStandIn, "lines", [])
     space = get_space("gemm")
